@@ -1,0 +1,51 @@
+//! The library's error type.
+//!
+//! Every error names what it is about: the file (and line) for kernel input, the key for
+//! configuration. Bad input is an error, never a panic.
+
+use std::io;
+use std::path::PathBuf;
+
+/// An error from reading, parsing or writing kernel state.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    /// A kernel file did not have the expected shape. `line` counts from 1; 0 means the
+    /// file as a whole.
+    #[error("{}:{line}: {reason}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    /// A netlink or ioctl request failed.
+    #[error("{what}: {reason}")]
+    Kernel { what: String, reason: String },
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub fn parse(path: impl Into<PathBuf>, line: usize, reason: impl Into<String>) -> Self {
+        Error::Parse {
+            path: path.into(),
+            line,
+            reason: reason.into(),
+        }
+    }
+
+    /// The errno behind an I/O error, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! All I/O with the kernel, always under a [`crate::Root`]: one small reader per kernel
+//! file or interface, each returning a typed value from [`crate::model`].
+
+pub mod ethtool;
+pub mod ethtool_names;
+pub mod irq_names;
+pub mod netlink;
+pub mod procfs;
+pub mod sysfs;

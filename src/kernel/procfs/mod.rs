@@ -1,0 +1,6 @@
+//! Readers for `proc/` files.
+
+pub mod interrupts;
+pub mod softirqs;
+pub mod softnet;
+pub mod stat;

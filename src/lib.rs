@@ -1,0 +1,18 @@
+//! steerd: steers NIC receive work (IRQ affinity, RPS and RFS) continuously, with
+//! hysteresis, and says why.
+//!
+//! Data flows one way: [`kernel`] readers build the [`model`] (topology, inventory,
+//! snapshots); the policy decides from the model alone; the actuator writes. See
+//! `docs/architecture.md`.
+
+pub mod cpuset;
+pub mod discover;
+pub mod error;
+pub mod inspect;
+pub mod kernel;
+pub mod model;
+pub mod root;
+
+pub use cpuset::CpuSet;
+pub use error::Error;
+pub use root::Root;
