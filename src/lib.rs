@@ -8,6 +8,7 @@
 pub mod cpuset;
 pub mod discover;
 pub mod error;
+pub mod fakeroot;
 pub mod inspect;
 pub mod kernel;
 pub mod model;
