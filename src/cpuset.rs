@@ -95,7 +95,12 @@ impl CpuSet {
 
     /// The highest CPU, if any.
     pub fn last(&self) -> Option<u32> {
-        let (index, word) = self.words.iter().enumerate().rev().find(|(_, w)| **w != 0)?;
+        let (index, word) = self
+            .words
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, w)| **w != 0)?;
         Some(index as u32 * 64 + 63 - word.leading_zeros())
     }
 
@@ -293,7 +298,11 @@ impl Eq for CpuSet {}
 
 impl std::hash::Hash for CpuSet {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let used = self.words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        let used = self
+            .words
+            .iter()
+            .rposition(|&w| w != 0)
+            .map_or(0, |i| i + 1);
         self.words[..used].hash(state);
     }
 }
@@ -368,7 +377,10 @@ mod tests {
     fn rejects_bad_masks_quoting_them() {
         for bad in ["", "xyz", "1,,2", "123456789", "0x3", ","] {
             let err = CpuSet::parse_mask(bad).unwrap_err();
-            assert!(err.to_string().contains(&format!("{:?}", bad.trim())), "{err}");
+            assert!(
+                err.to_string().contains(&format!("{:?}", bad.trim())),
+                "{err}"
+            );
         }
     }
 

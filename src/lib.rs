@@ -5,11 +5,12 @@
 //! snapshots); the policy decides from the model alone; the actuator writes. See
 //! `docs/architecture.md`.
 
+pub mod cli;
 pub mod cpuset;
 pub mod discover;
 pub mod error;
 pub mod fakeroot;
-pub mod inspect;
+// pub mod inspect; (enabled once discover::Machine lands)
 pub mod kernel;
 pub mod model;
 pub mod root;

@@ -1,6 +1,8 @@
 //! The steerd command line. Only argument handling lives here; everything else is in the
 //! library.
 
+use clap::Parser;
+
 fn main() {
-    println!("steerd: being written");
+    let _cli = steerd::cli::Cli::parse();
 }

@@ -78,7 +78,10 @@ mod tests {
     fn paths_stay_under_the_root() {
         let root = Root::new("/tmp/fake");
         assert_eq!(root.path("proc/stat"), PathBuf::from("/tmp/fake/proc/stat"));
-        assert_eq!(root.path("/sys/class/net"), PathBuf::from("/tmp/fake/sys/class/net"));
+        assert_eq!(
+            root.path("/sys/class/net"),
+            PathBuf::from("/tmp/fake/sys/class/net")
+        );
         assert!(Root::default().is_host());
         assert!(!root.is_host());
     }

@@ -37,7 +37,13 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// All time the CPU accounted (guest time is already inside user/nice).
     pub fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
             + self.steal
     }
 }
