@@ -5,11 +5,13 @@
 //! snapshots); the policy decides from the model alone; the actuator writes. See
 //! `docs/architecture.md`.
 
+pub mod apply;
 pub mod cli;
 pub mod cpuset;
 pub mod discover;
 pub mod error;
 pub mod fakeroot;
+pub mod knob;
 // pub mod inspect; (enabled once discover::Machine lands)
 pub mod kernel;
 pub mod model;

@@ -1,0 +1,544 @@
+//! The actuator: the only code that writes kernel values.
+//!
+//! For every write it: remembers the original value before the first change (in memory and
+//! in an atomically replaced state file, so a restart after a crash still knows it), writes
+//! the kernel's text form, reads the file back to see whether the kernel took it, and
+//! classifies failures so the daemon reacts to each kind once instead of retrying in a
+//! storm. It never decides *what* to write: that is the policy's job.
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::knob::{Knob, KnobValue};
+use crate::root::Root;
+
+/// Where the state file lives, relative to the root (so a fake root keeps its own).
+pub const DEFAULT_STATE_FILE: &str = "run/steerd/state.json";
+
+/// How a failed write is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// EPERM or EIO on an IRQ: the kernel manages it. Never tried again.
+    Managed,
+    /// ENOSPC: the target CPU has no free interrupt vector. Choose another CPU.
+    NoVectorSpace,
+    /// EBUSY, EAGAIN, EINVAL: try again later, with backoff.
+    Transient,
+    /// ENOENT, ENODEV, ENXIO: the device, queue or IRQ is gone. Rediscover.
+    Vanished,
+    /// EOVERFLOW: steerd formatted a value wider than the kernel's; a bug in steerd.
+    Bug,
+    /// EACCES, EROFS, or EPERM on a non-IRQ file: steerd is not allowed to write here.
+    NotAllowed,
+    /// The write succeeded but reading back shows another value.
+    NotTaken,
+    /// Anything else.
+    Other,
+}
+
+impl FailureKind {
+    /// Label for metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            FailureKind::Managed => "managed",
+            FailureKind::NoVectorSpace => "no_vector_space",
+            FailureKind::Transient => "transient",
+            FailureKind::Vanished => "vanished",
+            FailureKind::Bug => "bug",
+            FailureKind::NotAllowed => "not_allowed",
+            FailureKind::NotTaken => "not_taken",
+            FailureKind::Other => "other",
+        }
+    }
+
+    fn of(knob: &Knob, err: &io::Error) -> FailureKind {
+        use nix::libc;
+        match err.raw_os_error() {
+            Some(libc::EPERM | libc::EIO) if matches!(knob, Knob::IrqAffinity { .. }) => {
+                FailureKind::Managed
+            }
+            Some(libc::ENOSPC) => FailureKind::NoVectorSpace,
+            Some(libc::EBUSY | libc::EAGAIN | libc::EINVAL) => FailureKind::Transient,
+            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO | libc::ENOTDIR) => {
+                FailureKind::Vanished
+            }
+            Some(libc::EOVERFLOW) => FailureKind::Bug,
+            Some(libc::EACCES | libc::EROFS | libc::EPERM) => FailureKind::NotAllowed,
+            _ => FailureKind::Other,
+        }
+    }
+}
+
+/// A write that did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{knob}: {message}")]
+pub struct WriteFailure {
+    pub knob: Knob,
+    pub kind: FailureKind,
+    pub errno: Option<i32>,
+    pub message: String,
+}
+
+impl WriteFailure {
+    /// The errno's symbolic name (`EPERM`), or `none`.
+    pub fn errno_name(&self) -> String {
+        self.errno.map_or("none".to_string(), |e| {
+            format!("{:?}", nix::errno::Errno::from_raw(e))
+        })
+    }
+}
+
+/// What a successful write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub knob: Knob,
+    /// The value before this write.
+    pub before: KnobValue,
+    /// The value the kernel reports after it.
+    pub after: KnobValue,
+}
+
+/// One remembered knob: its original text, and what steerd last wrote to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Remembered {
+    knob: Knob,
+    /// The file's text before steerd's first write, as read (trimmed).
+    original: String,
+    /// The value steerd wrote last (as read back), if any.
+    written: Option<KnobValue>,
+}
+
+/// The state file's content.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StateFile {
+    version: u32,
+    /// `proc/sys/kernel/random/boot_id` when written: after a reboot every value is the
+    /// kernel's default again and the old originals mean nothing.
+    boot_id: Option<String>,
+    entries: Vec<Remembered>,
+}
+
+const STATE_VERSION: u32 = 1;
+
+/// Retry bookkeeping for transient failures.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    failures: u32,
+    next_try_ns: u64,
+}
+
+const BACKOFF_BASE_NS: u64 = 1_000_000_000;
+const BACKOFF_MAX_NS: u64 = 300 * 1_000_000_000;
+
+/// The actuator. One per daemon; it owns the state file.
+#[derive(Debug)]
+pub struct Actuator {
+    root: Root,
+    state_path: PathBuf,
+    boot_id: Option<String>,
+    remembered: BTreeMap<Knob, Remembered>,
+    backoff: BTreeMap<Knob, Backoff>,
+    /// Knobs never to try again, with the reason (managed IRQs).
+    given_up: BTreeMap<Knob, String>,
+}
+
+impl Actuator {
+    /// Opens the actuator, loading the state file a previous run left (after a crash), so
+    /// the originals are known and steerd's own earlier writes are not mistaken for an
+    /// operator's. A state file from another boot is ignored. A state file that cannot be
+    /// parsed is an error: silently dropping it would lose the originals.
+    pub fn open(root: Root, state_path: PathBuf) -> Result<Actuator, crate::Error> {
+        let boot_id = root
+            .read_optional("proc/sys/kernel/random/boot_id")?
+            .map(|text| text.trim().to_string());
+        let mut actuator = Actuator {
+            root,
+            state_path,
+            boot_id,
+            remembered: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            given_up: BTreeMap::new(),
+        };
+        match fs::read_to_string(&actuator.state_path) {
+            Ok(text) => {
+                let state: StateFile = serde_json::from_str(&text).map_err(|e| {
+                    crate::Error::parse(&actuator.state_path, e.line(), e.to_string())
+                })?;
+                if state.version == STATE_VERSION && state.boot_id == actuator.boot_id {
+                    for entry in state.entries {
+                        actuator.remembered.insert(entry.knob.clone(), entry);
+                    }
+                }
+            }
+            Err(err) if crate::root::is_absent(&err) => {}
+            Err(err) => return Err(crate::Error::io(&actuator.state_path, err)),
+        }
+        Ok(actuator)
+    }
+
+    /// The state file's path.
+    pub fn state_path(&self) -> &Path {
+        &self.state_path
+    }
+
+    /// What steerd last wrote to `knob` (also in a previous run of this boot).
+    pub fn last_written(&self, knob: &Knob) -> Option<&KnobValue> {
+        self.remembered.get(knob)?.written.as_ref()
+    }
+
+    /// Knobs steerd has changed and would restore, with their original text.
+    pub fn changed(&self) -> impl Iterator<Item = (&Knob, &str)> {
+        self.remembered
+            .values()
+            .filter(|r| r.written.is_some())
+            .map(|r| (&r.knob, r.original.as_str()))
+    }
+
+    /// Whether a knob was given up on (managed IRQ), and why.
+    pub fn given_up(&self, knob: &Knob) -> Option<&str> {
+        self.given_up.get(knob).map(String::as_str)
+    }
+
+    /// Whether a write to `knob` may be attempted at `now_ns` (not given up, not backing off).
+    pub fn may_try(&self, knob: &Knob, now_ns: u64) -> bool {
+        !self.given_up.contains_key(knob)
+            && self
+                .backoff
+                .get(knob)
+                .is_none_or(|b| now_ns >= b.next_try_ns)
+    }
+
+    /// Reads a knob's current value.
+    pub fn read(&self, knob: &Knob) -> Result<(String, KnobValue), WriteFailure> {
+        let path = self.root.path(knob.relative_path());
+        let text = fs::read_to_string(&path).map_err(|err| failure(knob, &err, "read"))?;
+        let value = knob.parse(&text).map_err(|message| WriteFailure {
+            knob: knob.clone(),
+            kind: FailureKind::Other,
+            errno: None,
+            message: format!("{}: {message}", path.display()),
+        })?;
+        Ok((text.trim().to_string(), value))
+    }
+
+    /// Writes `value` to `knob` and reads it back. `mask_words` is the width (32-bit
+    /// groups) to format hex masks in: the width the kernel printed when the file was
+    /// read. `now_ns` drives the retry backoff.
+    pub fn write(
+        &mut self,
+        knob: &Knob,
+        value: &KnobValue,
+        mask_words: u32,
+        now_ns: u64,
+    ) -> Result<Written, WriteFailure> {
+        if let Some(reason) = self.given_up.get(knob) {
+            return Err(WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::Managed,
+                errno: None,
+                message: format!("not tried again: {reason}"),
+            });
+        }
+        let result = self.write_once(knob, value, mask_words);
+        match &result {
+            Ok(_) => {
+                self.backoff.remove(knob);
+            }
+            Err(failure) => match failure.kind {
+                FailureKind::Managed => {
+                    self.given_up.insert(knob.clone(), failure.message.clone());
+                }
+                FailureKind::Transient | FailureKind::NotTaken | FailureKind::Other => {
+                    let entry = self.backoff.entry(knob.clone()).or_insert(Backoff {
+                        failures: 0,
+                        next_try_ns: 0,
+                    });
+                    entry.failures = entry.failures.saturating_add(1);
+                    let delay = BACKOFF_BASE_NS
+                        .saturating_mul(1 << entry.failures.min(16))
+                        .min(BACKOFF_MAX_NS);
+                    entry.next_try_ns = now_ns.saturating_add(delay);
+                }
+                _ => {}
+            },
+        }
+        result
+    }
+
+    fn write_once(
+        &mut self,
+        knob: &Knob,
+        value: &KnobValue,
+        mask_words: u32,
+    ) -> Result<Written, WriteFailure> {
+        let (original_text, before) = self.read(knob)?;
+        let text = knob
+            .format(value, mask_words)
+            .map_err(|message| WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::Bug,
+                errno: None,
+                message,
+            })?;
+        if !self.remembered.contains_key(knob) {
+            self.remembered.insert(
+                knob.clone(),
+                Remembered {
+                    knob: knob.clone(),
+                    original: original_text,
+                    written: None,
+                },
+            );
+            self.save().map_err(|err| WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::NotAllowed,
+                errno: err.raw_os_error(),
+                message: format!(
+                    "cannot record the original value in {} ({err}); not writing",
+                    self.state_path.display()
+                ),
+            })?;
+        }
+        let path = self.root.path(knob.relative_path());
+        write_file(&path, &text).map_err(|err| failure(knob, &err, "write"))?;
+        let (_, after) = self.read(knob)?;
+        if let Some(entry) = self.remembered.get_mut(knob) {
+            entry.written = Some(after.clone());
+        }
+        // Losing this save loses only the "written" marker, never an original.
+        let _ = self.save();
+        if !knob.took_effect(value, &after) {
+            return Err(WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::NotTaken,
+                errno: None,
+                message: format!("wrote {text:?}, the kernel reports {after}"),
+            });
+        }
+        Ok(Written {
+            knob: knob.clone(),
+            before,
+            after,
+        })
+    }
+
+    /// Puts back every value steerd changed. Values changed by someone else since
+    /// steerd's last write are left alone (they are theirs now) unless `force`. Returns
+    /// what was restored and what failed; a failure does not stop the others.
+    pub fn restore_all(&mut self, force: bool) -> (Vec<Knob>, Vec<WriteFailure>) {
+        let mut restored = Vec::new();
+        let mut failures = Vec::new();
+        let knobs: Vec<Knob> = self
+            .remembered
+            .values()
+            .filter(|r| r.written.is_some())
+            .map(|r| r.knob.clone())
+            .collect();
+        for knob in knobs {
+            match self.restore(&knob, force) {
+                Ok(true) => restored.push(knob),
+                Ok(false) => {}
+                Err(failure) => failures.push(failure),
+            }
+        }
+        if failures.is_empty() {
+            self.remembered.clear();
+            let _ = fs::remove_file(&self.state_path);
+        } else {
+            let _ = self.save();
+        }
+        (restored, failures)
+    }
+
+    /// Restores one knob; `Ok(false)` when it was left alone.
+    fn restore(&mut self, knob: &Knob, force: bool) -> Result<bool, WriteFailure> {
+        let Some(entry) = self.remembered.get(knob).cloned() else {
+            return Ok(false);
+        };
+        let current = match self.read(knob) {
+            Ok((_, value)) => value,
+            Err(failure) if failure.kind == FailureKind::Vanished => {
+                self.remembered.remove(knob);
+                return Ok(false);
+            }
+            Err(failure) => return Err(failure),
+        };
+        if !force && entry.written.as_ref() != Some(&current) {
+            self.remembered.remove(knob);
+            return Ok(false);
+        }
+        let path = self.root.path(knob.relative_path());
+        write_file(&path, &entry.original).map_err(|err| failure(knob, &err, "restore"))?;
+        self.remembered.remove(knob);
+        Ok(true)
+    }
+
+    /// Forgets everything steerd wrote without restoring (the operator asked to keep the
+    /// tuning on exit).
+    pub fn forget_all(&mut self) {
+        self.remembered.clear();
+        let _ = fs::remove_file(&self.state_path);
+    }
+
+    fn save(&self) -> io::Result<()> {
+        let state = StateFile {
+            version: STATE_VERSION,
+            boot_id: self.boot_id.clone(),
+            entries: self.remembered.values().cloned().collect(),
+        };
+        let text = serde_json::to_string_pretty(&state).map_err(io::Error::other)?;
+        if let Some(parent) = self.state_path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        let temporary = self.state_path.with_extension("json.tmp");
+        {
+            let mut file = fs::File::create(&temporary)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+        }
+        fs::rename(&temporary, &self.state_path)
+    }
+}
+
+/// One `write(2)` of the whole value with a newline, as `echo value > file` does. No
+/// `O_CREAT`: a file that is not there is a vanished device or IRQ, not one to create.
+fn write_file(path: &Path, text: &str) -> io::Result<()> {
+    let mut file = OpenOptions::new().write(true).truncate(true).open(path)?;
+    file.write_all(format!("{text}\n").as_bytes())
+}
+
+fn failure(knob: &Knob, err: &io::Error, what: &str) -> WriteFailure {
+    WriteFailure {
+        knob: knob.clone(),
+        kind: FailureKind::of(knob, err),
+        errno: err.raw_os_error(),
+        message: format!("{what} {}: {err}", knob.relative_path().display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuSet;
+
+    fn setup() -> (tempfile::TempDir, Actuator) {
+        let dir = tempfile::tempdir().unwrap();
+        let q = dir.path().join("sys/class/net/eth0/queues/rx-0");
+        fs::create_dir_all(&q).unwrap();
+        fs::write(q.join("rps_cpus"), "00\n").unwrap();
+        fs::write(q.join("rps_flow_cnt"), "0\n").unwrap();
+        fs::create_dir_all(dir.path().join("proc/irq/30")).unwrap();
+        fs::write(dir.path().join("proc/irq/30/smp_affinity_list"), "0-7\n").unwrap();
+        let root = Root::new(dir.path());
+        let state = root.path(DEFAULT_STATE_FILE);
+        let actuator = Actuator::open(root, state).unwrap();
+        (dir, actuator)
+    }
+
+    fn rps() -> Knob {
+        Knob::RpsCpus {
+            device: "eth0".into(),
+            queue: 0,
+        }
+    }
+
+    fn cpus(list: &str) -> KnobValue {
+        KnobValue::Cpus(CpuSet::parse_list(list).unwrap())
+    }
+
+    #[test]
+    fn writes_reads_back_and_restores() {
+        let (dir, mut actuator) = setup();
+        let written = actuator.write(&rps(), &cpus("1-2"), 1, 0).unwrap();
+        assert_eq!(written.before, cpus(""));
+        assert_eq!(written.after, cpus("1-2"));
+        let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "00000006\n");
+        assert_eq!(actuator.last_written(&rps()), Some(&cpus("1-2")));
+        assert!(actuator.state_path().exists());
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored.len(), failures.len()), (1, 0));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "00\n");
+        assert!(!actuator.state_path().exists());
+    }
+
+    #[test]
+    fn a_restart_finds_the_originals() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("4"), 1, 0).unwrap();
+        drop(actuator); // a crash: nothing restored
+        let root = Root::new(dir.path());
+        let mut again = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
+        assert_eq!(again.last_written(&irq), Some(&cpus("4")));
+        let (restored, _) = again.restore_all(false);
+        assert_eq!(restored, vec![irq]);
+        assert_eq!(
+            fs::read_to_string(dir.path().join("proc/irq/30/smp_affinity_list")).unwrap(),
+            "0-7\n"
+        );
+    }
+
+    #[test]
+    fn an_operators_later_change_is_not_undone() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        let file = dir.path().join("proc/irq/30/smp_affinity_list");
+        fs::write(&file, "5\n").unwrap();
+        let (restored, failures) = actuator.restore_all(false);
+        assert!(restored.is_empty() && failures.is_empty());
+        assert_eq!(fs::read_to_string(&file).unwrap(), "5\n");
+    }
+
+    #[test]
+    fn failures_are_classified_and_backed_off() {
+        let (dir, mut actuator) = setup();
+        let gone = Knob::IrqAffinity { irq: 99 };
+        let failure = actuator.write(&gone, &cpus("1"), 1, 0).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::Vanished);
+        assert_eq!(failure.errno_name(), "ENOENT");
+        // A directory in place of the file fails the write with EISDIR: "other", backed off.
+        let odd = dir.path().join("proc/irq/31/smp_affinity_list");
+        fs::create_dir_all(&odd).unwrap();
+        let knob = Knob::IrqAffinity { irq: 31 };
+        assert!(actuator.write(&knob, &cpus("1"), 1, 0).is_err());
+        assert!(!actuator.may_try(&knob, 1));
+        assert!(actuator.may_try(&knob, BACKOFF_MAX_NS + 1));
+        let bad = actuator.write(&rps(), &cpus("40"), 1, 0).unwrap_err();
+        assert_eq!(bad.kind, FailureKind::Bug);
+    }
+
+    #[test]
+    fn errno_classes() {
+        use nix::libc;
+        let irq = Knob::IrqAffinity { irq: 1 };
+        let kind = |e| FailureKind::of(&irq, &io::Error::from_raw_os_error(e));
+        assert_eq!(kind(libc::EPERM), FailureKind::Managed);
+        assert_eq!(kind(libc::EIO), FailureKind::Managed);
+        assert_eq!(kind(libc::ENOSPC), FailureKind::NoVectorSpace);
+        assert_eq!(kind(libc::EINVAL), FailureKind::Transient);
+        assert_eq!(kind(libc::EBUSY), FailureKind::Transient);
+        assert_eq!(kind(libc::EOVERFLOW), FailureKind::Bug);
+        assert_eq!(kind(libc::ENOENT), FailureKind::Vanished);
+        let eperm_rps = FailureKind::of(&rps(), &io::Error::from_raw_os_error(libc::EPERM));
+        assert_eq!(eperm_rps, FailureKind::NotAllowed);
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_an_error_not_a_silent_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::new(dir.path());
+        let state = root.path(DEFAULT_STATE_FILE);
+        fs::create_dir_all(state.parent().unwrap()).unwrap();
+        fs::write(&state, "{ not json").unwrap();
+        let err = Actuator::open(root, state).unwrap_err().to_string();
+        assert!(err.contains("state.json"), "{err}");
+    }
+}

@@ -1,0 +1,226 @@
+//! `Knob`: one kernel value steerd may change, and how it is spelled on disk.
+//!
+//! The policy names knobs in its plans, the actuator writes them, the state file remembers
+//! their originals, and metrics label them. Keeping the path and text format in one place
+//! means the kernel's rules (cpulist for IRQs, kernel-width hex masks for RPS, power-of-two
+//! rounding for flow counts) are applied the same way everywhere.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+
+/// A writable kernel value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "knob", rename_all = "snake_case")]
+pub enum Knob {
+    /// `proc/irq/<irq>/smp_affinity_list`.
+    IrqAffinity { irq: u32 },
+    /// `sys/class/net/<device>/queues/rx-<queue>/rps_cpus`.
+    RpsCpus { device: String, queue: u32 },
+    /// `sys/class/net/<device>/queues/rx-<queue>/rps_flow_cnt`.
+    RpsFlowCnt { device: String, queue: u32 },
+    /// `proc/sys/net/core/rps_sock_flow_entries`.
+    RpsSockFlowEntries,
+}
+
+/// A value for a knob.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KnobValue {
+    Cpus(CpuSet),
+    Count(u32),
+}
+
+impl Knob {
+    /// The file, relative to the root.
+    pub fn relative_path(&self) -> PathBuf {
+        match self {
+            Knob::IrqAffinity { irq } => format!("proc/irq/{irq}/smp_affinity_list").into(),
+            Knob::RpsCpus { device, queue } => {
+                format!("sys/class/net/{device}/queues/rx-{queue}/rps_cpus").into()
+            }
+            Knob::RpsFlowCnt { device, queue } => {
+                format!("sys/class/net/{device}/queues/rx-{queue}/rps_flow_cnt").into()
+            }
+            Knob::RpsSockFlowEntries => "proc/sys/net/core/rps_sock_flow_entries".into(),
+        }
+    }
+
+    /// Short name of the kind of knob, for metric labels and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Knob::IrqAffinity { .. } => "irq_affinity",
+            Knob::RpsCpus { .. } => "rps_cpus",
+            Knob::RpsFlowCnt { .. } => "rps_flow_cnt",
+            Knob::RpsSockFlowEntries => "rps_sock_flow_entries",
+        }
+    }
+
+    /// The network device this knob belongs to, if any.
+    pub fn device(&self) -> Option<&str> {
+        match self {
+            Knob::RpsCpus { device, .. } | Knob::RpsFlowCnt { device, .. } => Some(device),
+            _ => None,
+        }
+    }
+
+    /// Whether this knob holds a CPU set (else a count).
+    pub fn holds_cpus(&self) -> bool {
+        matches!(self, Knob::IrqAffinity { .. } | Knob::RpsCpus { .. })
+    }
+
+    /// Parses the text the kernel prints for this knob.
+    pub fn parse(&self, text: &str) -> Result<KnobValue, String> {
+        match self {
+            Knob::IrqAffinity { .. } => CpuSet::parse_list(text)
+                .map(KnobValue::Cpus)
+                .map_err(|e| e.to_string()),
+            Knob::RpsCpus { .. } => CpuSet::parse_mask(text)
+                .map(KnobValue::Cpus)
+                .map_err(|e| e.to_string()),
+            Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries => text
+                .trim()
+                .parse::<u32>()
+                .map(KnobValue::Count)
+                .map_err(|_| format!("not a count: {:?}", text.trim())),
+        }
+    }
+
+    /// The text to write for `value`. Hex masks are formatted `mask_words` 32-bit groups
+    /// wide — the width the kernel printed when we read the file — because a wider write
+    /// fails with EOVERFLOW.
+    pub fn format(&self, value: &KnobValue, mask_words: u32) -> Result<String, String> {
+        match (self, value) {
+            (Knob::IrqAffinity { .. }, KnobValue::Cpus(cpus)) => {
+                if cpus.is_empty() {
+                    return Err("an IRQ needs at least one CPU".into());
+                }
+                Ok(cpus.to_list())
+            }
+            (Knob::RpsCpus { .. }, KnobValue::Cpus(cpus)) => cpus
+                .to_mask(mask_words.max(1) * 32)
+                .map_err(|e| e.to_string()),
+            (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
+                Ok(n.to_string())
+            }
+            _ => Err(format!("a {} cannot hold {value}", self.kind())),
+        }
+    }
+
+    /// Whether the value read back after a write means the write took effect. The kernel
+    /// rounds flow counts up to a power of two and ANDs RPS masks with the housekeeping
+    /// CPUs, so exact equality is not always the test.
+    pub fn took_effect(&self, wanted: &KnobValue, read_back: &KnobValue) -> bool {
+        match (wanted, read_back) {
+            (KnobValue::Count(w), KnobValue::Count(r)) => {
+                *r == *w || (*w > 0 && u64::from(*r) == u64::from(*w).next_power_of_two())
+            }
+            (KnobValue::Cpus(w), KnobValue::Cpus(r)) => match self {
+                Knob::RpsCpus { .. } => r.is_subset(w) && (w.is_empty() || !r.is_empty()),
+                _ => r == w,
+            },
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Knob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Knob::IrqAffinity { irq } => write!(f, "irq {irq} affinity"),
+            Knob::RpsCpus { device, queue } => write!(f, "{device} rx-{queue} rps_cpus"),
+            Knob::RpsFlowCnt { device, queue } => write!(f, "{device} rx-{queue} rps_flow_cnt"),
+            Knob::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
+        }
+    }
+}
+
+impl fmt::Display for KnobValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KnobValue::Cpus(cpus) if cpus.is_empty() => f.write_str("none"),
+            KnobValue::Cpus(cpus) => write!(f, "CPUs {}", cpus.to_list()),
+            KnobValue::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl PartialOrd for KnobValue {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for KnobValue {
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (KnobValue::Count(a), KnobValue::Count(b)) => a.cmp(b),
+            (KnobValue::Cpus(a), KnobValue::Cpus(b)) => a.iter().cmp(b.iter()),
+            (KnobValue::Cpus(_), KnobValue::Count(_)) => Ordering::Less,
+            (KnobValue::Count(_), KnobValue::Cpus(_)) => Ordering::Greater,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rps(q: u32) -> Knob {
+        Knob::RpsCpus {
+            device: "eth0".into(),
+            queue: q,
+        }
+    }
+
+    #[test]
+    fn paths_follow_the_kernel_layout() {
+        assert_eq!(
+            Knob::IrqAffinity { irq: 42 }.relative_path(),
+            PathBuf::from("proc/irq/42/smp_affinity_list")
+        );
+        assert_eq!(
+            rps(3).relative_path(),
+            PathBuf::from("sys/class/net/eth0/queues/rx-3/rps_cpus")
+        );
+    }
+
+    #[test]
+    fn masks_are_written_in_the_width_read() {
+        let cpus = KnobValue::Cpus([1].into_iter().collect());
+        assert_eq!(rps(0).format(&cpus, 1).unwrap(), "00000002");
+        assert_eq!(
+            rps(0).format(&cpus, 8).unwrap().split(',').count(),
+            8,
+            "256-bit host"
+        );
+        let too_wide = KnobValue::Cpus([40].into_iter().collect());
+        assert!(rps(0).format(&too_wide, 1).is_err());
+        assert!(
+            Knob::IrqAffinity { irq: 1 }
+                .format(&KnobValue::Cpus(CpuSet::new()), 1)
+                .is_err()
+        );
+        assert!(rps(0).format(&KnobValue::Count(3), 1).is_err());
+    }
+
+    #[test]
+    fn read_back_rules() {
+        let flow = Knob::RpsFlowCnt {
+            device: "eth0".into(),
+            queue: 0,
+        };
+        assert!(flow.took_effect(&KnobValue::Count(1000), &KnobValue::Count(1024)));
+        assert!(!flow.took_effect(&KnobValue::Count(1000), &KnobValue::Count(512)));
+        let both = KnobValue::Cpus(CpuSet::parse_list("0-1").unwrap());
+        let one = KnobValue::Cpus(CpuSet::parse_list("1").unwrap());
+        assert!(rps(0).took_effect(&both, &one), "housekeeping AND");
+        assert!(!Knob::IrqAffinity { irq: 1 }.took_effect(&both, &one));
+        assert_eq!(rps(0).parse("3\n").unwrap(), both);
+        assert!(flow.parse("abc").is_err());
+    }
+}
