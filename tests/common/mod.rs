@@ -1,0 +1,14 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+pub mod ttar;
+
+use std::path::{Path, PathBuf};
+
+/// `tests/fixtures/<relative>`.
+pub fn fixture(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(relative)
+}
