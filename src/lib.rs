@@ -8,10 +8,13 @@
 pub mod apply;
 pub mod cli;
 pub mod cpuset;
+pub mod decisions;
 pub mod discover;
 pub mod error;
 pub mod fakeroot;
+pub mod http;
 pub mod knob;
+pub mod metrics;
 // pub mod inspect; (enabled once discover::Machine lands)
 pub mod kernel;
 pub mod model;

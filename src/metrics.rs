@@ -1,0 +1,256 @@
+//! Prometheus metrics: what steerd sees and what it did, under the `steerd_` prefix.
+//!
+//! One registry (prometheus-client), encoded as OpenMetrics text at `/metrics`. The
+//! reference with every metric's meaning is `docs/metrics.md`; a test keeps the two in
+//! step. Per-CPU and per-IRQ series are replaced wholesale when the machine changes, so a
+//! vanished IRQ does not leave a stale series behind.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+/// The default metrics address: loopback only, on a port no well-known exporter uses
+/// (node_exporter 9100, process-exporter 9256, ... — see the Prometheus default port
+/// allocations page; 9847 was unallocated there).
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9847";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CpuLabels {
+    pub cpu: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IrqLabels {
+    pub irq: u32,
+    pub device: String,
+    pub queue: String,
+    pub role: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub device: String,
+    pub queue: u32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub action: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteErrorLabels {
+    pub kind: String,
+    pub errno: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric steerd exports.
+pub struct Metrics {
+    registry: Registry,
+    pub cpu_processed: Family<CpuLabels, FloatGauge>,
+    pub cpu_dropped: Family<CpuLabels, FloatGauge>,
+    pub cpu_squeezed: Family<CpuLabels, FloatGauge>,
+    pub cpu_softirq_share: Family<CpuLabels, FloatGauge>,
+    pub irq_effective_cpu: Family<IrqLabels, Gauge>,
+    pub rx_queue_rps_cpus: Family<QueueLabels, Gauge>,
+    pub actions: Family<ActionLabels, Counter>,
+    pub write_errors: Family<WriteErrorLabels, Counter>,
+    pub config_reloads: Family<ResultLabels, Counter>,
+    pub tick_duration: Histogram,
+    pub ticks: Counter,
+    pub unmanageable_irqs: Gauge,
+    pub observe_only: Gauge,
+    pub external_changes: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("steerd");
+        let metrics = Metrics {
+            cpu_processed: Family::default(),
+            cpu_dropped: Family::default(),
+            cpu_squeezed: Family::default(),
+            cpu_softirq_share: Family::default(),
+            irq_effective_cpu: Family::default(),
+            rx_queue_rps_cpus: Family::default(),
+            actions: Family::default(),
+            write_errors: Family::default(),
+            config_reloads: Family::default(),
+            // 10 µs .. ~10 s
+            tick_duration: Histogram::new(exponential_buckets(0.00001, 4.0, 11)),
+            ticks: Counter::default(),
+            unmanageable_irqs: Gauge::default(),
+            observe_only: Gauge::default(),
+            external_changes: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "cpu_softnet_processed_per_second",
+            "Packets processed per second on the CPU (softnet_stat processed, smoothed)",
+            metrics.cpu_processed.clone(),
+        );
+        registry.register(
+            "cpu_softnet_dropped_per_second",
+            "Packets dropped per second because the CPU's backlog was full (smoothed)",
+            metrics.cpu_dropped.clone(),
+        );
+        registry.register(
+            "cpu_softnet_squeezed_per_second",
+            "NET_RX runs per second that ran out of budget or time (time_squeeze, smoothed)",
+            metrics.cpu_squeezed.clone(),
+        );
+        registry.register(
+            "cpu_softirq_share",
+            "Share of the CPU's time spent in hard and soft interrupts, 0 to 1 (smoothed)",
+            metrics.cpu_softirq_share.clone(),
+        );
+        registry.register(
+            "irq_effective_cpu",
+            "CPU an IRQ is delivered to (lowest CPU of effective_affinity)",
+            metrics.irq_effective_cpu.clone(),
+        );
+        registry.register(
+            "rx_queue_rps_cpus",
+            "Number of CPUs in a receive queue's RPS mask (0 = RPS off)",
+            metrics.rx_queue_rps_cpus.clone(),
+        );
+        registry.register(
+            "actions",
+            "Changes applied, by action and reason",
+            metrics.actions.clone(),
+        );
+        registry.register(
+            "write_errors",
+            "Failed writes, by kind and errno",
+            metrics.write_errors.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Configuration reloads, by result (ok, error)",
+            metrics.config_reloads.clone(),
+        );
+        registry.register(
+            "tick_duration_seconds",
+            "Time one tick took: sample, decide, apply",
+            metrics.tick_duration.clone(),
+        );
+        registry.register("ticks", "Ticks run", metrics.ticks.clone());
+        registry.register(
+            "unmanageable_irqs",
+            "IRQs of network devices that user space cannot move (kernel-managed)",
+            metrics.unmanageable_irqs.clone(),
+        );
+        registry.register(
+            "observe_only",
+            "1 when steerd cannot or may not write (dry run, no permission), else 0",
+            metrics.observe_only.clone(),
+        );
+        registry.register(
+            "external_changes",
+            "Values found changed by someone else since steerd wrote them",
+            metrics.external_changes.clone(),
+        );
+        registry.register(
+            "build",
+            "steerd build information",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            }),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Counts an applied action.
+    pub fn count_action(&self, action: &str, reason: &str) {
+        self.actions
+            .get_or_create(&ActionLabels {
+                action: action.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a failed write.
+    pub fn count_write_error(&self, kind: &str, errno: &str) {
+        self.write_errors
+            .get_or_create(&WriteErrorLabels {
+                kind: kind.to_string(),
+                errno: errno.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a configuration reload.
+    pub fn count_reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.config_reloads
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_the_prefix_and_eof() {
+        let metrics = Metrics::new();
+        metrics
+            .cpu_processed
+            .get_or_create(&CpuLabels { cpu: 1 })
+            .set(12.5);
+        metrics.count_action("rps_on", "cpu_hot");
+        metrics.count_write_error("managed", "EPERM");
+        metrics.count_reload(false);
+        metrics.tick_duration.observe(0.0001);
+        let text = metrics.encode();
+        assert!(
+            text.contains("steerd_cpu_softnet_processed_per_second{cpu=\"1\"} 12.5"),
+            "{text}"
+        );
+        assert!(text.contains("steerd_actions_total{action=\"rps_on\",reason=\"cpu_hot\"} 1"));
+        assert!(text.contains("steerd_write_errors_total{kind=\"managed\",errno=\"EPERM\"} 1"));
+        assert!(text.contains("steerd_config_reloads_total{result=\"error\"} 1"));
+        assert!(text.contains("steerd_build_info{version="));
+        assert!(text.trim_end().ends_with("# EOF"));
+    }
+}
