@@ -6,4 +6,5 @@ pub mod ethtool_names;
 pub mod irq_names;
 pub mod netlink;
 pub mod procfs;
+pub mod sampler;
 pub mod sysfs;

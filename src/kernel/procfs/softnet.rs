@@ -1,1 +1,212 @@
-//! (being written)
+//! `proc/net/softnet_stat`: per-CPU packet-processing counters, the daemon's main work
+//! signal (`processed`) and its distress signals (`dropped`, `time_squeeze`).
+//!
+//! One row per *online* CPU, every column a `%08x` u32 that wraps. The column count grew
+//! with kernel versions (see KERNEL.md): 9 (always), 10 (`received_rps`), 11
+//! (`flow_limit_count`), 13 (`backlog_len`, CPU index), 15 (input/process queue lengths),
+//! and a file may mix widths. Rows are parsed by their own width: column 12 is the CPU id
+//! when the row has it, otherwise the row number is (which is wrong once a CPU went
+//! offline, but older kernels give nothing better). Extra trailing columns are accepted;
+//! a row with fewer than 9 columns is an error.
+//!
+//! Read every tick: the parser works in place on the bytes, fills the caller's reused
+//! vector, and parses hex by hand (a table lookup per byte; `u32::from_str_radix` would
+//! need a `&str` and UTF-8 validation first).
+
+use std::path::Path;
+
+use crate::error::Error;
+use crate::kernel::procfs::stat::{Fields, lossy};
+use crate::model::snapshot::SoftnetRow;
+use crate::root::Root;
+
+/// `proc/net/softnet_stat` relative to a [`Root`].
+pub const SOFTNET_PATH: &str = "proc/net/softnet_stat";
+
+/// Fewest columns a row may have (kernels since 2.6 print at least these).
+pub const MIN_COLUMNS: usize = 9;
+
+/// Columns this reader looks at (0..=12); later ones are counted but not kept.
+const KEPT_COLUMNS: usize = 13;
+
+/// Reads and parses `proc/net/softnet_stat` under `root`.
+pub fn read_softnet(root: &Root) -> Result<Vec<SoftnetRow>, Error> {
+    let text = root.read(SOFTNET_PATH)?;
+    let mut rows = Vec::new();
+    parse_softnet(text.as_bytes(), &root.path(SOFTNET_PATH), &mut rows)?;
+    Ok(rows)
+}
+
+/// Parses the bytes of a `softnet_stat` into `rows` (cleared first, capacity reused).
+///
+/// Rows keep file order; on real kernels that is ascending CPU id. Blank lines are
+/// skipped and do not count as rows. `path` only names the file in errors. On error
+/// `rows` holds the rows parsed so far.
+///
+/// Errors (naming the file and line): an empty file, a row with fewer than 9 columns, a
+/// column that is not hex, a value above `u32::MAX`.
+pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> Result<(), Error> {
+    rows.clear();
+    let mut row_number = 0u32;
+    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let mut columns = [0u32; KEPT_COLUMNS];
+        let mut count = 0usize;
+        for field in Fields::new(line) {
+            let value =
+                parse_hex_u32(field).map_err(|reason| Error::parse(path, index + 1, reason))?;
+            if let Some(slot) = columns.get_mut(count) {
+                *slot = value;
+            }
+            count += 1;
+        }
+        if count == 0 {
+            continue;
+        }
+        if count < MIN_COLUMNS {
+            return Err(Error::parse(
+                path,
+                index + 1,
+                format!("{count} columns, expected at least {MIN_COLUMNS}"),
+            ));
+        }
+        let [
+            processed,
+            dropped,
+            time_squeeze,
+            _,
+            _,
+            _,
+            _,
+            _,
+            _,
+            received_rps,
+            flow_limit_count,
+            backlog_len,
+            cpu_index,
+        ] = columns;
+        let present = |column: usize, value: u32| (count > column).then_some(value);
+        rows.push(SoftnetRow {
+            cpu: present(12, cpu_index).unwrap_or(row_number),
+            processed,
+            dropped,
+            time_squeeze,
+            received_rps: present(9, received_rps),
+            flow_limit_count: present(10, flow_limit_count),
+            backlog_len: present(11, backlog_len),
+        });
+        row_number = row_number.saturating_add(1);
+    }
+    if rows.is_empty() {
+        return Err(Error::parse(path, 0, "empty file"));
+    }
+    Ok(())
+}
+
+/// 0–15 for a hex digit (either case), 0xff for anything else.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        table[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Parses a hex number without prefix into a `u32`; the message quotes the field.
+///
+/// The kernel prints exactly 8 digits, so that case is a plain loop; longer fields are
+/// accepted when the extra digits are leading zeros.
+#[inline]
+fn parse_hex_u32(field: &[u8]) -> Result<u32, String> {
+    let mut digits = field;
+    if digits.len() > 8 {
+        let zeros = digits.iter().take_while(|&&b| b == b'0').count();
+        digits = digits.get(zeros..).unwrap_or_default();
+        if digits.len() > 8 {
+            return Err(if digits.iter().all(u8::is_ascii_hexdigit) {
+                format!("`{}` does not fit in 32 bits", lossy(field))
+            } else {
+                format!("`{}` is not a hex number", lossy(field))
+            });
+        }
+    }
+    let mut value = 0u32;
+    for &b in digits {
+        let digit = HEX_VALUE[usize::from(b)];
+        if digit == 0xff {
+            return Err(format!("`{}` is not a hex number", lossy(field)));
+        }
+        value = (value << 4) | u32::from(digit);
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<SoftnetRow>, Error> {
+        let mut rows = Vec::new();
+        parse_softnet(text.as_bytes(), Path::new("softnet_stat"), &mut rows)?;
+        Ok(rows)
+    }
+
+    #[test]
+    fn hex_values() {
+        assert_eq!(parse_hex_u32(b"00000000"), Ok(0));
+        assert_eq!(parse_hex_u32(b"ffffffff"), Ok(u32::MAX));
+        assert_eq!(parse_hex_u32(b"F0000769"), Ok(0xf000_0769));
+        assert_eq!(parse_hex_u32(b"0000000000000001"), Ok(1));
+        assert!(parse_hex_u32(b"100000000").is_err());
+        assert!(parse_hex_u32(b"0x10").is_err());
+        assert!(parse_hex_u32(b"1g").is_err());
+    }
+
+    #[test]
+    fn widths_decide_the_optional_fields() {
+        let nine = "00000001 00000002 00000003 0 0 0 0 0 0\n";
+        let rows = parse(nine).unwrap();
+        assert_eq!(
+            rows[0],
+            SoftnetRow {
+                cpu: 0,
+                processed: 1,
+                dropped: 2,
+                time_squeeze: 3,
+                received_rps: None,
+                flow_limit_count: None,
+                backlog_len: None,
+            }
+        );
+        let fifteen = "a b c 0 0 0 0 0 0 9 8 7 00000010 1 2 3 4\n";
+        let rows = parse(fifteen).unwrap();
+        assert_eq!(rows[0].cpu, 16, "column 12 is the CPU id");
+        assert_eq!(
+            (
+                rows[0].received_rps,
+                rows[0].flow_limit_count,
+                rows[0].backlog_len
+            ),
+            (Some(9), Some(8), Some(7))
+        );
+    }
+
+    #[test]
+    fn short_rows_and_garbage_are_errors() {
+        let err = parse("1 2 3 4 5 6 7 8 9\n1 2 3 4\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "softnet_stat:2: 4 columns, expected at least 9");
+        let err = parse("1 2 3 4 5 6 7 8 zz\n").unwrap_err().to_string();
+        assert_eq!(err, "softnet_stat:1: `zz` is not a hex number");
+        let err = parse("\n\n").unwrap_err().to_string();
+        assert_eq!(err, "softnet_stat:0: empty file");
+    }
+}
