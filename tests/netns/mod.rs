@@ -31,10 +31,7 @@ pub fn skip_reason() -> Option<String> {
 
 /// Runs `ip` with arguments; panics with its stderr on failure (tests only).
 pub fn ip(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("run ip");
+    let out = Command::new("ip").args(args).output().expect("run ip");
     assert!(
         out.status.success(),
         "ip {}: {}",
@@ -79,7 +76,9 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         // Deleting the namespace also deletes the veth end inside it, and so its peer.
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
     }
 }
 
@@ -102,15 +101,40 @@ impl VethPair {
         let q = queues.to_string();
         let (sender_if, receiver_if) = ("veth-tx".to_string(), "veth-rx".to_string());
         ip(&[
-            "link", "add", &sender_if, "numtxqueues", &q, "numrxqueues", &q, "netns",
-            &sender.name, "type", "veth", "peer", "name", &receiver_if, "numtxqueues", &q,
-            "numrxqueues", &q, "netns", &receiver.name,
+            "link",
+            "add",
+            &sender_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            &sender.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &receiver_if,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            &receiver.name,
         ]);
         for (ns, dev, addr) in [
             (&sender, &sender_if, SENDER_ADDR),
             (&receiver, &receiver_if, RECEIVER_ADDR),
         ] {
-            ip(&["-n", &ns.name, "addr", "add", &format!("{addr}/30"), "dev", dev]);
+            ip(&[
+                "-n",
+                &ns.name,
+                "addr",
+                "add",
+                &format!("{addr}/30"),
+                "dev",
+                dev,
+            ]);
             ip(&["-n", &ns.name, "link", "set", dev, "up"]);
         }
         VethPair {
