@@ -1,7 +1,9 @@
 //! The command-line definition, in the library so the man page and shell completions can
 //! be generated from the same source as the parser.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -27,6 +29,62 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Sample the machine over a window, decide once, and print the plan with its reasons.
+    /// Writes nothing.
+    Plan {
+        /// Configuration file (default: the built-in configuration).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// How long to sample before deciding.
+        #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_duration)]
+        window: Duration,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Check a configuration file: exit 0 when valid, else print every error with its key
+    /// path and line and exit 1.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Run the daemon: sample every tick, decide, apply, report.
+    Run {
+        /// Configuration file (default: the built-in configuration). Re-read on SIGHUP.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Decide and report everything, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Tick interval; overrides the configuration's `interval`.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+        interval: Option<Duration>,
+        /// Address for the /metrics and /decisions HTTP endpoint.
+        #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
+        metrics_listen: SocketAddr,
+        /// State file remembering original values (default: run/steerd/state.json under
+        /// the root).
+        #[arg(long, value_name = "FILE")]
+        state_file: Option<PathBuf>,
+    },
+    /// Print the daemon's recent decisions, fetched from its HTTP endpoint.
+    Status {
+        /// Address of the daemon's HTTP endpoint.
+        #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
+        metrics_listen: SocketAddr,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// Parses durations such as `1s`, `500ms`, `2m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if duration.is_zero() {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    Ok(duration)
 }
 
 /// How to print a report.

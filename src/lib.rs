@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod kernel;
 pub mod model;
 pub mod root;
+pub mod status;
 
 pub use cpuset::CpuSet;
 pub use error::Error;

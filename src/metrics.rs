@@ -254,3 +254,55 @@ mod tests {
         assert!(text.trim_end().ends_with("# EOF"));
     }
 }
+
+#[cfg(test)]
+mod reference {
+    use super::*;
+
+    /// Every metric family in the exposition is documented in docs/metrics.md.
+    #[test]
+    fn docs_name_every_metric() {
+        let docs = include_str!("../docs/metrics.md");
+        let metrics = Metrics::new();
+        metrics.count_action("a", "b");
+        metrics.count_write_error("a", "b");
+        metrics.count_reload(true);
+        for family in [
+            &metrics.cpu_processed,
+            &metrics.cpu_dropped,
+            &metrics.cpu_squeezed,
+            &metrics.cpu_softirq_share,
+        ] {
+            family.get_or_create(&CpuLabels { cpu: 0 }).set(1.0);
+        }
+        let irq = IrqLabels {
+            irq: 1,
+            device: "eth0".into(),
+            queue: "0".into(),
+            role: "rxtx".into(),
+        };
+        metrics.irq_effective_cpu.get_or_create(&irq).set(0);
+        let queue = QueueLabels {
+            device: "eth0".into(),
+            queue: 0,
+        };
+        metrics.rx_queue_rps_cpus.get_or_create(&queue).set(0);
+        let text = metrics.encode();
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(families.len() >= 14, "{families:?}");
+        for family in families {
+            let documented = [
+                family.to_string(),
+                format!("{family}_total"),
+                format!("{family}_info"),
+            ]
+            .iter()
+            .any(|name| docs.contains(&format!("`{name}`")));
+            assert!(documented, "{family} is not in docs/metrics.md");
+        }
+    }
+}

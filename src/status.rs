@@ -1,0 +1,43 @@
+//! `steerd status`: fetches `/decisions` from a running daemon and prints it.
+//!
+//! One blocking HTTP/1.0 GET on loopback, written by hand: pulling in an HTTP client crate
+//! for a single request to our own server would double the dependency tree.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::decisions::Decision;
+
+/// Fetches the decision log from the daemon at `addr`.
+pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, String> {
+    let body = get(addr, "/decisions")?;
+    serde_json::from_str(&body).map_err(|e| format!("unexpected answer from {addr}: {e}"))
+}
+
+/// GETs `path` and returns the body of a 200 answer.
+pub fn get(addr: SocketAddr, path: &str) -> Result<String, String> {
+    let timeout = Duration::from_secs(5);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
+        format!(
+            "cannot reach steerd at {addr} ({e}); is it running, and with --metrics-listen {addr}?"
+        )
+    })?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        return Err(format!("{addr}{path}: {status}"));
+    }
+    Ok(body.to_string())
+}
