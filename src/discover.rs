@@ -1,1 +1,379 @@
-//! (being written)
+//! Discovery: the machine model (topology + inventory) from one root.
+//!
+//! Runs at start, on link events, on CPU hot-plug and every few minutes; never per tick.
+//! Steps:
+//!
+//! 1. topology from `sys/devices/system/{cpu,node}`;
+//! 2. network devices from `sys/class/net`, and on the host the link kinds from rtnetlink
+//!    (a failed dump is a warning, not an error);
+//! 3. every numbered IRQ of `proc/interrupts`, with its `proc/irq/<N>/` settings;
+//! 4. attribution of IRQs to devices and queues: FIRST the PCI function's `msi_irqs/`
+//!    (hardware truth: which device an IRQ belongs to), THEN the drivers' naming patterns
+//!    ([`crate::kernel::irq_names`]) for the queue and role — and for IRQs no `msi_irqs/`
+//!    claims, the names alone;
+//! 5. the netdev netlink family's `queue-get` → `napi-get` → `irq`, where the kernel and
+//!    driver report it: see [`attribute_by_netdev_netlink`], the place where it plugs in;
+//! 6. `proc/sys/net/core/rps_sock_flow_entries`.
+//!
+//! Refinements after naming, per device: gve notification blocks are split into TX (first
+//! half) and RX (second half) queues; a function-named completion vector (`mlx4-comp-N`)
+//! is demoted to "other" when the device has interface-named queue vectors of its own (the
+//! netdev then does not use them); a queue-less combined vector (`virtioN-virtqueues`, or
+//! the only vector of a device, named just like it, e.g. a single-MSI `eth0`)
+//! serves every queue of its device.
+
+use std::collections::HashMap;
+
+use crate::error::Error;
+use crate::kernel::irq_names::{Classification, DeviceNames, KnownDevice, NameKind};
+use crate::kernel::procfs::interrupts::{self, Interrupts};
+use crate::kernel::sysfs::net::SysNetDevice;
+use crate::kernel::sysfs::{cpu, irq, net};
+use crate::kernel::{irq_names, linkinfo};
+use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole};
+use crate::model::topology::Topology;
+use crate::root::Root;
+
+/// Everything discovery found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub topology: Topology,
+    pub inventory: Inventory,
+    /// Non-fatal problems (a failed netlink dump, ...), for the log and `inspect`.
+    pub warnings: Vec<String>,
+}
+
+/// Discovers the machine under `root`.
+pub fn discover(root: &Root) -> Result<Machine, Error> {
+    let topology = cpu::read_topology(root)?;
+    let mut warnings = Vec::new();
+
+    let mut devices = net::read_devices(root)?;
+    if root.is_host() {
+        refine_kinds_by_rtnetlink(&mut devices, &mut warnings);
+    }
+
+    let parsed = interrupts::read(root)?;
+    let mut irqs = read_irqs(root, &parsed, topology.nr_cpu_ids)?;
+    let attributions = attribute(&devices, &parsed);
+
+    let mut inventory = Inventory {
+        devices: Vec::with_capacity(devices.len()),
+        irqs: Vec::new(),
+        rps_sock_flow_entries: read_rps_sock_flow_entries(root)?,
+    };
+    inventory.devices = devices.into_iter().map(|d| d.device).collect();
+    irqs.sort_by_key(|irq| irq.irq);
+    inventory.irqs = irqs;
+    let mut serving_all = Vec::new();
+    let mut previous = None;
+    for (irq, vector) in attributions {
+        if previous == Some(irq) {
+            // Another NIC on the same shared (INTx) line: it is served by it too.
+            also_served_by(&mut inventory, irq, &vector);
+        } else {
+            set_vector(&mut inventory, irq, &vector);
+        }
+        previous = Some(irq);
+        if vector.role == IrqRole::Rxtx && vector.rx_queue.is_none() && vector.tx_queue.is_none() {
+            serving_all.push((vector.device, irq));
+        }
+    }
+    serve_all_queues(&mut inventory, &serving_all);
+
+    attribute_by_netdev_netlink(root, &mut inventory, &mut warnings);
+
+    for device in &mut inventory.devices {
+        device.irqs.sort_unstable();
+        device.irqs.dedup();
+    }
+    Ok(Machine {
+        topology,
+        inventory,
+        warnings,
+    })
+}
+
+/// **Plug-in point** for the netdev generic-netlink attribution (`queue-get` gives each
+/// queue's NAPI id, `napi-get` that NAPI's `irq`), written elsewhere
+/// (`crate::kernel::netlink`). It runs after the `msi_irqs/` + name attribution and may
+/// override it: the kernel's own answer beats a naming convention. Use [`set_vector`] to
+/// record an answer so the IRQ, the queue and the device stay consistent. Only meaningful
+/// when `root.is_host()`; failures belong in `warnings`, never in an error.
+pub fn attribute_by_netdev_netlink(
+    _root: &Root,
+    _inventory: &mut Inventory,
+    _warnings: &mut Vec<String>,
+) {
+    // Intentionally empty until the netdev netlink client is wired in.
+}
+
+/// What one IRQ serves: a device (index into `Inventory.devices`), a role, and the receive
+/// and transmit queues (both `None` for a combined vector serving every queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vector {
+    pub device: usize,
+    pub role: IrqRole,
+    pub rx_queue: Option<u32>,
+    pub tx_queue: Option<u32>,
+}
+
+/// Records that `irq` serves `vector`: sets the IRQ's device, queue and role, lists the
+/// IRQ on the device, and sets the served queues' `irq`. Unknown IRQ numbers or device
+/// indices are ignored.
+pub fn set_vector(inventory: &mut Inventory, irq: u32, vector: &Vector) {
+    let Some(device) = inventory.devices.get(vector.device) else {
+        return;
+    };
+    let Ok(position) = inventory.irqs.binary_search_by_key(&irq, |i| i.irq) else {
+        return;
+    };
+    let entry = &mut inventory.irqs[position];
+    entry.device = Some(device.name.clone());
+    entry.role = vector.role;
+    entry.queue = vector.rx_queue.or(vector.tx_queue);
+    also_served_by(inventory, irq, vector);
+}
+
+/// Lists `irq` on the vector's device and sets the served queues' `irq`, leaving the IRQ's
+/// own device/queue/role alone: for the second NIC on a shared line.
+fn also_served_by(inventory: &mut Inventory, irq: u32, vector: &Vector) {
+    let Some(device) = inventory.devices.get_mut(vector.device) else {
+        return;
+    };
+    if !device.irqs.contains(&irq) {
+        device.irqs.push(irq);
+    }
+    if let Some(index) = vector.rx_queue
+        && let Some(queue) = device.rx_queues.iter_mut().find(|q| q.index == index)
+    {
+        queue.irq = Some(irq);
+    }
+    if let Some(index) = vector.tx_queue
+        && let Some(queue) = device.tx_queues.iter_mut().find(|q| q.index == index)
+    {
+        queue.irq = Some(irq);
+    }
+}
+
+/// Joins `proc/interrupts` rows with their `proc/irq/<N>/` settings.
+fn read_irqs(root: &Root, parsed: &Interrupts, nr_cpu_ids: u32) -> Result<Vec<Irq>, Error> {
+    let mut irqs = Vec::with_capacity(parsed.lines.len());
+    for line in &parsed.lines {
+        let settings = irq::read_irq(root, line.irq)?.unwrap_or_default();
+        let mut per_cpu = line.per_cpu.clone();
+        if per_cpu.len() < nr_cpu_ids as usize {
+            per_cpu.resize(nr_cpu_ids as usize, 0);
+        }
+        irqs.push(Irq {
+            irq: line.irq,
+            name: line.name.clone(),
+            chip: line.chip.clone(),
+            device: None,
+            queue: None,
+            role: IrqRole::Other,
+            affinity: settings.affinity,
+            effective_affinity: settings.effective_affinity,
+            affinity_hint: settings.affinity_hint,
+            node: settings.node,
+            managed: settings.managed,
+            per_cpu,
+            total: line.total,
+        });
+    }
+    Ok(irqs)
+}
+
+/// Attributes IRQs to devices: `msi_irqs/` first, names second. Returns (IRQ, vector)
+/// for every attributed IRQ, ascending by IRQ; a shared line naming several NICs appears
+/// once per NIC, the first being the IRQ's device.
+fn attribute(devices: &[SysNetDevice], parsed: &Interrupts) -> Vec<(u32, Vector)> {
+    let known: Vec<KnownDevice> = devices
+        .iter()
+        .map(|d| KnownDevice {
+            name: &d.device.name,
+            pci_function: d.device.pci_function.as_deref(),
+            virtio_device: d.virtio_device.as_deref(),
+        })
+        .collect();
+    let names = DeviceNames::new(&known);
+    let mut owners: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (index, device) in devices.iter().enumerate() {
+        for &irq in &device.msi_irqs {
+            owners.entry(irq).or_default().push(index);
+        }
+    }
+
+    let mut found: Vec<(u32, Classification)> = Vec::new();
+    for line in &parsed.lines {
+        let owners = owners.get(&line.irq).map(Vec::as_slice).unwrap_or_default();
+        let before = found.len();
+        for classification in line.actions().filter_map(|action| names.classify(action)) {
+            let owned = owners.is_empty() || owners.contains(&classification.device);
+            let seen = found[before..]
+                .iter()
+                .any(|(_, c)| c.device == classification.device);
+            if owned && !seen {
+                found.push((line.irq, classification));
+            }
+            // With owners known, one device is the answer; a shared INTx line (no
+            // msi_irqs) may serve several NICs.
+            if !owners.is_empty() && found.len() > before {
+                break;
+            }
+        }
+        if found.len() == before
+            && let Some(&device) = owners.first()
+        {
+            // The hardware says whose it is; the name says nothing more.
+            found.push((
+                line.irq,
+                Classification {
+                    device,
+                    role: IrqRole::Other,
+                    rx_queue: None,
+                    tx_queue: None,
+                    kind: NameKind::Function,
+                },
+            ));
+        }
+    }
+    refine_per_device(&mut found, devices.len());
+    found
+        .into_iter()
+        .map(|(irq, c)| {
+            (
+                irq,
+                Vector {
+                    device: c.device,
+                    role: c.role,
+                    rx_queue: c.rx_queue,
+                    tx_queue: c.tx_queue,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The per-device refinements described in the module documentation.
+fn refine_per_device(found: &mut [(u32, Classification)], device_count: usize) {
+    let mut blocks = vec![0u32; device_count];
+    let mut has_interface_queues = vec![false; device_count];
+    let mut vectors = vec![0u32; device_count];
+    let mut queue_vectors = vec![0u32; device_count];
+    for (_, c) in found.iter() {
+        let Some(slot) = blocks.get_mut(c.device) else {
+            continue;
+        };
+        if c.kind == NameKind::NotifyBlock {
+            *slot += 1;
+        }
+        if c.kind == NameKind::Interface && c.queue().is_some() {
+            has_interface_queues[c.device] = true;
+        }
+        vectors[c.device] += 1;
+        if c.role != IrqRole::Other {
+            queue_vectors[c.device] += 1;
+        }
+    }
+    for (_, c) in found.iter_mut() {
+        let device = c.device;
+        if device >= device_count {
+            continue;
+        }
+        if c.kind == NameKind::NotifyBlock
+            && let Some(block) = c.rx_queue
+        {
+            let (role, queue) = irq_names::split_notify_blocks(block, blocks[device]);
+            c.role = role;
+            (c.rx_queue, c.tx_queue) = match role {
+                IrqRole::Tx => (None, Some(queue)),
+                _ => (Some(queue), None),
+            };
+        } else if c.kind == NameKind::Function
+            && c.role != IrqRole::Other
+            && has_interface_queues[device]
+        {
+            *c = Classification {
+                role: IrqRole::Other,
+                rx_queue: None,
+                tx_queue: None,
+                ..*c
+            };
+        } else if c.kind == NameKind::Interface
+            && c.role == IrqRole::Other
+            && vectors[device] == 1
+            && queue_vectors[device] == 0
+        {
+            // A device's only vector, named just like the device (a single-MSI or INTx
+            // NIC): it serves every queue.
+            c.role = IrqRole::Rxtx;
+        }
+    }
+}
+
+/// A queue-less combined vector serves every queue of its device that has no vector of
+/// its own.
+fn serve_all_queues(inventory: &mut Inventory, shared: &[(usize, u32)]) {
+    for &(device, irq) in shared {
+        let Some(device) = inventory.devices.get_mut(device) else {
+            continue;
+        };
+        for queue in device.rx_queues.iter_mut().filter(|q| q.irq.is_none()) {
+            queue.irq = Some(irq);
+        }
+        for queue in device.tx_queues.iter_mut().filter(|q| q.irq.is_none()) {
+            queue.irq = Some(irq);
+        }
+    }
+}
+
+/// Refines `OtherVirtual` devices with rtnetlink's link kind (veth, bond, vlan, bridge),
+/// matched by ifindex and name. A failed dump becomes a warning.
+fn refine_kinds_by_rtnetlink(devices: &mut [SysNetDevice], warnings: &mut Vec<String>) {
+    if !devices
+        .iter()
+        .any(|d| d.device.kind == DeviceKind::OtherVirtual)
+    {
+        return;
+    }
+    let links = match linkinfo::dump_links() {
+        Ok(links) => links,
+        Err(err) => {
+            warnings.push(format!(
+                "link kinds from rtnetlink unavailable ({err}); veth devices show as other_virtual"
+            ));
+            return;
+        }
+    };
+    let by_index: HashMap<u32, &linkinfo::Link> =
+        links.iter().map(|link| (link.ifindex, link)).collect();
+    for device in devices.iter_mut() {
+        let Some(link) = device.device.ifindex.and_then(|i| by_index.get(&i)) else {
+            continue;
+        };
+        // sysfs may show another network namespace than our socket: names must agree.
+        if link
+            .name
+            .as_deref()
+            .is_some_and(|n| n != device.device.name)
+        {
+            continue;
+        }
+        device.device.kind = linkinfo::refine_kind(device.device.kind, link.kind.as_deref());
+    }
+}
+
+fn read_rps_sock_flow_entries(root: &Root) -> Result<Option<u32>, Error> {
+    const FILE: &str = "proc/sys/net/core/rps_sock_flow_entries";
+    match root.read_optional(FILE)? {
+        None => Ok(None),
+        Some(text) => text.trim().parse().map(Some).map_err(|_| {
+            Error::parse(
+                root.path(FILE),
+                1,
+                format!("not a number: {:?}", text.trim()),
+            )
+        }),
+    }
+}

@@ -5,6 +5,7 @@ pub mod ethtool;
 pub mod ethtool_names;
 pub mod irq_names;
 pub mod link_events;
+pub mod linkinfo;
 pub mod netlink;
 pub mod procfs;
 pub mod sampler;
