@@ -213,22 +213,25 @@ fn parse_row(line: &str, cpus: &[u32], width: usize, out: &mut Rows) -> Result<(
 
 /// Splits what follows the counts into the chip column and the action name(s).
 ///
-/// The name is the last field, extended leftwards over fields ending in a comma (a shared
-/// line). A row whose last field is a trigger (`Edge`, `Level`, `409600-edge`,
-/// `IO-APIC-fasteoi`) has no action.
+/// The chip column ends with the trigger (`IO-APIC-edge`, `409600-edge`, `Edge`, `Level`,
+/// `IO-APIC-fasteoi`): the names are everything after the first such field, which keeps
+/// names with spaces (`PCIe PME, pciehp`) whole, and is empty for an IRQ without an
+/// action. Without a trigger field (s390's `PCI-MSI  mlx5_async@pci:…`), the name is the
+/// last field, extended leftwards over fields ending in a comma (a shared line).
 fn split_tail(tail: &str) -> (Option<String>, String) {
     let fields: Vec<&str> = tail.split_ascii_whitespace().collect();
-    let Some(&last) = fields.last() else {
+    if fields.is_empty() {
         return (None, String::new());
-    };
-    let name_start = if is_trigger(last) {
-        fields.len()
-    } else {
-        let mut start = fields.len() - 1;
-        while start > 0 && fields[start - 1].ends_with(',') {
-            start -= 1;
+    }
+    let name_start = match fields.iter().position(|field| is_trigger(field)) {
+        Some(trigger) => trigger + 1,
+        None => {
+            let mut start = fields.len() - 1;
+            while start > 0 && fields[start - 1].ends_with(',') {
+                start -= 1;
+            }
+            start
         }
-        start
     };
     let chip = (name_start > 0).then(|| fields[..name_start].join(" "));
     let name = fields[name_start..].join(" ");
@@ -355,7 +358,9 @@ mod tests {
             17:  0  0  IO-APIC-fasteoi   uhci_hcd:usb3, pata_marvell, nvidia, eth1\n\
             30:  100  22  IR-PCI-MSI 524288-edge\n\
             52:  0  9   ITS-MSI 507904 Edge\n\
-            53:  0  9   ITS-MSI 507905 Edge      nvme1q1\n";
+            53:  0  9   ITS-MSI 507905 Edge      nvme1q1\n\
+            122:  0  0  IR-PCI-MSI 458752-edge      PCIe PME, pciehp\n\
+            123:  0  0  IR-PCI-MSI-edge      eth0-edge\n";
         let parsed = parse_str(text).unwrap();
         let shared = parsed.line(16).unwrap();
         assert_eq!(shared.name, "ehci_hcd:usb1, mmc0");
@@ -372,6 +377,11 @@ mod tests {
         );
         assert_eq!(parsed.line(52).unwrap().name, "");
         assert_eq!(parsed.line(53).unwrap().name, "nvme1q1");
+        let pme = parsed.line(122).unwrap();
+        assert_eq!(pme.name, "PCIe PME, pciehp");
+        assert_eq!(pme.chip.as_deref(), Some("IR-PCI-MSI 458752-edge"));
+        assert_eq!(pme.actions().collect::<Vec<_>>(), ["PCIe PME", "pciehp"]);
+        assert_eq!(parsed.line(123).unwrap().name, "eth0-edge");
         assert_eq!(
             parsed.line(53).unwrap().chip.as_deref(),
             Some("ITS-MSI 507905 Edge")
