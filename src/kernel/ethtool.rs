@@ -1,1 +1,464 @@
-//! (being written)
+//! Driver statistics through the `SIOCETHTOOL` ioctl: what `ethtool -i` and `ethtool -S`
+//! show. steerd needs it for per-queue packet counters on kernels (or drivers) without the
+//! netdev family's `qstats-get`; the ethtool *netlink* family does not carry per-queue
+//! driver stats, so the ioctl it is.
+//!
+//! The request structs are hand-written `#[repr(C)]` mirrors of `include/uapi/linux/ethtool.h`
+//! (`struct ethtool_drvinfo`, `ethtool_sset_info`, `ethtool_gstrings`, `ethtool_stats`); the
+//! ioctl itself goes through nix. One [`Ethtool`] keeps its socket and its buffers, so a
+//! sample allocates nothing once they have grown.
+//!
+//! The count of stats can change between calls (a channel count change, an XDP program),
+//! and the kernel fills `ETHTOOL_GSTRINGS`/`ETHTOOL_GSTATS` with *its current* count, not
+//! the one the caller sized the buffer for. So every sample re-reads `ETHTOOL_GSSET_INFO`,
+//! sizes the buffers with slack, checks the count the kernel wrote back and retries when it
+//! moved.
+
+use std::borrow::Cow;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+
+use crate::error::Error;
+
+/// `SIOCETHTOOL` (`include/uapi/linux/sockios.h`).
+const SIOCETHTOOL: nix::libc::c_ulong = 0x8946;
+/// Commands (`ethtool.h`).
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
+const ETHTOOL_GSTATS: u32 = 0x0000_001d;
+const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
+/// `enum ethtool_stringset`: `ETH_SS_STATS`.
+const ETH_SS_STATS: u32 = 1;
+/// `ETH_GSTRING_LEN`: each stat name is a NUL-padded 32-byte field.
+pub const ETH_GSTRING_LEN: usize = 32;
+/// `IFNAMSIZ`, including the terminating NUL.
+const IFNAMSIZ: usize = 16;
+/// How often a sample is retried when the stat count moves under it.
+const COUNT_RETRIES: usize = 3;
+
+/// `struct ethtool_drvinfo` (196 bytes).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// `struct ethtool_sset_info` with room for the one `data[]` entry we ask for: the kernel
+/// writes one `u32` per bit set in the returned `sset_mask`, and we request one bit.
+#[repr(C)]
+struct EthtoolSsetInfo {
+    cmd: u32,
+    reserved: u32,
+    sset_mask: u64,
+    data: [u32; 1],
+}
+
+/// `struct ifreq` as used by `SIOCETHTOOL`: the name, then `ifr_data` (a pointer) in the
+/// union, padded to the union's size (24 bytes on 64-bit).
+#[repr(C)]
+struct IfreqData {
+    name: [u8; IFNAMSIZ],
+    data: *mut nix::libc::c_void,
+    _pad: [u8; 24 - std::mem::size_of::<usize>()],
+}
+
+nix::ioctl_readwrite_bad!(ethtool_ioctl, SIOCETHTOOL, IfreqData);
+
+/// What `ETHTOOL_GDRVINFO` says about a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// The driver's name, e.g. `virtio_net`, `veth`, `mlx5_core`.
+    pub driver: String,
+    pub version: String,
+    pub firmware_version: String,
+    /// e.g. `0000:00:03.0`; empty for virtual devices.
+    pub bus_info: String,
+    /// The stat count at the time of the call (re-read it per sample: it changes).
+    pub n_stats: u32,
+}
+
+/// A `SIOCETHTOOL` client: an `AF_INET` datagram socket (in the calling thread's network
+/// namespace) plus reusable buffers.
+#[derive(Debug)]
+pub struct Ethtool {
+    socket: OwnedFd,
+    /// `struct ethtool_gstrings` header (12 bytes) + names.
+    strings: Vec<u8>,
+    /// `struct ethtool_stats` header (8 bytes, one `u64` slot) + values.
+    values: Vec<u64>,
+    /// Stats in the last successful sample.
+    count: usize,
+}
+
+/// One sample of a device's driver statistics, borrowed from the [`Ethtool`] buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats<'a> {
+    names: &'a [u8],
+    values: &'a [u64],
+}
+
+impl<'a> Stats<'a> {
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The raw name table: `len() * ETH_GSTRING_LEN` bytes, NUL-padded names. Comparing it
+    /// with the previous sample's tells whether the names changed.
+    pub fn raw_names(&self) -> &'a [u8] {
+        self.names
+    }
+
+    pub fn values(&self) -> &'a [u64] {
+        self.values
+    }
+
+    /// The `index`th name, NUL-trimmed (leading spaces kept: vmxnet3 indents its
+    /// per-queue names).
+    pub fn name(&self, index: usize) -> Option<Cow<'a, str>> {
+        let start = index.checked_mul(ETH_GSTRING_LEN)?;
+        let field = self.names.get(start..start + ETH_GSTRING_LEN)?;
+        Some(gstring(field))
+    }
+
+    /// `(name, value)` pairs in the driver's order.
+    pub fn iter(&self) -> impl Iterator<Item = (Cow<'a, str>, u64)> + 'a {
+        let names = self.names;
+        names
+            .chunks_exact(ETH_GSTRING_LEN)
+            .map(gstring)
+            .zip(self.values.iter().copied())
+    }
+}
+
+/// Why a request failed, before it becomes an [`Error`] naming the device.
+#[derive(Debug)]
+enum Failure {
+    /// The ioctl failed with this errno.
+    Errno { command: &'static str, errno: Errno },
+    /// Something else (bad name, a count that would not settle, no string set).
+    Other {
+        command: &'static str,
+        reason: String,
+    },
+}
+
+impl Failure {
+    /// ENODEV (the device is gone) or EOPNOTSUPP (no driver stats): "no counters here".
+    fn is_absent(&self) -> bool {
+        matches!(
+            self,
+            Failure::Errno {
+                errno: Errno::ENODEV | Errno::EOPNOTSUPP,
+                ..
+            }
+        )
+    }
+
+    fn into_error(self, ifname: &str) -> Error {
+        let (command, reason) = match self {
+            Failure::Errno { command, errno } => (command, errno.to_string()),
+            Failure::Other { command, reason } => (command, reason),
+        };
+        Error::Kernel {
+            what: format!("SIOCETHTOOL {command} on {ifname}"),
+            reason,
+        }
+    }
+}
+
+/// A NUL-padded fixed-size C string field as text.
+fn gstring(field: &[u8]) -> Cow<'_, str> {
+    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
+    String::from_utf8_lossy(field.get(..end).unwrap_or_default())
+}
+
+impl Ethtool {
+    pub fn new() -> Result<Self, Error> {
+        let socket = socket(
+            AddressFamily::Inet,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .map_err(|errno| Error::Kernel {
+            what: "socket(AF_INET, SOCK_DGRAM) for SIOCETHTOOL".into(),
+            reason: errno.to_string(),
+        })?;
+        Ok(Ethtool {
+            socket,
+            strings: Vec::new(),
+            values: Vec::new(),
+            count: 0,
+        })
+    }
+
+    /// `ETHTOOL_GDRVINFO`. Fails with EOPNOTSUPP for devices without a driver (`lo`) and
+    /// ENODEV for a device that does not exist (any more).
+    pub fn driver_info(&self, ifname: &str) -> Result<DriverInfo, Error> {
+        let mut info = EthtoolDrvinfo {
+            cmd: ETHTOOL_GDRVINFO,
+            driver: [0; 32],
+            version: [0; 32],
+            fw_version: [0; 32],
+            bus_info: [0; 32],
+            erom_version: [0; 32],
+            reserved2: [0; 12],
+            n_priv_flags: 0,
+            n_stats: 0,
+            testinfo_len: 0,
+            eedump_len: 0,
+            regdump_len: 0,
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GDRVINFO",
+            (&mut info as *mut EthtoolDrvinfo).cast(),
+        )
+        .map_err(|f| f.into_error(ifname))?;
+        Ok(DriverInfo {
+            driver: gstring(&info.driver).into_owned(),
+            version: gstring(&info.version).into_owned(),
+            firmware_version: gstring(&info.fw_version).into_owned(),
+            bus_info: gstring(&info.bus_info).into_owned(),
+            n_stats: info.n_stats,
+        })
+    }
+
+    /// `ETHTOOL_GSSET_INFO` for `ETH_SS_STATS`: the current number of driver stats, `None`
+    /// when the device has no stats string set (the kernel answers without the bit).
+    pub fn stats_count(&self, ifname: &str) -> Result<Option<u32>, Error> {
+        self.count_stats(ifname).map_err(|f| f.into_error(ifname))
+    }
+
+    /// One sample of all driver stats (`ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS`,
+    /// `ETHTOOL_GSTATS`), borrowed from this client's buffers. A device without stats
+    /// (`lo`) is an EOPNOTSUPP error, a vanished one ENODEV.
+    pub fn sample(&mut self, ifname: &str) -> Result<Stats<'_>, Error> {
+        match self.fill(ifname) {
+            Ok(true) => Ok(self.last_sample()),
+            Ok(false) => Err(Failure::Errno {
+                command: "ETHTOOL_GSSET_INFO",
+                errno: Errno::EOPNOTSUPP,
+            }
+            .into_error(ifname)),
+            Err(failure) => Err(failure.into_error(ifname)),
+        }
+    }
+
+    /// [`Self::sample`], but `Ok(None)` when the device has no driver stats (EOPNOTSUPP,
+    /// no string set) or no longer exists (ENODEV): the cases a per-tick caller treats as
+    /// "no counters here" rather than as a failure.
+    pub fn sample_if_available(&mut self, ifname: &str) -> Result<Option<Stats<'_>>, Error> {
+        match self.fill(ifname) {
+            Ok(true) => Ok(Some(self.last_sample())),
+            Ok(false) => Ok(None),
+            Err(failure) if failure.is_absent() => Ok(None),
+            Err(failure) => Err(failure.into_error(ifname)),
+        }
+    }
+
+    /// Owned `(name, value)` pairs: [`Self::sample`] for callers that keep the result.
+    pub fn stats(&mut self, ifname: &str) -> Result<Vec<(String, u64)>, Error> {
+        let sample = self.sample(ifname)?;
+        Ok(sample
+            .iter()
+            .map(|(name, value)| (name.into_owned(), value))
+            .collect())
+    }
+
+    /// Reads names and values into the buffers; false when there is no stats string set.
+    fn fill(&mut self, ifname: &str) -> Result<bool, Failure> {
+        for _ in 0..COUNT_RETRIES {
+            let Some(count) = self.count_stats(ifname)? else {
+                return Ok(false);
+            };
+            let count = count as usize;
+            if self.read_strings(ifname, count)? && self.read_values(ifname, count)? {
+                self.count = count;
+                return Ok(true);
+            }
+        }
+        Err(Failure::Other {
+            command: "ETHTOOL_GSTATS",
+            reason: format!("the stat count kept changing over {COUNT_RETRIES} attempts"),
+        })
+    }
+
+    /// The last successful sample, still in the buffers.
+    fn last_sample(&self) -> Stats<'_> {
+        let count = self.count;
+        Stats {
+            names: self
+                .strings
+                .get(12..12 + count * ETH_GSTRING_LEN)
+                .unwrap_or_default(),
+            values: self.values.get(1..1 + count).unwrap_or_default(),
+        }
+    }
+
+    fn count_stats(&self, ifname: &str) -> Result<Option<u32>, Failure> {
+        let mut info = EthtoolSsetInfo {
+            cmd: ETHTOOL_GSSET_INFO,
+            reserved: 0,
+            sset_mask: 1 << ETH_SS_STATS,
+            data: [0],
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GSSET_INFO",
+            (&mut info as *mut EthtoolSsetInfo).cast(),
+        )?;
+        if info.sset_mask & (1 << ETH_SS_STATS) == 0 {
+            return Ok(None);
+        }
+        Ok(Some(info.data[0]))
+    }
+
+    /// Room for `count` entries plus slack, so that a count that grew since
+    /// `ETHTOOL_GSSET_INFO` (a channel count change racing with the sample) still lands
+    /// inside the buffer; the count check then retries. The ioctl has no length field the
+    /// kernel honours, so a count that more than doubles within microseconds would still
+    /// overrun: ethtool(8) itself allocates the exact count and has the same exposure.
+    fn with_slack(count: usize) -> usize {
+        count * 2 + 256
+    }
+
+    /// `ETHTOOL_GSTRINGS` into `self.strings`; false when the kernel's count differs.
+    fn read_strings(&mut self, ifname: &str, count: usize) -> Result<bool, Failure> {
+        let room = Self::with_slack(count);
+        let length = 12 + room * ETH_GSTRING_LEN;
+        self.strings.clear();
+        self.strings.resize(length, 0);
+        // struct ethtool_gstrings { __u32 cmd; __u32 string_set; __u32 len; __u8 data[]; }
+        let header = [ETHTOOL_GSTRINGS, ETH_SS_STATS, count as u32];
+        for (slot, word) in self.strings.chunks_exact_mut(4).zip(header) {
+            slot.copy_from_slice(&word.to_ne_bytes());
+        }
+        let pointer = self.strings.as_mut_ptr().cast();
+        self.call(ifname, "ETHTOOL_GSTRINGS", pointer)?;
+        let written = self
+            .strings
+            .get(8..12)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_ne_bytes)
+            .unwrap_or(u32::MAX) as usize;
+        Ok(written == count)
+    }
+
+    /// `ETHTOOL_GSTATS` into `self.values`; false when the kernel's count differs.
+    fn read_values(&mut self, ifname: &str, count: usize) -> Result<bool, Failure> {
+        let room = Self::with_slack(count);
+        self.values.clear();
+        self.values.resize(1 + room, 0);
+        // struct ethtool_stats { __u32 cmd; __u32 n_stats; __u64 data[]; }: the two u32
+        // fields share the first u64 slot, in memory order.
+        let mut header = [0u8; 8];
+        header[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+        header[4..].copy_from_slice(&(count as u32).to_ne_bytes());
+        if let Some(first) = self.values.first_mut() {
+            *first = u64::from_ne_bytes(header);
+        }
+        let pointer = self.values.as_mut_ptr().cast();
+        self.call(ifname, "ETHTOOL_GSTATS", pointer)?;
+        let header = self.values.first().copied().unwrap_or(0).to_ne_bytes();
+        let written = u32::from_ne_bytes([header[4], header[5], header[6], header[7]]) as usize;
+        Ok(written == count)
+    }
+
+    /// Issues `SIOCETHTOOL` for `ifname` with `data` as `ifr_data`.
+    fn call(
+        &self,
+        ifname: &str,
+        command: &'static str,
+        data: *mut nix::libc::c_void,
+    ) -> Result<(), Failure> {
+        let bytes = ifname.as_bytes();
+        if bytes.is_empty() || bytes.len() >= IFNAMSIZ || bytes.contains(&0) {
+            return Err(Failure::Other {
+                command,
+                reason: format!("invalid interface name {ifname:?}"),
+            });
+        }
+        let mut request = IfreqData {
+            name: [0; IFNAMSIZ],
+            data,
+            _pad: [0; 24 - std::mem::size_of::<usize>()],
+        };
+        if let Some(name) = request.name.get_mut(..bytes.len()) {
+            name.copy_from_slice(bytes);
+        }
+        // SAFETY: `request` is a valid `struct ifreq` the kernel reads; `data` points at a
+        // buffer laid out as the command's struct and sized for what the kernel writes
+        // (see the slack in `with_slack` for the variable-length ones).
+        unsafe { ethtool_ioctl(self.socket.as_raw_fd(), &mut request) }
+            .map(|_| ())
+            .map_err(|errno| Failure::Errno { command, errno })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_layouts_match_the_kernel() {
+        assert_eq!(std::mem::size_of::<EthtoolDrvinfo>(), 196);
+        // 4 (cmd) + 5 * 32 (strings) + 12 (reserved2) + 4 (n_priv_flags).
+        assert_eq!(std::mem::offset_of!(EthtoolDrvinfo, n_stats), 180);
+        assert_eq!(std::mem::size_of::<EthtoolSsetInfo>(), 24);
+        assert_eq!(std::mem::offset_of!(IfreqData, data), 16);
+        assert_eq!(
+            std::mem::size_of::<IfreqData>(),
+            std::mem::size_of::<nix::libc::ifreq>()
+        );
+    }
+
+    #[test]
+    fn names_are_nul_trimmed_and_keep_leading_spaces() {
+        let mut names = vec![0u8; 2 * ETH_GSTRING_LEN];
+        names[..10].copy_from_slice(b"rx_packets");
+        names[32..48].copy_from_slice(b"  ucast pkts rx\0");
+        let values = [5u64, 6];
+        let stats = Stats {
+            names: &names,
+            values: &values,
+        };
+        let pairs: Vec<_> = stats.iter().map(|(n, v)| (n.into_owned(), v)).collect();
+        assert_eq!(
+            pairs,
+            vec![("rx_packets".into(), 5), ("  ucast pkts rx".into(), 6)]
+        );
+        assert_eq!(stats.name(2), None);
+    }
+
+    #[test]
+    fn a_full_32_byte_name_has_no_nul() {
+        let field = [b'a'; ETH_GSTRING_LEN];
+        assert_eq!(gstring(&field).len(), 32);
+    }
+
+    #[test]
+    fn bad_interface_names_are_errors() {
+        let ethtool = Ethtool::new().unwrap();
+        for name in ["", "a-name-that-is-too-long", "nul\0"] {
+            let error = ethtool.driver_info(name).unwrap_err().to_string();
+            assert!(error.contains("invalid interface name"), "{error}");
+        }
+    }
+}

@@ -8,5 +8,6 @@ pub mod link_events;
 pub mod linkinfo;
 pub mod netlink;
 pub mod procfs;
+pub mod queue_counters;
 pub mod sampler;
 pub mod sysfs;
