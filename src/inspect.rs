@@ -1,1 +1,260 @@
-//! (being written)
+//! `steerd inspect`: the whole machine model, for people (text) and programs (JSON).
+//!
+//! The JSON shape is a public interface, documented in `docs/inspect-json.md`; add fields
+//! freely, but never rename or remove one without bumping `schema`.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::cpuset::CpuSet;
+use crate::discover::Machine;
+use crate::model::inventory::{Irq, IrqRole, NetDevice};
+use crate::model::topology::{Cpu, Node};
+
+/// Version of the JSON layout below.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct InspectJson<'a> {
+    schema: u32,
+    root: &'a str,
+    nr_cpu_ids: u32,
+    possible: &'a CpuSet,
+    online: &'a CpuSet,
+    isolated: &'a CpuSet,
+    nohz_full: &'a CpuSet,
+    cpus: &'a [Cpu],
+    nodes: &'a [Node],
+    devices: &'a [NetDevice],
+    irqs: &'a [Irq],
+    rps_sock_flow_entries: Option<u32>,
+    warnings: &'a [String],
+}
+
+/// The model as pretty-printed JSON.
+pub fn to_json(machine: &Machine, root: &str) -> String {
+    let topology = &machine.topology;
+    let view = InspectJson {
+        schema: SCHEMA_VERSION,
+        root,
+        nr_cpu_ids: topology.nr_cpu_ids,
+        possible: &topology.possible,
+        online: &topology.online,
+        isolated: &topology.isolated,
+        nohz_full: &topology.nohz_full,
+        cpus: &topology.cpus,
+        nodes: &topology.nodes,
+        devices: &machine.inventory.devices,
+        irqs: &machine.inventory.irqs,
+        rps_sock_flow_entries: machine.inventory.rps_sock_flow_entries,
+        warnings: &machine.warnings,
+    };
+    // Serializing plain data with string keys cannot fail.
+    serde_json::to_string_pretty(&view).unwrap_or_default()
+}
+
+/// The model as tables for people: one per device (queues, their IRQs, where each fires,
+/// RPS/XPS masks), then IRQs of no NIC in summary, then CPUs by node and core.
+pub fn to_text(machine: &Machine) -> String {
+    let mut out = String::new();
+    let topology = &machine.topology;
+    let inventory = &machine.inventory;
+    let _ = writeln!(
+        out,
+        "CPUs: {} online of {} possible (nr_cpu_ids {}), isolated {}, nohz_full {}",
+        topology.online.len(),
+        topology.possible.len(),
+        topology.nr_cpu_ids,
+        topology.isolated,
+        topology.nohz_full
+    );
+    let _ = writeln!(
+        out,
+        "RFS: rps_sock_flow_entries {}",
+        inventory
+            .rps_sock_flow_entries
+            .map_or("n/a (not in this network namespace)".to_string(), |v| v
+                .to_string())
+    );
+    for device in &inventory.devices {
+        out.push('\n');
+        device_table(&mut out, device, inventory);
+    }
+    let foreign: Vec<&Irq> = inventory
+        .irqs
+        .iter()
+        .filter(|i| i.device.is_none())
+        .collect();
+    let managed = foreign.iter().filter(|i| i.managed).count();
+    let _ = writeln!(
+        out,
+        "\nIRQs of no network device: {} ({} managed by the kernel)",
+        foreign.len(),
+        managed
+    );
+    for irq in &foreign {
+        let _ = writeln!(
+            out,
+            "  {:>5} {:<28} fires on {:<10} allowed {}{}",
+            irq.irq,
+            truncate(&irq.name, 28),
+            show(&irq.effective_affinity),
+            show(&irq.affinity),
+            if irq.managed { "  managed" } else { "" }
+        );
+    }
+    out.push_str("\nCPUs by node and core (* isolated, ~ nohz_full, ! offline)\n");
+    for node in &topology.nodes {
+        let _ = writeln!(out, "  node {}: {}", node.id, node.cpus);
+        let mut cores: Vec<(u32, Vec<&Cpu>)> = Vec::new();
+        for cpu in topology.cpus.iter().filter(|c| node.cpus.contains(c.id)) {
+            let core = cpu.core.unwrap_or(cpu.id);
+            match cores.iter_mut().find(|(id, _)| *id == core) {
+                Some((_, cpus)) => cpus.push(cpu),
+                None => cores.push((core, vec![cpu])),
+            }
+        }
+        let mut line = String::new();
+        for (core, cpus) in cores {
+            let threads: Vec<String> = cpus.iter().map(|c| cpu_label(c)).collect();
+            let item = format!("core {core}: {}", threads.join(" "));
+            if line.len() + item.len() > 96 {
+                let _ = writeln!(out, "    {line}");
+                line.clear();
+            }
+            if !line.is_empty() {
+                line.push_str(" | ");
+            }
+            line.push_str(&item);
+        }
+        if !line.is_empty() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    for warning in &machine.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
+fn device_table(
+    out: &mut String,
+    device: &NetDevice,
+    inventory: &crate::model::inventory::Inventory,
+) {
+    let kind = serde_json::to_value(device.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{} ({}, {}, {}){}{}  node {}  local CPUs {}",
+        device.name,
+        device.driver.as_deref().unwrap_or("no driver"),
+        kind,
+        device.operstate.as_deref().unwrap_or("?"),
+        device
+            .pci_function
+            .as_deref()
+            .map_or(String::new(), |p| format!(" pci {p}")),
+        device
+            .master
+            .as_deref()
+            .map_or(String::new(), |m| format!(" master {m}")),
+        device.numa_node.map_or("-".to_string(), |n| n.to_string()),
+        show(&device.local_cpus),
+    );
+    let _ = writeln!(
+        out,
+        "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
+        "queue", "irq", "vector", "fires on", "allowed", "rps/xps cpus", "flow cnt"
+    );
+    let irq_cells = |number: Option<u32>| match number.and_then(|n| inventory.irq(n)) {
+        Some(irq) => (
+            irq.irq.to_string(),
+            truncate(&irq.name, 24),
+            show(&irq.effective_affinity),
+            show(&irq.affinity),
+        ),
+        None => ("-".into(), "-".into(), "-".into(), "-".into()),
+    };
+    for queue in &device.rx_queues {
+        let (irq, name, fires, allowed) = irq_cells(queue.irq);
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
+            format!("rx-{}", queue.index),
+            irq,
+            name,
+            fires,
+            allowed,
+            show(&queue.rps_cpus),
+            queue
+                .rps_flow_cnt
+                .map_or("-".to_string(), |v| v.to_string())
+        );
+    }
+    for queue in &device.tx_queues {
+        let (irq, name, fires, allowed) = irq_cells(queue.irq);
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
+            format!("tx-{}", queue.index),
+            irq,
+            name,
+            fires,
+            allowed,
+            queue
+                .xps_cpus
+                .as_ref()
+                .map_or("n/a".to_string(), |s| s.to_string()),
+            ""
+        );
+    }
+    let others: Vec<&Irq> = device
+        .irqs
+        .iter()
+        .filter_map(|&n| inventory.irq(n))
+        .filter(|irq| irq.role == IrqRole::Other || irq.queue.is_none())
+        .collect();
+    for irq in others {
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>5}  {:<24} {:<10} {:<12}{}",
+            "other",
+            irq.irq,
+            truncate(&irq.name, 24),
+            show(&irq.effective_affinity),
+            show(&irq.affinity),
+            if irq.managed { "  managed" } else { "" }
+        );
+    }
+}
+
+fn cpu_label(cpu: &Cpu) -> String {
+    let mut label = cpu.id.to_string();
+    if cpu.isolated {
+        label.push('*');
+    }
+    if cpu.nohz_full {
+        label.push('~');
+    }
+    if !cpu.online {
+        label.push('!');
+    }
+    label
+}
+
+fn show(set: &Option<CpuSet>) -> String {
+    set.as_ref().map_or("?".to_string(), |s| s.to_string())
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        text.to_string()
+    } else {
+        let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+        format!("{kept}…")
+    }
+}

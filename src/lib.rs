@@ -15,7 +15,7 @@ pub mod fakeroot;
 pub mod http;
 pub mod knob;
 pub mod metrics;
-// pub mod inspect; (enabled once discover::Machine lands)
+pub mod inspect;
 pub mod kernel;
 pub mod model;
 pub mod root;

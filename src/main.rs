@@ -1,8 +1,36 @@
 //! The steerd command line. Only argument handling lives here; everything else is in the
 //! library.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
-fn main() {
-    let _cli = steerd::cli::Cli::parse();
+use steerd::Root;
+use steerd::cli::{Cli, Command, Format};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let root = Root::new(&cli.root);
+    match run(&cli, &root) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("steerd: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
+    match &cli.command {
+        Command::Inspect { format } => {
+            let machine = steerd::discover::discover(root).map_err(|e| e.to_string())?;
+            let text = match format {
+                Format::Text => steerd::inspect::to_text(&machine),
+                Format::Json => steerd::inspect::to_json(&machine, &cli.root.to_string_lossy()),
+            };
+            println!("{}", text.trim_end());
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => Err("this command is not built yet".to_string()),
+    }
 }
