@@ -192,6 +192,7 @@ fn attribute(devices: &[SysNetDevice], parsed: &Interrupts) -> Vec<(u32, Vector)
         .iter()
         .map(|d| KnownDevice {
             name: &d.device.name,
+            driver: d.device.driver.as_deref(),
             pci_function: d.device.pci_function.as_deref(),
             virtio_device: d.virtio_device.as_deref(),
         })

@@ -867,6 +867,96 @@ fn small_servers() {
 }
 
 #[test]
+fn qlcnic_tg3_gve_mana_synthetic() {
+    // No capture of these drivers is in tests/fixtures (netutils' INDEX.md lists a
+    // qlcnic/tg3 server, 2xE5-2687W, whose files were not copied), so the lines below
+    // follow the drivers' request_irq names.
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("           CPU0       CPU1\n");
+    let mut add = |irq: u32, name: &str| {
+        text.push_str(&format!(
+            "{irq:>4}: {:>10} {:>10}  IR-PCI-MSI-edge      {name}\n",
+            irq, 0
+        ));
+    };
+    for (irq, name) in [
+        (40, "eth0-rx-0"),
+        (41, "eth0-rx-1"),
+        (42, "eth0-rx-2"),
+        (43, "eth0-tx-0-rx-3"),
+    ] {
+        add(irq, name);
+    }
+    for (irq, name) in [
+        (50, "eth4-tx-0"),
+        (51, "eth4-rx-1"),
+        (52, "eth4-rx-2"),
+        (53, "eth4-rx-3"),
+        (54, "eth4-rx-4"),
+    ] {
+        add(irq, name);
+    }
+    for block in 0..8 {
+        add(60 + block, &format!("gve-ntfy-blk{block}@pci:0000:00:04.0"));
+    }
+    add(68, "gve-mgmnt@pci:0000:00:04.0");
+    add(70, "mana_hwc@pci:7870:00:00.0");
+    add(71, "mana_q0@pci:7870:00:00.0");
+    add(72, "mana_q1@pci:7870:00:00.0");
+    let file = dir.path().join("interrupts");
+    fs::write(&file, &text).unwrap();
+    let root = fake_root(
+        &file,
+        &[
+            FakeDev::new("eth0", "qlcnic", Some("0000:04:00.0")),
+            FakeDev::new("eth4", "tg3", Some("0000:02:00.0")),
+            FakeDev::new("ens4", "gve", Some("0000:00:04.0")),
+            FakeDev::new("eth1", "mana", Some("7870:00:00.0")),
+        ],
+    );
+    for q in 0..4 {
+        for dev in ["eth0", "eth4", "ens4"] {
+            fs::create_dir_all(
+                root.path()
+                    .join(format!("sys/class/net/{dev}/queues/rx-{q}")),
+            )
+            .unwrap();
+            fs::create_dir_all(
+                root.path()
+                    .join(format!("sys/class/net/{dev}/queues/tx-{q}")),
+            )
+            .unwrap();
+        }
+    }
+    let machine = discover(&Root::new(root.path())).unwrap();
+    let got = vectors(&machine.inventory);
+    let expected = BTreeMap::from([
+        // qlcnic: rx-0..2 plus one vector for tx ring 0 and rx ring 3
+        ("eth0".to_string(), v(0..3, 0..0, 3..4, 0)),
+        // tg3 with RSS: tx-0 on NAPI 0, rx ring i on NAPI i + 1
+        ("eth4".to_string(), v(0..4, 0..1, 0..0, 0)),
+        // gve: blocks 0-3 serve TX 0-3, blocks 4-7 RX 0-3
+        ("ens4".to_string(), v(0..4, 0..4, 0..0, 1)),
+        ("eth1".to_string(), v(0..0, 0..0, 0..2, 1)),
+    ]);
+    assert_eq!(got, expected);
+    let queue_irq = |dev: &str, rx: bool, q: usize| {
+        let d = machine.inventory.device(dev).unwrap();
+        if rx {
+            d.rx_queues[q].irq
+        } else {
+            d.tx_queues[q].irq
+        }
+    };
+    assert_eq!(queue_irq("eth0", true, 3), Some(43));
+    assert_eq!(queue_irq("eth0", false, 0), Some(43));
+    assert_eq!(queue_irq("eth4", true, 0), Some(51));
+    assert_eq!(queue_irq("eth4", false, 0), Some(50));
+    assert_eq!(queue_irq("ens4", false, 3), Some(63));
+    assert_eq!(queue_irq("ens4", true, 0), Some(64));
+}
+
+#[test]
 fn msi_irqs_decide_ownership_before_names() {
     // Two functions: eth1's msi_irqs hold a vector named like eth0's; the hardware wins.
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@
 //! | mlx4 | `mlx4-comp-<n>@pci:<bdf>`, `<if>-<n>` | `mlx4-async@pci:<bdf>` |
 //! | virtio_net | `virtio<N>-input.<q>`, `virtio<N>-output.<q>` | `-config`; `-virtqueues` is one vector for all queues |
 //! | bnx2x | `<if>-fp-<n>` | |
-//! | tg3 | `<if>-tx-<n>`, `<if>-rx-<n>` | |
+//! | tg3 | `<if>-tx-<n>`, `<if>-rx-<n>`, `<if>-txrx-<n>` (NAPI context n, ring n − 1) | |
 //! | qlcnic | `<if>-rx-<n>`, `<if>-tx-<n>-rx-<m>` | |
 //! | mana | `mana_q<n>@pci:<bdf>` | `mana_hwc@pci:<bdf>` |
 //! | gve | `gve-ntfy-blk<n>@pci:<bdf>` (first half TX, second half RX) | `gve-mgmnt@pci:<bdf>` |
@@ -36,6 +36,8 @@ use crate::model::inventory::IrqRole;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KnownDevice<'a> {
     pub name: &'a str,
+    /// The bound driver (`tg3` numbers its vectors by NAPI context, not by queue).
+    pub driver: Option<&'a str>,
     /// PCI function (`0000:01:00.0`), for `…@pci:<bdf>` and `i40e-<bdf>:misc` names.
     pub pci_function: Option<&'a str>,
     /// For virtio_net, the virtio device (`virtio2`) its vectors are named after.
@@ -213,7 +215,14 @@ impl<'a> DeviceNames<'a> {
             let Some(&device) = self.by_name.get(candidate) else {
                 continue;
             };
-            if let Some((role, rx_queue, tx_queue)) = interface_suffix(suffix) {
+            if let Some((role, mut rx_queue, mut tx_queue)) = interface_suffix(suffix) {
+                if self.devices.get(device).and_then(|d| d.driver) == Some("tg3") {
+                    // tg3 labels vectors by NAPI context; with RSS, context 0 serves no
+                    // RX ring and ring i is context i + 1 (`tg3_mem_rx_acquire`); with
+                    // TSS the same for TX, else TX ring 0 is context 0.
+                    rx_queue = rx_queue.map(|n| n.saturating_sub(1));
+                    tx_queue = tx_queue.map(|n| n.saturating_sub(1));
+                }
                 return Some(Classification {
                     device,
                     role,
@@ -315,11 +324,13 @@ mod tests {
     fn devices() -> Vec<KnownDevice<'static>> {
         let plain = |name| KnownDevice {
             name,
+            driver: None,
             pci_function: None,
             virtio_device: None,
         };
         let on = |name, bdf| KnownDevice {
             name,
+            driver: None,
             pci_function: Some(bdf),
             virtio_device: None,
         };
@@ -332,7 +343,14 @@ mod tests {
             on("gve0", "0000:00:04.0"),
             on("mana0", "7870:00:00.0"),
             KnownDevice {
+                name: "tg0",
+                driver: Some("tg3"),
+                pci_function: Some("0000:0a:00.0"),
+                virtio_device: None,
+            },
+            KnownDevice {
                 name: "eth9",
+                driver: Some("virtio_net"),
                 pci_function: Some("0000:00:03.0"),
                 virtio_device: Some("virtio2"),
             },
@@ -413,6 +431,10 @@ mod tests {
         check("eth0-fp-3", Some(("eth0", Rxtx, Some(3), Some(3))));
         check("eth0-q3", Some(("eth0", Rxtx, Some(3), Some(3))));
         check("eth0-tx-0-rx-3", Some(("eth0", Rxtx, Some(3), Some(0))));
+        check("tg0-tx-0", Some(("tg0", Tx, None, Some(0))));
+        check("tg0-rx-1", Some(("tg0", Rx, Some(0), None)));
+        check("tg0-rx-4", Some(("tg0", Rx, Some(3), None)));
+        check("tg0-txrx-2", Some(("tg0", Rxtx, Some(1), Some(1))));
         check("eth0-rxtx-1", Some(("eth0", Rxtx, Some(1), Some(1))));
         check("eth0-event-0", Some(("eth0", Other, None, None)));
         check(
