@@ -1,6 +1,7 @@
 //! The steerd command line. Only argument handling lives here; everything else is in the
 //! library.
 
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -28,9 +29,19 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
                 Format::Text => steerd::inspect::to_text(&machine),
                 Format::Json => steerd::inspect::to_json(&machine, &cli.root.to_string_lossy()),
             };
-            println!("{}", text.trim_end());
-            Ok(ExitCode::SUCCESS)
+            print_out(&text)
         }
         _ => Err("this command is not built yet".to_string()),
+    }
+}
+
+/// Prints a report. A reader that went away (`steerd inspect | head`) ends the output
+/// quietly, as for any Unix filter, instead of panicking.
+fn print_out(text: &str) -> Result<ExitCode, String> {
+    let mut stdout = io::stdout().lock();
+    match writeln!(stdout, "{}", text.trim_end()).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(format!("cannot write the output: {e}")),
     }
 }
