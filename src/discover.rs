@@ -49,6 +49,12 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
     let mut warnings = Vec::new();
 
     let mut devices = net::read_devices(root)?;
+    if !root.path("sys/class/net").is_dir() {
+        warnings.push(format!(
+            "{} does not exist: no network devices",
+            root.path("sys/class/net").display()
+        ));
+    }
     if root.is_host() {
         refine_kinds_by_rtnetlink(&mut devices, &mut warnings);
     }
@@ -119,19 +125,31 @@ pub struct Vector {
 }
 
 /// Records that `irq` serves `vector`: sets the IRQ's device, queue and role, lists the
-/// IRQ on the device, and sets the served queues' `irq`. Unknown IRQ numbers or device
-/// indices are ignored.
+/// IRQ on the device, and sets the served queues' `irq`. An earlier attribution of the
+/// same IRQ (its device's list and queues) is undone first, so a later, better source can
+/// override a naming convention. Unknown IRQ numbers or device indices are ignored.
 pub fn set_vector(inventory: &mut Inventory, irq: u32, vector: &Vector) {
-    let Some(device) = inventory.devices.get(vector.device) else {
+    let Some(name) = inventory.devices.get(vector.device).map(|d| d.name.clone()) else {
         return;
     };
     let Ok(position) = inventory.irqs.binary_search_by_key(&irq, |i| i.irq) else {
         return;
     };
     let entry = &mut inventory.irqs[position];
-    entry.device = Some(device.name.clone());
+    let previous = entry.device.replace(name);
     entry.role = vector.role;
     entry.queue = vector.rx_queue.or(vector.tx_queue);
+    if let Some(previous) = previous
+        && let Some(device) = inventory.devices.iter_mut().find(|d| d.name == previous)
+    {
+        device.irqs.retain(|&i| i != irq);
+        for queue in device.rx_queues.iter_mut().filter(|q| q.irq == Some(irq)) {
+            queue.irq = None;
+        }
+        for queue in device.tx_queues.iter_mut().filter(|q| q.irq == Some(irq)) {
+            queue.irq = None;
+        }
+    }
     also_served_by(inventory, irq, vector);
 }
 
@@ -376,5 +394,103 @@ fn read_rps_sock_flow_entries(root: &Root) -> Result<Option<u32>, Error> {
                 format!("not a number: {:?}", text.trim()),
             )
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::inventory::{NetDevice, RxQueue};
+
+    fn inventory() -> Inventory {
+        let rx = |index| RxQueue {
+            index,
+            rps_cpus: None,
+            rps_mask_words: 1,
+            rps_flow_cnt: None,
+            irq: None,
+        };
+        let device = |name: &str| NetDevice {
+            name: name.to_string(),
+            ifindex: None,
+            driver: None,
+            kind: DeviceKind::Physical,
+            operstate: None,
+            master: None,
+            pci_function: None,
+            numa_node: None,
+            local_cpus: None,
+            rx_queues: vec![rx(0), rx(1)],
+            tx_queues: Vec::new(),
+            irqs: Vec::new(),
+        };
+        let irq = Irq {
+            irq: 40,
+            name: "eth0-TxRx-0".into(),
+            chip: None,
+            device: None,
+            queue: None,
+            role: IrqRole::Other,
+            affinity: None,
+            effective_affinity: None,
+            affinity_hint: None,
+            node: None,
+            managed: false,
+            per_cpu: vec![0; 2],
+            total: 0,
+        };
+        Inventory {
+            devices: vec![device("eth0"), device("eth1")],
+            irqs: vec![irq],
+            rps_sock_flow_entries: None,
+        }
+    }
+
+    #[test]
+    fn a_later_attribution_replaces_an_earlier_one() {
+        let mut inv = inventory();
+        let rx = |device, queue| Vector {
+            device,
+            role: IrqRole::Rx,
+            rx_queue: Some(queue),
+            tx_queue: None,
+        };
+        set_vector(&mut inv, 40, &rx(0, 0));
+        assert_eq!(inv.devices[0].rx_queues[0].irq, Some(40));
+        assert_eq!(inv.devices[0].irqs, vec![40]);
+        set_vector(&mut inv, 40, &rx(1, 1));
+        assert_eq!(inv.devices[0].rx_queues[0].irq, None);
+        assert!(inv.devices[0].irqs.is_empty());
+        assert_eq!(inv.devices[1].rx_queues[1].irq, Some(40));
+        let irq = &inv.irqs[0];
+        assert_eq!(
+            (irq.device.as_deref(), irq.queue, irq.role),
+            (Some("eth1"), Some(1), IrqRole::Rx)
+        );
+        // Unknown IRQs and devices are ignored.
+        set_vector(&mut inv, 99, &rx(0, 0));
+        set_vector(&mut inv, 40, &rx(7, 0));
+        assert_eq!(inv.irqs[0].device.as_deref(), Some("eth1"));
+    }
+
+    #[test]
+    fn a_root_without_network_devices_is_a_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("sys/devices/system/cpu")).unwrap();
+        std::fs::write(d.join("sys/devices/system/cpu/possible"), "0-1\n").unwrap();
+        std::fs::create_dir_all(d.join("proc")).unwrap();
+        std::fs::write(
+            d.join("proc/interrupts"),
+            "CPU0 CPU1\n 1: 0 0 IO-APIC 1-edge i8042\n",
+        )
+        .unwrap();
+        let machine = discover(&Root::new(d)).unwrap();
+        assert!(machine.inventory.devices.is_empty());
+        assert_eq!(machine.inventory.irqs.len(), 1);
+        assert_eq!(machine.warnings.len(), 1, "{:?}", machine.warnings);
+        std::fs::remove_file(d.join("proc/interrupts")).unwrap();
+        let err = discover(&Root::new(d)).unwrap_err().to_string();
+        assert!(err.contains("proc/interrupts"), "{err}");
     }
 }
