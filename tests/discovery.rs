@@ -8,6 +8,7 @@
 //! * the 1152-CPU generated tree (`steerd::fakeroot`).
 
 mod common;
+mod netns;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -1112,6 +1113,84 @@ fn real_machine() {
     );
     assert!(machine.inventory.rps_sock_flow_entries.is_some());
     println!("warnings: {:?}", machine.warnings);
+}
+
+#[test]
+fn veth_in_a_namespace_real_kernel() {
+    if let Some(reason) = netns::skip_reason() {
+        println!("skipping: {reason}");
+        return;
+    }
+    let pair = netns::VethPair::create(4);
+    let receiver_if = pair.receiver_if.clone();
+    // In the receiver's namespace, with a private mount namespace whose own sysfs shows
+    // that network namespace's devices: read them, then refine their kinds by rtnetlink.
+    let seen = pair
+        .receiver
+        .spawn(None, move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).expect("unshare mounts");
+            let dir = tempfile::tempdir().unwrap();
+            let sys = dir.path().join("sys");
+            fs::create_dir(&sys).unwrap();
+            let sys_c = std::ffi::CString::new(sys.to_str().unwrap()).unwrap();
+            let (root_c, sysfs_c) = (c"/", c"sysfs");
+            // Private first, so nothing mounted here propagates to the host's namespace.
+            // SAFETY: plain mount(2)/umount2(2) calls with NUL-terminated strings.
+            let rc = unsafe {
+                nix::libc::mount(
+                    std::ptr::null(),
+                    root_c.as_ptr(),
+                    std::ptr::null(),
+                    nix::libc::MS_REC | nix::libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(rc, 0, "make / private: {}", std::io::Error::last_os_error());
+            let rc = unsafe {
+                nix::libc::mount(
+                    sysfs_c.as_ptr(),
+                    sys_c.as_ptr(),
+                    sysfs_c.as_ptr(),
+                    0,
+                    std::ptr::null(),
+                )
+            };
+            assert_eq!(rc, 0, "mount sysfs: {}", std::io::Error::last_os_error());
+            let devices = net::read_devices(&Root::new(dir.path()));
+            let links = steerd::kernel::linkinfo::dump_links();
+            let rc = unsafe { nix::libc::umount2(sys_c.as_ptr(), nix::libc::MNT_DETACH) };
+            assert_eq!(rc, 0, "unmount sysfs: {}", std::io::Error::last_os_error());
+            (devices.unwrap(), links.unwrap())
+        })
+        .join()
+        .unwrap();
+    let (devices, links) = seen;
+    let names: Vec<&str> = devices.iter().map(|d| d.device.name.as_str()).collect();
+    assert_eq!(names, ["lo", receiver_if.as_str()]);
+    let veth = &devices[1].device;
+    assert_eq!(
+        veth.kind,
+        DeviceKind::OtherVirtual,
+        "sysfs alone cannot tell a veth"
+    );
+    assert_eq!(veth.rx_queues.len(), 4);
+    assert_eq!(veth.tx_queues.len(), 4);
+    assert!(
+        veth.rx_queues
+            .iter()
+            .all(|q| q.rps_cpus.as_ref().is_some_and(|s| s.is_empty()))
+    );
+    assert_eq!(devices[0].device.kind, DeviceKind::Loopback);
+    let link = links
+        .iter()
+        .find(|l| l.ifindex == veth.ifindex.unwrap())
+        .unwrap();
+    assert_eq!(link.name.as_deref(), Some(receiver_if.as_str()));
+    assert_eq!(link.kind.as_deref(), Some("veth"));
+    assert_eq!(
+        steerd::kernel::linkinfo::refine_kind(veth.kind, link.kind.as_deref()),
+        DeviceKind::Veth
+    );
 }
 
 // ---------------------------------------------------------------------------------------
