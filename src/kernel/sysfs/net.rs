@@ -478,6 +478,28 @@ mod tests {
     }
 
     #[test]
+    fn local_cpus_fall_back_to_the_mask() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            d,
+            "local_cpus",
+            "00000000,00000000,ffffffff,ffffffff,00000000,00000000,ffffffff,ffffffff\n",
+        );
+        assert_eq!(
+            read_local_cpus(d).unwrap().unwrap().to_list(),
+            "0-63,128-191"
+        );
+        write(d, "local_cpulist", "0-7\n");
+        assert_eq!(read_local_cpus(d).unwrap().unwrap().to_list(), "0-7");
+        write(d, "numa_node", "-1\n");
+        assert_eq!(read_numa_node(d).unwrap(), None);
+        write(d, "numa_node", "3\n");
+        assert_eq!(read_numa_node(d).unwrap(), Some(3));
+        assert_eq!(read_local_cpus(&d.join("nothing")).unwrap(), None);
+    }
+
+    #[test]
     fn thousand_devices_with_four_queues_each() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
