@@ -44,11 +44,18 @@ pub fn extract(archive: &Path, dest: &Path) -> io::Result<()> {
             }
             current = Some(path);
         } else if let Some(target) = text.strip_prefix("SymlinkTo: ") {
-            let path = current.as_ref().ok_or_else(|| bad(index, "SymlinkTo without Path"))?;
+            let path = current
+                .as_ref()
+                .ok_or_else(|| bad(index, "SymlinkTo without Path"))?;
             symlink(target, path)?;
         } else if let Some(count) = text.strip_prefix("Lines: ") {
-            let path = current.as_ref().ok_or_else(|| bad(index, "Lines without Path"))?;
-            let count: usize = count.trim().parse().map_err(|_| bad(index, "bad Lines count"))?;
+            let path = current
+                .as_ref()
+                .ok_or_else(|| bad(index, "Lines without Path"))?;
+            let count: usize = count
+                .trim()
+                .parse()
+                .map_err(|_| bad(index, "bad Lines count"))?;
             let mut content = Vec::new();
             for offset in 1..=count {
                 let raw = lines
@@ -63,7 +70,9 @@ pub fn extract(archive: &Path, dest: &Path) -> io::Result<()> {
             fs::write(path, content)?;
             index += count;
         } else if let Some(mode) = text.strip_prefix("Mode: ") {
-            let path = current.as_ref().ok_or_else(|| bad(index, "Mode without Path"))?;
+            let path = current
+                .as_ref()
+                .ok_or_else(|| bad(index, "Mode without Path"))?;
             let mode = u32::from_str_radix(mode.trim(), 8).map_err(|_| bad(index, "bad Mode"))?;
             // Directories stay writable so the rest of the archive can be extracted.
             if !path.is_dir() {
