@@ -107,11 +107,85 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
 /// record an answer so the IRQ, the queue and the device stay consistent. Only meaningful
 /// when `root.is_host()`; failures belong in `warnings`, never in an error.
 pub fn attribute_by_netdev_netlink(
-    _root: &Root,
-    _inventory: &mut Inventory,
-    _warnings: &mut Vec<String>,
+    root: &Root,
+    inventory: &mut Inventory,
+    warnings: &mut Vec<String>,
 ) {
-    // Intentionally empty until the netdev netlink client is wired in.
+    if !root.is_host() {
+        return;
+    }
+    let mut client = match crate::kernel::netlink::NetdevClient::connect() {
+        Ok(Some(client)) => client,
+        Ok(None) => return, // kernel without the netdev family (< 6.8)
+        Err(e) => {
+            warnings.push(format!("netdev netlink unavailable: {e}"));
+            return;
+        }
+    };
+    let ops = client.family().ops;
+    if !(ops.queue_get && ops.napi_get) {
+        return;
+    }
+    let queue_irqs = match client.queue_irqs(None) {
+        Ok(queue_irqs) => queue_irqs,
+        Err(e) => {
+            warnings.push(format!("netdev queue-get/napi-get: {e}"));
+            return;
+        }
+    };
+    for (irq, vector) in netlink_vectors(inventory, &queue_irqs) {
+        set_vector(inventory, irq, &vector);
+    }
+}
+
+/// Joins the kernel's queue → IRQ answers into one [`Vector`] per IRQ: an IRQ whose NAPI
+/// polls both rx-n and tx-n is a combined vector.
+fn netlink_vectors(
+    inventory: &Inventory,
+    queue_irqs: &[crate::kernel::netlink::QueueIrq],
+) -> Vec<(u32, Vector)> {
+    use crate::model::snapshot::QueueDirection;
+    let mut vectors: Vec<(u32, Vector)> = Vec::new();
+    for answer in queue_irqs {
+        let Some(irq) = answer.irq else { continue };
+        if inventory.irq(irq).is_none() {
+            continue;
+        }
+        let Some(device) = inventory
+            .devices
+            .iter()
+            .position(|d| d.ifindex == Some(answer.ifindex))
+        else {
+            continue;
+        };
+        let index = match vectors.iter().position(|(i, _)| *i == irq) {
+            Some(index) => index,
+            None => {
+                vectors.push((
+                    irq,
+                    Vector {
+                        device,
+                        role: IrqRole::Other,
+                        rx_queue: None,
+                        tx_queue: None,
+                    },
+                ));
+                vectors.len() - 1
+            }
+        };
+        let vector = &mut vectors[index].1;
+        match answer.direction {
+            QueueDirection::Rx => vector.rx_queue = Some(answer.queue),
+            QueueDirection::Tx => vector.tx_queue = Some(answer.queue),
+        }
+        vector.role = match (vector.rx_queue, vector.tx_queue) {
+            (Some(_), Some(_)) => IrqRole::Rxtx,
+            (Some(_), None) => IrqRole::Rx,
+            (None, Some(_)) => IrqRole::Tx,
+            (None, None) => IrqRole::Other,
+        };
+    }
+    vectors
 }
 
 /// What one IRQ serves: a device (index into `Inventory.devices`), a role, and the receive
@@ -492,5 +566,51 @@ mod tests {
         std::fs::remove_file(d.join("proc/interrupts")).unwrap();
         let err = discover(&Root::new(d)).unwrap_err().to_string();
         assert!(err.contains("proc/interrupts"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod netlink_join_tests {
+    use super::*;
+    use crate::fakeroot::{FakeMachine, FakeNic};
+    use crate::kernel::netlink::QueueIrq;
+    use crate::model::snapshot::QueueDirection;
+
+    #[test]
+    fn the_kernels_answer_overrides_the_naming_convention() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut machine = FakeMachine::new(4);
+        machine.nics.push(FakeNic {
+            name: "eth0".into(),
+            driver: "ixgbe".into(),
+            node: None,
+            queues: 2,
+        });
+        let tree = machine.write(dir.path()).unwrap();
+        let mut found = discover(&Root::new(dir.path())).unwrap();
+        let (q0, q1) = (tree.queue_irqs[0][0], tree.queue_irqs[0][1]);
+        // Say the kernel reports the vectors the other way round, split into rx and tx.
+        let answers = [
+            (QueueDirection::Rx, 0, q1),
+            (QueueDirection::Tx, 0, q1),
+            (QueueDirection::Rx, 1, q0),
+            (QueueDirection::Tx, 9, 12345), // an IRQ that does not exist: ignored
+        ]
+        .map(|(direction, queue, irq)| QueueIrq {
+            ifindex: 2,
+            direction,
+            queue,
+            napi_id: Some(1),
+            irq: Some(irq),
+        });
+        for (irq, vector) in netlink_vectors(&found.inventory, &answers) {
+            set_vector(&mut found.inventory, irq, &vector);
+        }
+        let eth0 = found.inventory.device("eth0").unwrap();
+        assert_eq!(eth0.rx_queues[0].irq, Some(q1));
+        assert_eq!(eth0.rx_queues[1].irq, Some(q0));
+        let moved = found.inventory.irq(q1).unwrap();
+        assert_eq!((moved.role, moved.queue), (IrqRole::Rxtx, Some(0)));
+        assert_eq!(found.inventory.irq(q0).unwrap().role, IrqRole::Rx);
     }
 }
