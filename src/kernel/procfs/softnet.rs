@@ -48,24 +48,34 @@ pub fn read_softnet(root: &Root) -> Result<Vec<SoftnetRow>, Error> {
 pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> Result<(), Error> {
     rows.clear();
     let mut row_number = 0u32;
-    for (index, line) in bytes.split(|&b| b == b'\n').enumerate() {
+    let mut line_number = 0usize;
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        line_number += 1;
         let mut columns = [0u32; KEPT_COLUMNS];
-        let mut count = 0usize;
-        for field in Fields::new(line) {
-            let value =
-                parse_hex_u32(field).map_err(|reason| Error::parse(path, index + 1, reason))?;
-            if let Some(slot) = columns.get_mut(count) {
-                *slot = value;
+        let count = match kernel_formatted_row(bytes, pos, &mut columns) {
+            Some((count, next)) => {
+                pos = next;
+                count
             }
-            count += 1;
-        }
+            None => {
+                // Anything else (other spacing, short fields, garbage, a blank line):
+                // find the line and parse it field by field, for an exact error.
+                let rest = bytes.get(pos..).unwrap_or_default();
+                let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+                let line = rest.get(..len).unwrap_or_default();
+                pos += len + 1;
+                any_row(line, &mut columns)
+                    .map_err(|reason| Error::parse(path, line_number, reason))?
+            }
+        };
         if count == 0 {
             continue;
         }
         if count < MIN_COLUMNS {
             return Err(Error::parse(
                 path,
-                index + 1,
+                line_number,
                 format!("{count} columns, expected at least {MIN_COLUMNS}"),
             ));
         }
@@ -100,6 +110,62 @@ pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> R
         return Err(Error::parse(path, 0, "empty file"));
     }
     Ok(())
+}
+
+/// The fast path for the kernel's own layout: `%08x` columns separated by one space, the
+/// row ending in `\n` or at the end of the file. Fills `columns`, returns the column count
+/// and the position after the row; `None` when the row is laid out any other way (the
+/// caller then parses it field by field).
+#[inline]
+fn kernel_formatted_row(
+    bytes: &[u8],
+    mut pos: usize,
+    columns: &mut [u32; KEPT_COLUMNS],
+) -> Option<(usize, usize)> {
+    let mut count = 0usize;
+    loop {
+        let chunk: [u8; 8] = bytes.get(pos..pos + 8)?.try_into().ok()?;
+        let value = eight_hex_digits(chunk)?;
+        if let Some(slot) = columns.get_mut(count) {
+            *slot = value;
+        }
+        count += 1;
+        pos += 8;
+        match bytes.get(pos) {
+            Some(b' ') => pos += 1,
+            Some(b'\n') => return Some((count, pos + 1)),
+            None => return Some((count, pos)),
+            Some(_) => return None,
+        }
+    }
+}
+
+/// Eight hex digits without a branch per digit: invalid digits map to 0xff, whose high
+/// nibble survives the OR and is checked once at the end.
+#[inline]
+fn eight_hex_digits(chunk: [u8; 8]) -> Option<u32> {
+    let mut value = 0u32;
+    let mut invalid = 0u8;
+    for b in chunk {
+        let digit = HEX_VALUE[usize::from(b)];
+        invalid |= digit;
+        value = (value << 4) | u32::from(digit & 0x0f);
+    }
+    (invalid & 0xf0 == 0).then_some(value)
+}
+
+/// Parses one row of any layout into `columns`; returns the column count (0 for a blank
+/// line) or a message quoting the bad field.
+fn any_row(line: &[u8], columns: &mut [u32; KEPT_COLUMNS]) -> Result<usize, String> {
+    let mut count = 0usize;
+    for field in Fields::new(line) {
+        let value = parse_hex_u32(field)?;
+        if let Some(slot) = columns.get_mut(count) {
+            *slot = value;
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// 0–15 for a hex digit (either case), 0xff for anything else.
@@ -196,6 +262,31 @@ mod tests {
             ),
             (Some(9), Some(8), Some(7))
         );
+    }
+
+    #[test]
+    fn fast_path_and_fallback_agree() {
+        let kernel = "00000001 00000002 00000003 00000000 00000000 00000000 00000000 00000000 00000000 0000000a\n\
+                      000000ff 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 0000000b";
+        let mut columns = [0u32; KEPT_COLUMNS];
+        assert_eq!(
+            kernel_formatted_row(kernel.as_bytes(), 0, &mut columns),
+            Some((10, 90))
+        );
+        assert_eq!(&columns[..3], &[1, 2, 3]);
+        assert_eq!(
+            kernel_formatted_row(kernel.as_bytes(), 90, &mut columns),
+            Some((10, kernel.len()))
+        );
+        let loose = "1  2\t3 0 0 0 0 0 0 A\n  ff 0 0 0 0 0 0 0 0 b  \n";
+        assert_eq!(
+            kernel_formatted_row(loose.as_bytes(), 0, &mut columns),
+            None
+        );
+        assert_eq!(parse(kernel).unwrap(), parse(loose).unwrap());
+        assert_eq!(eight_hex_digits(*b"deadBEEF"), Some(0xdead_beef));
+        assert_eq!(eight_hex_digits(*b"0000000g"), None);
+        assert_eq!(eight_hex_digits(*b"0000 000"), None);
     }
 
     #[test]
