@@ -179,12 +179,15 @@ impl FakeMachine {
             &format!("{}\n", self.nohz_full.to_list()),
         )?;
         let cores_per_package = self.cores.div_ceil(self.nodes.max(1));
+        let node_lists: Vec<String> = (0..self.nodes.max(1))
+            .map(|node| self.node_cpus(node).to_list())
+            .collect();
         for cpu in 0..n {
             let core = self.core_of(cpu);
             let siblings: CpuSet = (0..self.threads_per_core)
                 .map(|t| core + t * self.cores)
                 .collect();
-            let llc = self.node_cpus(self.node_of(cpu));
+            let llc = &node_lists[self.node_of(cpu) as usize];
             let base = format!("{cpu_dir}/cpu{cpu}");
             write(
                 dir,
@@ -205,17 +208,17 @@ impl FakeMachine {
             write(
                 dir,
                 &format!("{base}/cache/index3/shared_cpu_list"),
-                &format!("{}\n", llc.to_list()),
+                &format!("{llc}\n"),
             )?;
             if cpu > 0 {
                 write(dir, &format!("{base}/online"), "1\n")?;
             }
         }
-        for node in 0..self.nodes.max(1) {
+        for (node, list) in node_lists.iter().enumerate() {
             write(
                 dir,
                 &format!("sys/devices/system/node/node{node}/cpulist"),
-                &format!("{}\n", self.node_cpus(node).to_list()),
+                &format!("{list}\n"),
             )?;
         }
         Ok(())
