@@ -7,18 +7,22 @@
 
 pub mod apply;
 pub mod cli;
+pub mod config;
 pub mod cpuset;
 pub mod decisions;
 pub mod discover;
 pub mod error;
 pub mod fakeroot;
 pub mod http;
-pub mod knob;
-pub mod metrics;
 pub mod inspect;
 pub mod kernel;
+pub mod knob;
+pub mod load;
+pub mod metrics;
 pub mod model;
+pub mod policy;
 pub mod root;
+pub mod sim;
 pub mod status;
 
 pub use cpuset::CpuSet;

@@ -1,0 +1,567 @@
+//! Reading a config text and checking it, collecting every error with its key and line.
+//!
+//! serde stops at the first error, so after a failed read each top-level section is read
+//! again on its own (the others skipped): one error per broken section, each still carrying
+//! yaml_serde's line. Values that read fine are then checked for range and consistency,
+//! and, when the machine is known, against its CPUs.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::{self, DeserializeOwned, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::locate::line_of;
+use super::{Config, RpsMode, values};
+use crate::cpuset::CpuSet;
+use crate::model::topology::Topology;
+
+/// One thing wrong with a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The key path, like `cpus.banned`; empty for the document as a whole.
+    pub key: String,
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, "{}: ", self.key)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            key: key.into(),
+            line: None,
+            message: message.into(),
+        }
+    }
+
+    /// Turns a yaml_serde error into key, line and message.
+    fn from_yaml(err: &yaml_serde::Error) -> Self {
+        let line = err.location().map(|l| l.line());
+        let text = err.to_string();
+        let text = strip_location(&text);
+        let (key, message) = split_path(text);
+        let key = match message.strip_prefix("unknown field `") {
+            Some(rest) => {
+                let field = rest.split('`').next().unwrap_or_default();
+                if key.is_empty() {
+                    field.to_string()
+                } else {
+                    format!("{key}.{field}")
+                }
+            }
+            None => key.to_string(),
+        };
+        ConfigError {
+            key,
+            line,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// Drops yaml_serde's trailing ` at line L column C`: the line is kept separately.
+fn strip_location(text: &str) -> &str {
+    match text.rfind(" at line ") {
+        Some(at)
+            if text[at + 9..]
+                .split(" column ")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            &text[..at]
+        }
+        _ => text,
+    }
+}
+
+/// Splits yaml_serde's `path.to.key: message` prefix.
+fn split_path(text: &str) -> (&str, &str) {
+    match text.split_once(": ") {
+        Some((path, message))
+            if !path.is_empty() && !path.contains(' ') && !path.contains('`') && path != "." =>
+        {
+            (path, message)
+        }
+        _ => ("", text),
+    }
+}
+
+/// Reads and checks a config text without knowing the machine.
+pub fn check_config(text: &str) -> Result<Config, Vec<ConfigError>> {
+    check(text, None)
+}
+
+/// Reads a config text and checks it against the machine's CPUs too.
+pub fn check_config_for(text: &str, topology: &Topology) -> Result<Config, Vec<ConfigError>> {
+    check(text, Some(topology))
+}
+
+fn check(text: &str, topology: Option<&Topology>) -> Result<Config, Vec<ConfigError>> {
+    let config = read(text)?;
+    let mut errors = config.check_values();
+    if let Some(topology) = topology {
+        errors.extend(config.validate(topology));
+    }
+    if errors.is_empty() {
+        return Ok(config);
+    }
+    for error in &mut errors {
+        error.line = error.line.or_else(|| line_of(text, &error.key));
+    }
+    errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    Err(errors)
+}
+
+/// Deserializes the whole text; on failure, each section on its own to find every error.
+fn read(text: &str) -> Result<Config, Vec<ConfigError>> {
+    if is_empty_document(text) {
+        return Ok(Config::default());
+    }
+    let first = match yaml_serde::from_str::<Config>(text) {
+        Ok(config) => return Ok(config),
+        Err(err) => err,
+    };
+    // A syntax error leaves nothing to read section by section.
+    if yaml_serde::from_str::<yaml_serde::Value>(text).is_err() {
+        return Err(vec![ConfigError::from_yaml(&first)]);
+    }
+    let mut errors: Vec<ConfigError> = [
+        probe::<TopLevelKeys>(text, None),
+        probe::<Interval>(text, Some("interval")),
+        probe::<super::LoadConfig>(text, Some("load")),
+        probe::<super::Watermarks>(text, Some("watermarks")),
+        probe::<super::Hysteresis>(text, Some("hysteresis")),
+        probe::<super::CpuRules>(text, Some("cpus")),
+        probe::<super::NumaPolicy>(text, Some("numa")),
+        probe::<super::IrqConfig>(text, Some("irq")),
+        probe::<super::RpsConfig>(text, Some("rps")),
+        probe::<super::RfsConfig>(text, Some("rfs")),
+        probe::<super::ExternalChange>(text, Some("on_external_change")),
+        probe::<std::collections::BTreeMap<String, super::DeviceConfig>>(text, Some("devices")),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|err| ConfigError::from_yaml(&err))
+    .collect();
+    errors.dedup();
+    if errors.is_empty() {
+        errors.push(ConfigError::from_yaml(&first));
+    }
+    errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    Err(errors)
+}
+
+/// Whether the text holds no value at all (empty, comments only, or `~`).
+fn is_empty_document(text: &str) -> bool {
+    matches!(
+        yaml_serde::from_str::<yaml_serde::Value>(text),
+        Ok(yaml_serde::Value::Null)
+    )
+}
+
+/// The `interval` value alone, for probing.
+#[derive(Deserialize)]
+struct Interval(
+    #[serde(with = "values::duration")]
+    #[allow(dead_code)]
+    Duration,
+);
+
+/// Only the top-level key names, for probing unknown keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TopLevelKeys {
+    interval: Option<IgnoredAny>,
+    load: Option<IgnoredAny>,
+    watermarks: Option<IgnoredAny>,
+    hysteresis: Option<IgnoredAny>,
+    cpus: Option<IgnoredAny>,
+    numa: Option<IgnoredAny>,
+    irq: Option<IgnoredAny>,
+    rps: Option<IgnoredAny>,
+    rfs: Option<IgnoredAny>,
+    on_external_change: Option<IgnoredAny>,
+    devices: Option<IgnoredAny>,
+}
+
+/// Reads one top-level section as `T` (or, with `None`, the whole document as `T`),
+/// skipping the rest; the error, if any, keeps its line and key path.
+fn probe<T: DeserializeOwned>(
+    text: &str,
+    section: Option<&'static str>,
+) -> Option<yaml_serde::Error> {
+    let deserializer = yaml_serde::Deserializer::from_str(text);
+    match section {
+        None => T::deserialize(deserializer).err(),
+        Some(name) => deserializer
+            .deserialize_map(SectionVisitor::<T> {
+                name,
+                marker: PhantomData,
+            })
+            .err(),
+    }
+}
+
+struct SectionVisitor<T> {
+    name: &'static str,
+    marker: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for SectionVisitor<T> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping of settings")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            if key == self.name {
+                map.next_value::<T>()?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Range and consistency checks that need no machine.
+    fn check_values(&self) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let mut fail = |key: &str, message: String| errors.push(ConfigError::new(key, message));
+
+        if self.interval < Duration::from_millis(100) || self.interval > Duration::from_secs(3600) {
+            fail(
+                "interval",
+                format!(
+                    "{} is out of range: use 100ms to 1h",
+                    humantime::format_duration(self.interval)
+                ),
+            );
+        }
+        let smoothing = self.load.smoothing;
+        if !(smoothing > 0.0 && smoothing <= 1.0) {
+            fail(
+                "load.smoothing",
+                format!("{smoothing} is out of range: the newest sample's weight is in (0, 1]"),
+            );
+        }
+        let w = &self.watermarks;
+        if !(w.high > 0.0 && w.high <= 1.0) {
+            fail("watermarks.high", format!("{} must be in (0, 1]", w.high));
+        }
+        if !(w.low >= 0.0 && w.low < w.high) {
+            fail(
+                "watermarks.low",
+                format!(
+                    "{} must be at least 0 and below watermarks.high ({})",
+                    w.low, w.high
+                ),
+            );
+        }
+        if w.imbalance.is_nan() || w.imbalance <= 1.0 {
+            fail(
+                "watermarks.imbalance",
+                format!("{} must be above 1", w.imbalance),
+            );
+        }
+        for (key, value) in [
+            ("watermarks.busy_pps", w.busy_pps),
+            (
+                "watermarks.distress_drops_per_sec",
+                w.distress_drops_per_sec,
+            ),
+            (
+                "watermarks.distress_squeezes_per_sec",
+                w.distress_squeezes_per_sec,
+            ),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                fail(key, format!("{value} must be a positive number"));
+            }
+        }
+        let h = &self.hysteresis;
+        for (key, value) in [
+            ("hysteresis.confirm_ticks", h.confirm_ticks),
+            (
+                "hysteresis.distress_confirm_ticks",
+                h.distress_confirm_ticks,
+            ),
+            ("hysteresis.calm_ticks", h.calm_ticks),
+            ("hysteresis.max_actions_per_tick", h.max_actions_per_tick),
+        ] {
+            if value == 0 {
+                fail(key, "must be at least 1".to_string());
+            }
+        }
+        if h.distress_confirm_ticks > h.confirm_ticks {
+            fail(
+                "hysteresis.distress_confirm_ticks",
+                format!(
+                    "{} is slower than hysteresis.confirm_ticks ({}): distress must be acted on at least as fast",
+                    h.distress_confirm_ticks, h.confirm_ticks
+                ),
+            );
+        }
+        if !(h.min_gain >= 0.0 && h.min_gain < 1.0) {
+            fail(
+                "hysteresis.min_gain",
+                format!("{} must be in [0, 1)", h.min_gain),
+            );
+        }
+        let entries = self.rfs.sock_flow_entries;
+        if !entries.is_power_of_two() || entries > 1 << 29 {
+            fail(
+                "rfs.sock_flow_entries",
+                format!(
+                    "{entries} must be a power of two from 1 to 536870912 (the kernel's limit)"
+                ),
+            );
+        }
+        for (name, device) in &self.devices {
+            let key = format!("devices.{name}");
+            if name.is_empty() || name.trim_end_matches('*').contains('*') {
+                fail(
+                    &key,
+                    "a device key is a name, or a prefix followed by one `*`".to_string(),
+                );
+            }
+            let mode = device.rps.unwrap_or(self.rps.mode);
+            match (&device.rps_cpus, mode) {
+                (None, RpsMode::Static) => fail(
+                    &format!("{key}.rps"),
+                    "`rps: static` needs `rps_cpus`".to_string(),
+                ),
+                (Some(cpus), RpsMode::Static) if cpus.is_empty() => fail(
+                    &format!("{key}.rps_cpus"),
+                    "is empty: use `rps: off` to leave RPS off".to_string(),
+                ),
+                (Some(_), RpsMode::Off | RpsMode::Auto) => fail(
+                    &format!("{key}.rps_cpus"),
+                    "applies only with `rps: static`".to_string(),
+                ),
+                _ => {}
+            }
+        }
+        errors
+    }
+
+    /// Checks against the machine: every CPU named must exist, and some CPU must be left
+    /// for steering. Lines are not known here; [`check_config_for`] adds them.
+    pub fn validate(&self, topology: &Topology) -> Vec<ConfigError> {
+        let mut errors = Vec::new();
+        let possible = &topology.possible;
+        let mut unknown = |key: String, cpus: &CpuSet| {
+            let missing = cpus.difference(possible);
+            if !missing.is_empty() {
+                errors.push(ConfigError::new(
+                    key,
+                    format!(
+                        "CPU {} does not exist (this machine's CPUs are {})",
+                        missing.to_list(),
+                        possible.to_list()
+                    ),
+                ));
+            }
+        };
+        unknown("cpus.banned".to_string(), &self.cpus.banned);
+        unknown("cpus.reserved".to_string(), &self.cpus.reserved);
+        for (name, device) in &self.devices {
+            if let Some(cpus) = &device.rps_cpus {
+                unknown(format!("devices.{name}.rps_cpus"), cpus);
+            }
+        }
+        let left = topology
+            .online
+            .difference(&self.cpus.banned)
+            .difference(&self.cpus.reserved)
+            .difference(&topology.isolated)
+            .difference(&topology.nohz_full);
+        if left.is_empty() {
+            errors.push(ConfigError::new(
+                "cpus.banned",
+                format!(
+                    "with cpus.banned, cpus.reserved, isolated and nohz_full CPUs left out, no online CPU (of {}) remains for steering",
+                    topology.online.to_list()
+                ),
+            ));
+        }
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::topology::{Cpu, Node};
+
+    fn machine(n: u32) -> Topology {
+        let all = CpuSet::first_n(n);
+        Topology {
+            nr_cpu_ids: n,
+            possible: all.clone(),
+            present: all.clone(),
+            online: all.clone(),
+            isolated: CpuSet::new(),
+            nohz_full: CpuSet::new(),
+            cpus: (0..n)
+                .map(|id| Cpu {
+                    id,
+                    online: true,
+                    core: Some(id),
+                    package: Some(0),
+                    node: Some(0),
+                    llc: Some(0),
+                    siblings: [id].into_iter().collect(),
+                    isolated: false,
+                    nohz_full: false,
+                })
+                .collect(),
+            nodes: vec![Node { id: 0, cpus: all }],
+        }
+    }
+
+    #[test]
+    fn reads_durations_and_cpulists() {
+        let config = check_config(
+            "interval: 500ms\nhysteresis:\n  irq_dwell: 1m 30s\ncpus:\n  banned: 0-2,5\n  reserved: 7\n",
+        )
+        .unwrap();
+        assert_eq!(config.interval, Duration::from_millis(500));
+        assert_eq!(config.hysteresis.irq_dwell, Duration::from_secs(90));
+        assert_eq!(config.cpus.banned.to_list(), "0-2,5");
+        assert_eq!(config.cpus.reserved.to_list(), "7");
+    }
+
+    #[test]
+    fn an_unknown_key_names_itself_and_its_line() {
+        let errors = check_config("interval: 1s\nwatermarks:\n  hihg: 0.5\n").unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, "watermarks.hihg");
+        assert_eq!(errors[0].line, Some(3));
+        assert!(errors[0].message.contains("unknown field"), "{}", errors[0]);
+
+        let errors = check_config("# top\nintervall: 1s\n").unwrap_err();
+        assert_eq!(errors[0].key, "intervall");
+        assert_eq!(errors[0].line, Some(2));
+    }
+
+    #[test]
+    fn every_broken_section_is_reported() {
+        let text = "\
+interval: 30
+watermarks:
+  high: lots
+cpus:
+  banned: 3-1
+numa: nearby
+bogus: 1
+";
+        let errors = check_config(text).unwrap_err();
+        let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+        for key in [
+            "bogus",
+            "interval",
+            "watermarks.high",
+            "cpus.banned",
+            "numa",
+        ] {
+            assert!(keys.contains(&key), "{key} missing from {shown:#?}");
+        }
+        for error in &errors {
+            assert!(error.line.is_some(), "{error}");
+        }
+        let interval = errors.iter().find(|e| e.key == "interval").unwrap();
+        assert_eq!(interval.line, Some(1));
+        assert!(interval.message.contains("30s"), "{interval}");
+        let banned = errors.iter().find(|e| e.key == "cpus.banned").unwrap();
+        assert_eq!(banned.line, Some(5));
+        assert!(banned.message.contains("3-1"), "{banned}");
+    }
+
+    #[test]
+    fn a_syntax_error_has_a_line() {
+        let errors = check_config("cpus:\n  banned: [1\nrps: {\n").unwrap_err();
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].line.is_some(), "{}", errors[0]);
+    }
+
+    #[test]
+    fn out_of_range_values_name_key_and_line() {
+        let text = "\
+watermarks:
+  high: 0.5
+  low: 0.7
+hysteresis:
+  confirm_ticks: 0
+  min_gain: 1.5
+rfs:
+  sock_flow_entries: 1000
+devices:
+  eth0:
+    rps: static
+  eth1:
+    rps_cpus: 1-3
+";
+        let errors = check_config(text).unwrap_err();
+        let found: Vec<(String, Option<usize>)> =
+            errors.iter().map(|e| (e.key.clone(), e.line)).collect();
+        for expected in [
+            ("watermarks.low", 3),
+            ("hysteresis.confirm_ticks", 5),
+            ("hysteresis.min_gain", 6),
+            ("rfs.sock_flow_entries", 8),
+            ("devices.eth0.rps", 11),
+            ("devices.eth1.rps_cpus", 13),
+        ] {
+            assert!(
+                found.contains(&(expected.0.to_string(), Some(expected.1))),
+                "{expected:?} not in {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_banned_cpu_that_does_not_exist_names_the_key() {
+        let text = "cpus:\n  banned: 2,40-41\n";
+        assert!(check_config(text).is_ok());
+        let errors = check_config_for(text, &machine(16)).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, "cpus.banned");
+        assert_eq!(errors[0].line, Some(2));
+        assert!(
+            errors[0].to_string().contains("CPU 40-41 does not exist"),
+            "{}",
+            errors[0]
+        );
+    }
+
+    #[test]
+    fn banning_everything_is_an_error() {
+        let errors = check_config_for("cpus:\n  banned: 0-3\n", &machine(4)).unwrap_err();
+        assert!(errors[0].message.contains("no online CPU"), "{}", errors[0]);
+    }
+}

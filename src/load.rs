@@ -1,0 +1,526 @@
+//! The load model: smoothed rates from two successive snapshots.
+//!
+//! Counters are cumulative and some wrap, so the policy never sees them; it sees rates:
+//!
+//! * per CPU, softnet `processed` (the work signal: packets whose protocol work ran there),
+//!   `dropped` and `time_squeeze` (distress), `received_rps` (RPS IPIs), and the irq+softirq
+//!   share of its time from `proc/stat` (pressure only: it is tick-sampled and misleading on
+//!   CPUs that receive RPS IPIs or run veth senders, see KERNEL.md);
+//! * per IRQ, interrupts per second (the `intr` line);
+//! * per rx queue, packets per second where the driver has per-queue counters.
+//!
+//! Work and pressure are smoothed with an EWMA; distress is the last interval's raw rate,
+//! so the policy can react to it at once. Softnet counters are u32 and wrap; the `intr`
+//! totals are the kernel's `unsigned int` sums and wrap too; 64-bit queue counters that go
+//! backwards were reset (device re-created) and give no rate that tick. A CPU that appears
+//! (hot-add) has no rate until its second sample; one that disappears is offline and idle.
+//!
+//! Where no per-queue counters exist, [`Load::attribute`] splits a CPU's processed packets
+//! among the queue IRQs firing there in proportion to their interrupt rates.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::model::snapshot::{QueueDirection, Snapshot};
+
+/// Rates derived from snapshots, by CPU id, IRQ number and queue.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Load {
+    /// Seconds between the last two snapshots folded in.
+    pub interval_secs: f64,
+    /// Snapshot pairs folded in so far.
+    pub samples: u64,
+    /// Indexed by CPU id; CPUs never seen are default (offline, no rates).
+    pub cpus: Vec<CpuLoad>,
+    /// Interrupts per second, indexed by IRQ number (smoothed).
+    pub irq_rates: Vec<f64>,
+    /// Received packets per second per rx queue, by device; `None` where the queue has no
+    /// counter (smoothed).
+    pub rx_queues: HashMap<String, Vec<Option<f64>>>,
+}
+
+/// One CPU's rates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CpuLoad {
+    /// Present in the latest snapshot.
+    pub online: bool,
+    /// Has at least one rate (seen in two successive snapshots).
+    pub warm: bool,
+    /// Softnet `processed` per second (smoothed): the receive work done on this CPU.
+    pub processed_pps: f64,
+    /// Softnet `dropped` per second over the last interval (backlog full).
+    pub dropped_per_sec: f64,
+    /// Softnet `time_squeeze` per second over the last interval (budget exhausted).
+    pub squeezed_per_sec: f64,
+    /// Softnet `received_rps` per second (smoothed): RPS IPIs this CPU received.
+    pub rps_ipis_per_sec: f64,
+    /// irq+softirq share of the CPU's time, 0..1 (smoothed).
+    pub net_share: f64,
+    /// Non-idle share of the CPU's time, 0..1 (smoothed).
+    pub busy_share: f64,
+}
+
+impl CpuLoad {
+    /// Whether drops or time squeezes reach the given per-second thresholds.
+    pub fn in_distress(&self, drops_per_sec: f64, squeezes_per_sec: f64) -> bool {
+        self.dropped_per_sec >= drops_per_sec || self.squeezed_per_sec >= squeezes_per_sec
+    }
+}
+
+/// A queue vector to attribute work to: which device queue, which IRQ, firing on which CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueVector<'a> {
+    pub device: &'a str,
+    pub queue: u32,
+    pub irq: u32,
+    pub cpu: u32,
+}
+
+/// A rate over an interval, or nothing if the counter went backwards.
+fn rate_u64(prev: u64, cur: u64, secs: f64) -> Option<f64> {
+    (cur >= prev).then(|| (cur - prev) as f64 / secs)
+}
+
+/// A rate of a u32 kernel counter that wraps.
+fn rate_u32(prev: u32, cur: u32, secs: f64) -> f64 {
+    f64::from(cur.wrapping_sub(prev)) / secs
+}
+
+/// A rate of an `intr` total: the kernel sums per-CPU `unsigned int`s into an `unsigned
+/// int`, so a value below the previous one that fits 32 bits wrapped.
+fn rate_intr(prev: u64, cur: u64, secs: f64) -> Option<f64> {
+    if cur >= prev {
+        Some((cur - prev) as f64 / secs)
+    } else if prev <= u64::from(u32::MAX) {
+        Some(((cur + (1 << 32)) - prev) as f64 / secs)
+    } else {
+        None
+    }
+}
+
+/// Folds a new sample into a smoothed value; the first sample is taken as is.
+fn smooth(value: &mut f64, sample: f64, alpha: f64, warm: bool) {
+    if warm {
+        *value += alpha * (sample - *value);
+    } else {
+        *value = sample;
+    }
+}
+
+impl Load {
+    /// An empty model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The rates of a CPU, if it was ever seen.
+    pub fn cpu(&self, id: u32) -> Option<&CpuLoad> {
+        self.cpus.get(id as usize)
+    }
+
+    /// Interrupts per second of an IRQ (0 if unknown).
+    pub fn irq_rate(&self, irq: u32) -> f64 {
+        self.irq_rates.get(irq as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Measured packets per second of an rx queue, if it has a counter.
+    pub fn rx_queue_pps(&self, device: &str, queue: u32) -> Option<f64> {
+        self.rx_queues
+            .get(device)
+            .and_then(|queues| queues.get(queue as usize).copied().flatten())
+    }
+
+    /// Folds the interval between two snapshots in. `smoothing` is the EWMA weight of the
+    /// new sample, in (0, 1]. Snapshots out of order (or taken at the same instant) are
+    /// ignored.
+    pub fn update(&mut self, prev: &Snapshot, cur: &Snapshot, smoothing: f64) {
+        if cur.taken_at_ns <= prev.taken_at_ns {
+            return;
+        }
+        let secs = (cur.taken_at_ns - prev.taken_at_ns) as f64 / 1e9;
+        let alpha = smoothing.clamp(f64::MIN_POSITIVE, 1.0);
+        self.interval_secs = secs;
+        self.samples += 1;
+        self.update_cpus(prev, cur, secs, alpha);
+        self.update_irqs(prev, cur, secs, alpha);
+        self.update_queues(prev, cur, secs, alpha);
+    }
+
+    fn update_cpus(&mut self, prev: &Snapshot, cur: &Snapshot, secs: f64, alpha: f64) {
+        let highest = cur
+            .cpu_times
+            .iter()
+            .map(|t| t.cpu)
+            .chain(cur.softnet.iter().map(|r| r.cpu))
+            .max();
+        if let Some(highest) = highest
+            && self.cpus.len() <= highest as usize
+        {
+            self.cpus.resize(highest as usize + 1, CpuLoad::default());
+        }
+        let mut seen = vec![false; self.cpus.len()];
+        let mut updated = vec![false; self.cpus.len()];
+
+        let prev_times: HashMap<u32, _> = prev.cpu_times.iter().map(|t| (t.cpu, t)).collect();
+        for now in &cur.cpu_times {
+            let index = now.cpu as usize;
+            seen[index] = true;
+            let Some(before) = prev_times.get(&now.cpu) else {
+                continue;
+            };
+            let total = now.total().checked_sub(before.total()).filter(|&t| t > 0);
+            let net = (now.irq + now.softirq).checked_sub(before.irq + before.softirq);
+            let idle = (now.idle + now.iowait).checked_sub(before.idle + before.iowait);
+            let (Some(total), Some(net), Some(idle)) = (total, net, idle) else {
+                continue;
+            };
+            let cpu = &mut self.cpus[index];
+            let total = total as f64;
+            smooth(
+                &mut cpu.net_share,
+                (net as f64 / total).min(1.0),
+                alpha,
+                cpu.warm,
+            );
+            let busy = (1.0 - idle as f64 / total).clamp(0.0, 1.0);
+            smooth(&mut cpu.busy_share, busy, alpha, cpu.warm);
+            updated[index] = true;
+        }
+
+        let prev_rows: HashMap<u32, _> = prev.softnet.iter().map(|r| (r.cpu, r)).collect();
+        for now in &cur.softnet {
+            let index = now.cpu as usize;
+            seen[index] = true;
+            let Some(before) = prev_rows.get(&now.cpu) else {
+                continue;
+            };
+            let cpu = &mut self.cpus[index];
+            let processed = rate_u32(before.processed, now.processed, secs);
+            smooth(&mut cpu.processed_pps, processed, alpha, cpu.warm);
+            cpu.dropped_per_sec = rate_u32(before.dropped, now.dropped, secs);
+            cpu.squeezed_per_sec = rate_u32(before.time_squeeze, now.time_squeeze, secs);
+            if let (Some(b), Some(n)) = (before.received_rps, now.received_rps) {
+                smooth(
+                    &mut cpu.rps_ipis_per_sec,
+                    rate_u32(b, n, secs),
+                    alpha,
+                    cpu.warm,
+                );
+            }
+            updated[index] = true;
+        }
+
+        for (index, cpu) in self.cpus.iter_mut().enumerate() {
+            cpu.online = seen[index];
+            if !seen[index] {
+                *cpu = CpuLoad::default();
+            } else if updated[index] {
+                cpu.warm = true;
+            }
+        }
+    }
+
+    fn update_irqs(&mut self, prev: &Snapshot, cur: &Snapshot, secs: f64, alpha: f64) {
+        if self.irq_rates.len() < cur.irq_totals.len() {
+            self.irq_rates.resize(cur.irq_totals.len(), 0.0);
+        }
+        let warm = self.samples > 1;
+        for (irq, &now) in cur.irq_totals.iter().enumerate() {
+            let Some(&before) = prev.irq_totals.get(irq) else {
+                continue;
+            };
+            if let Some(rate) = rate_intr(before, now, secs) {
+                smooth(&mut self.irq_rates[irq], rate, alpha, warm);
+            }
+        }
+    }
+
+    fn update_queues(&mut self, prev: &Snapshot, cur: &Snapshot, secs: f64, alpha: f64) {
+        let before: HashMap<(&str, u32), u64> = prev
+            .queues
+            .iter()
+            .filter(|q| q.direction == QueueDirection::Rx)
+            .map(|q| ((q.device.as_str(), q.queue), q.packets))
+            .collect();
+        let mut present: HashMap<&str, Vec<bool>> = HashMap::new();
+        for q in cur
+            .queues
+            .iter()
+            .filter(|q| q.direction == QueueDirection::Rx)
+        {
+            let slot = q.queue as usize;
+            let marks = present.entry(q.device.as_str()).or_default();
+            if marks.len() <= slot {
+                marks.resize(slot + 1, false);
+            }
+            marks[slot] = true;
+            let Some(rate) = before
+                .get(&(q.device.as_str(), q.queue))
+                .and_then(|&b| rate_u64(b, q.packets, secs))
+            else {
+                continue;
+            };
+            if !self.rx_queues.contains_key(&q.device) {
+                self.rx_queues.insert(q.device.clone(), Vec::new());
+            }
+            let Some(rates) = self.rx_queues.get_mut(&q.device) else {
+                continue;
+            };
+            if rates.len() <= slot {
+                rates.resize(slot + 1, None);
+            }
+            match &mut rates[slot] {
+                Some(value) => smooth(value, rate, alpha, true),
+                empty => *empty = Some(rate),
+            }
+        }
+        // Queues (and devices) that vanished have no rate any more.
+        self.rx_queues.retain(|device, rates| {
+            let Some(marks) = present.get(device.as_str()) else {
+                return false;
+            };
+            for (slot, rate) in rates.iter_mut().enumerate() {
+                if !marks.get(slot).copied().unwrap_or(false) {
+                    *rate = None;
+                }
+            }
+            true
+        });
+    }
+
+    /// Received packets per second for each queue vector: the queue's counter where there
+    /// is one; otherwise the processed packets of the vector's CPU (less what measured
+    /// queues there account for), split among the unmeasured vectors firing there by their
+    /// interrupt rates (evenly when none has a rate).
+    ///
+    /// With RPS on, the interrupting CPU processes only part of its queue's packets, so an
+    /// attributed rate is what that IRQ costs its CPU rather than the queue's traffic; that
+    /// is what an IRQ move takes along.
+    pub fn attribute(&self, vectors: &[QueueVector<'_>]) -> Vec<f64> {
+        let mut out = vec![0.0; vectors.len()];
+        // Per CPU: measured pps, and the interrupt rate and count of unmeasured vectors.
+        let mut measured_on: HashMap<u32, f64> = HashMap::new();
+        let mut unmeasured_on: HashMap<u32, (f64, usize)> = HashMap::new();
+        for (slot, v) in vectors.iter().enumerate() {
+            match self.rx_queue_pps(v.device, v.queue) {
+                Some(pps) => {
+                    out[slot] = pps;
+                    *measured_on.entry(v.cpu).or_default() += pps;
+                }
+                None => {
+                    let entry = unmeasured_on.entry(v.cpu).or_default();
+                    entry.0 += self.irq_rate(v.irq);
+                    entry.1 += 1;
+                }
+            }
+        }
+        for (slot, v) in vectors.iter().enumerate() {
+            if self.rx_queue_pps(v.device, v.queue).is_some() {
+                continue;
+            }
+            let processed = self.cpu(v.cpu).map_or(0.0, |c| c.processed_pps);
+            let pool = (processed - measured_on.get(&v.cpu).copied().unwrap_or(0.0)).max(0.0);
+            let (rate_sum, count) = unmeasured_on.get(&v.cpu).copied().unwrap_or((0.0, 1));
+            out[slot] = if rate_sum > 0.0 {
+                pool * self.irq_rate(v.irq) / rate_sum
+            } else {
+                pool / count.max(1) as f64
+            };
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::snapshot::{CpuTimes, QueueCounters, SoftnetRow};
+
+    fn snapshot(at_secs: u64, cpus: &[(u32, u32, u64, u64)]) -> Snapshot {
+        // (cpu, processed, softirq ticks, idle ticks)
+        Snapshot {
+            taken_at_ns: at_secs * 1_000_000_000,
+            cpu_times: cpus
+                .iter()
+                .map(|&(cpu, _, softirq, idle)| CpuTimes {
+                    cpu,
+                    softirq,
+                    idle,
+                    ..CpuTimes::default()
+                })
+                .collect(),
+            softnet: cpus
+                .iter()
+                .map(|&(cpu, processed, _, _)| SoftnetRow {
+                    cpu,
+                    processed,
+                    ..SoftnetRow::default()
+                })
+                .collect(),
+            irq_totals: Vec::new(),
+            queues: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rates_and_shares_from_two_snapshots() {
+        let a = snapshot(10, &[(0, 1000, 10, 90), (1, 0, 0, 100)]);
+        let b = snapshot(12, &[(0, 201_000, 110, 90), (1, 0, 0, 300)]);
+        let mut load = Load::new();
+        load.update(&a, &b, 0.5);
+        let cpu0 = load.cpu(0).unwrap();
+        assert_eq!(cpu0.processed_pps, 100_000.0);
+        assert_eq!(cpu0.net_share, 1.0);
+        assert_eq!(cpu0.busy_share, 1.0);
+        assert!(cpu0.warm && cpu0.online);
+        assert_eq!(load.cpu(1).unwrap().net_share, 0.0);
+        assert_eq!(load.interval_secs, 2.0);
+    }
+
+    #[test]
+    fn softnet_counters_wrap() {
+        let a = snapshot(1, &[(0, u32::MAX - 99, 0, 0)]);
+        let b = snapshot(2, &[(0, 100, 0, 100)]);
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.cpu(0).unwrap().processed_pps, 200.0);
+    }
+
+    #[test]
+    fn intr_totals_wrap_at_32_bits_and_resets_give_no_rate() {
+        let mut a = snapshot(1, &[]);
+        let mut b = snapshot(2, &[]);
+        a.irq_totals = vec![u64::from(u32::MAX) - 9, 5_000_000_000, 7];
+        b.irq_totals = vec![10, 4, 17];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.irq_rate(0), 20.0);
+        assert_eq!(load.irq_rate(1), 0.0);
+        assert_eq!(load.irq_rate(2), 10.0);
+        assert_eq!(load.irq_rate(99), 0.0);
+    }
+
+    #[test]
+    fn smoothing_weights_the_newest_sample() {
+        let mut load = Load::new();
+        let s = [
+            snapshot(0, &[(0, 0, 0, 0)]),
+            snapshot(1, &[(0, 100, 0, 100)]),
+            snapshot(2, &[(0, 400, 0, 200)]),
+        ];
+        load.update(&s[0], &s[1], 0.5);
+        load.update(&s[1], &s[2], 0.5);
+        assert_eq!(load.cpu(0).unwrap().processed_pps, 200.0);
+    }
+
+    #[test]
+    fn hot_plug_adds_and_removes_cpus() {
+        let mut load = Load::new();
+        let a = snapshot(0, &[(0, 0, 0, 0)]);
+        let b = snapshot(1, &[(0, 50, 0, 100), (3, 1_000_000, 0, 100)]);
+        load.update(&a, &b, 1.0);
+        let cpu3 = load.cpu(3).unwrap();
+        assert!(cpu3.online && !cpu3.warm, "no rate from one sample");
+        assert_eq!(cpu3.processed_pps, 0.0);
+        assert!(!load.cpu(1).unwrap().online);
+        let c = snapshot(2, &[(0, 150, 0, 200), (3, 1_000_010, 0, 200)]);
+        load.update(&b, &c, 1.0);
+        assert_eq!(load.cpu(3).unwrap().processed_pps, 10.0);
+        let d = snapshot(3, &[(3, 1_000_020, 0, 300)]);
+        load.update(&c, &d, 1.0);
+        assert_eq!(
+            *load.cpu(0).unwrap(),
+            CpuLoad::default(),
+            "offline CPU is idle"
+        );
+    }
+
+    #[test]
+    fn distress_is_the_raw_last_interval() {
+        let mut a = snapshot(0, &[(0, 0, 0, 0)]);
+        let mut b = snapshot(1, &[(0, 0, 0, 100)]);
+        a.softnet[0].dropped = 10;
+        b.softnet[0].dropped = 60;
+        b.softnet[0].time_squeeze = 7;
+        let mut load = Load::new();
+        load.update(&a, &b, 0.1);
+        let cpu = load.cpu(0).unwrap();
+        assert_eq!(cpu.dropped_per_sec, 50.0);
+        assert!(cpu.in_distress(1.0, 50.0));
+        assert!(!cpu.in_distress(100.0, 50.0));
+    }
+
+    fn queue(device: &str, queue: u32, packets: u64) -> QueueCounters {
+        QueueCounters {
+            device: device.to_string(),
+            direction: QueueDirection::Rx,
+            queue,
+            packets,
+            bytes: None,
+        }
+    }
+
+    #[test]
+    fn queue_rates_and_resets() {
+        let mut a = snapshot(0, &[]);
+        let mut b = snapshot(1, &[]);
+        a.queues = vec![queue("eth0", 0, 100), queue("eth0", 1, 500)];
+        b.queues = vec![queue("eth0", 0, 1100), queue("eth0", 1, 10)];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.rx_queue_pps("eth0", 0), Some(1000.0));
+        assert_eq!(load.rx_queue_pps("eth0", 1), None, "a reset gives no rate");
+        let c = snapshot(2, &[]);
+        load.update(&b, &c, 1.0);
+        assert_eq!(
+            load.rx_queue_pps("eth0", 0),
+            None,
+            "a vanished device has no rate"
+        );
+    }
+
+    #[test]
+    fn attribution_splits_processed_by_interrupt_rate() {
+        let mut a = snapshot(0, &[(0, 0, 0, 0), (1, 0, 0, 0)]);
+        let mut b = snapshot(1, &[(0, 9000, 0, 100), (1, 5000, 0, 100)]);
+        a.irq_totals = vec![0; 40];
+        b.irq_totals = vec![0; 40];
+        b.irq_totals[30] = 300;
+        b.irq_totals[31] = 100;
+        b.irq_totals[32] = 50;
+        a.queues = vec![queue("eth1", 0, 0)];
+        b.queues = vec![queue("eth1", 0, 1000)];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        let vectors = [
+            QueueVector {
+                device: "eth0",
+                queue: 0,
+                irq: 30,
+                cpu: 0,
+            },
+            QueueVector {
+                device: "eth0",
+                queue: 1,
+                irq: 31,
+                cpu: 0,
+            },
+            QueueVector {
+                device: "eth1",
+                queue: 0,
+                irq: 32,
+                cpu: 0,
+            },
+            QueueVector {
+                device: "eth0",
+                queue: 2,
+                irq: 33,
+                cpu: 1,
+            },
+        ];
+        let pps = load.attribute(&vectors);
+        // CPU 0: 9000 processed, 1000 measured on eth1, 8000 split 3:1.
+        assert_eq!(pps, vec![6000.0, 2000.0, 1000.0, 5000.0]);
+    }
+}

@@ -1,0 +1,624 @@
+//! One tick's working view of the machine, built from the policy's inputs, and the plan
+//! under construction.
+//!
+//! Everything the rules need is laid out once per tick in flat arrays indexed by CPU id
+//! (allowed CPUs, cores, nodes, receive work, queue-vector occupancy), so each rule is a
+//! short loop and a 1152-CPU machine decides well under a millisecond. As actions are
+//! planned the view is updated (work moves with an IRQ, occupancy follows), so later rules
+//! see the machine as it will be.
+
+use std::collections::{HashMap, HashSet};
+
+use super::DecideInput;
+use super::hysteresis::{self, Heat, kilo};
+use super::plan::{Action, Note, NoteKind, Reason, ReasonKind, Target, Value};
+use super::state::PolicyState;
+use crate::config::{Config, ExternalChange, NonQueueIrqs, NumaPolicy, RpsMode};
+use crate::cpuset::CpuSet;
+use crate::load::{Load, QueueVector};
+use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice};
+use crate::model::topology::Topology;
+
+use super::placement::Placement;
+
+/// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
+/// protocol work away (measured 30-36 % on veth at 250k pkt/s, KERNEL.md).
+pub const RPS_INTERRUPT_SHARE: f64 = 0.3;
+
+/// Why an IRQ cannot be moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocker {
+    /// Kernel-managed or read-only affinity.
+    Managed,
+    /// A write failed for good.
+    Failed,
+    /// Someone else changed it after steerd wrote it (and the config says respect).
+    External,
+    /// The device's config says `irqs: leave`, or `irq.enabled: false`.
+    Leave,
+    /// A non-queue IRQ with `irq.non_queue: leave`.
+    NonQueueLeft,
+    /// No readable affinity.
+    Unknown,
+}
+
+/// One IRQ as the rules see it.
+#[derive(Debug)]
+pub struct IrqView<'a> {
+    pub irq: &'a Irq,
+    /// Index into the planner's devices.
+    pub device: Option<usize>,
+    /// An rx or combined queue vector of a device.
+    pub queue_vector: bool,
+    pub affinity: Option<&'a CpuSet>,
+    /// The CPU it fires on (planned).
+    pub cpu: Option<u32>,
+    /// Receive work it brings to its CPU, packets/s.
+    pub weight: f64,
+    /// Its queue's packets/s (measured or attributed).
+    pub pps: f64,
+    pub blocker: Option<Blocker>,
+    /// Counted in the occupancy at `cpu` (queue vectors only).
+    pub claimed: bool,
+}
+
+/// One network device as the rules see it.
+#[derive(Debug)]
+pub struct DeviceView<'a> {
+    pub dev: &'a NetDevice,
+    /// Allowed CPUs for this device under the NUMA policy (may be empty).
+    pub local: CpuSet,
+    /// The device's NUMA-local CPUs regardless of bans (all CPUs when unknown).
+    pub home: CpuSet,
+    /// Slots of its rx/combined queue vectors, by queue number.
+    pub vectors: Vec<usize>,
+    pub rps_mode: RpsMode,
+    /// Queue vectors claimed per CPU and per core id (sized lazily: devices without
+    /// vectors, like hundreds of veths, cost nothing).
+    on_cpu: Vec<u16>,
+    on_core: Vec<u16>,
+}
+
+impl DeviceView<'_> {
+    /// Queue vectors of this device claimed on a CPU.
+    pub fn on_cpu(&self, cpu: u32) -> u16 {
+        self.on_cpu.get(cpu as usize).copied().unwrap_or(0)
+    }
+
+    /// Queue vectors of this device claimed on a core.
+    pub fn on_core(&self, core: u32) -> u16 {
+        self.on_core.get(core as usize).copied().unwrap_or(0)
+    }
+
+    fn count(counts: &mut Vec<u16>, index: u32, up: bool) {
+        let index = index as usize;
+        if counts.len() <= index {
+            counts.resize(index + 1, 0);
+        }
+        counts[index] = if up {
+            counts[index].saturating_add(1)
+        } else {
+            counts[index].saturating_sub(1)
+        };
+    }
+}
+
+/// The working view and the plan being built.
+pub struct Planner<'a> {
+    pub topology: &'a Topology,
+    pub inventory: &'a Inventory,
+    pub load: &'a Load,
+    pub config: &'a Config,
+    pub placement: &'a Placement,
+    pub now_ns: u64,
+    pub state: &'a mut PolicyState,
+
+    /// Online CPUs steerd may place work on.
+    pub allowed: CpuSet,
+    /// CPUs steerd moves its IRQs off: banned, isolated, nohz_full.
+    pub evict: CpuSet,
+    pub core_of: Vec<u32>,
+    pub node_of: Vec<Option<u32>>,
+    pub heat: Vec<Heat>,
+    /// Receive work per CPU as planned, packets/s (change it with `shift_work`).
+    pub work: Vec<f64>,
+    /// Receive work per core id, the sum over its CPUs.
+    pub core_work: Vec<f64>,
+    /// Queue vectors claimed per core (all devices).
+    pub core_vectors: Vec<u16>,
+
+    pub devices: Vec<DeviceView<'a>>,
+    pub irqs: Vec<IrqView<'a>>,
+
+    /// CPUs that planned IRQ moves take work off this tick.
+    pub relieved: CpuSet,
+    /// IRQs moved this tick.
+    pub moved: HashSet<u32>,
+    /// Values this plan sets.
+    pub planned: HashMap<Target, Value>,
+    /// Action groups still allowed this tick.
+    pub budget: u32,
+    pub actions: Vec<Action>,
+    pub notes: Vec<Note>,
+    /// Why something that could happen did not happen yet (for the idle reason).
+    pub waiting: Vec<String>,
+}
+
+/// Whether RPS applies to this kind of device (upper devices see packets after the lower
+/// device's RPS already ran).
+pub fn rps_capable(kind: DeviceKind) -> bool {
+    matches!(
+        kind,
+        DeviceKind::Physical | DeviceKind::Virtio | DeviceKind::Veth | DeviceKind::OtherVirtual
+    )
+}
+
+impl<'a> Planner<'a> {
+    pub fn new(input: &DecideInput<'a>, state: &'a mut PolicyState) -> Self {
+        let topology = input.topology;
+        let config = input.config;
+        let nr = (topology.nr_cpu_ids as usize)
+            .max(topology.cpus.last().map_or(0, |c| c.id as usize + 1))
+            .max(input.load.cpus.len());
+        let mut core_of: Vec<u32> = (0..nr as u32).collect();
+        let mut node_of = vec![None; nr];
+        for cpu in &topology.cpus {
+            if let Some(core) = cpu.core {
+                core_of[cpu.id as usize] = core;
+            }
+            node_of[cpu.id as usize] = cpu.node;
+        }
+        let evict = config
+            .cpus
+            .banned
+            .union(&topology.isolated)
+            .union(&topology.nohz_full);
+        let allowed = topology
+            .online
+            .difference(&evict)
+            .difference(&config.cpus.reserved);
+        let mut work = vec![0.0; nr];
+        let mut core_work = vec![0.0; nr];
+        for (cpu, slot) in work.iter_mut().enumerate() {
+            *slot = input.load.cpu(cpu as u32).map_or(0.0, |c| c.processed_pps);
+            if let Some(core) = core_work.get_mut(core_of[cpu] as usize) {
+                *core += *slot;
+            }
+        }
+        state.ticks += 1;
+        let heat = hysteresis::classify(input.load, config, &allowed, &node_of, &mut state.streaks);
+        let mut planner = Planner {
+            topology,
+            inventory: input.inventory,
+            load: input.load,
+            config,
+            placement: input.placement,
+            now_ns: input.now_ns,
+            state,
+            allowed,
+            evict,
+            core_of,
+            node_of,
+            heat,
+            work,
+            core_work,
+            core_vectors: vec![0; nr],
+            devices: Vec::new(),
+            irqs: Vec::new(),
+            relieved: CpuSet::new(),
+            moved: HashSet::new(),
+            planned: HashMap::new(),
+            budget: config.hysteresis.max_actions_per_tick,
+            actions: Vec::new(),
+            notes: Vec::new(),
+            waiting: Vec::new(),
+        };
+        planner.notice_external_changes();
+        planner.build_devices();
+        planner.build_irqs();
+        planner
+    }
+
+    /// Compares what steerd wrote with what is there now; a difference means someone else
+    /// wrote. Respected values are frozen; overridden ones are forgotten (steerd may act).
+    fn notice_external_changes(&mut self) {
+        let mut changed = Vec::new();
+        for (target, ours) in &self.state.written {
+            match self.placement.value(target) {
+                Some(now) if now != *ours => changed.push((target.clone(), ours.clone(), now)),
+                Some(_) => {}
+                // The target is gone (device removed): nothing to compare.
+                None => changed.push((target.clone(), ours.clone(), ours.clone())),
+            }
+        }
+        for (target, ours, now) in changed {
+            self.state.written.remove(&target);
+            if now == ours {
+                continue;
+            }
+            let respect = self.config.on_external_change == ExternalChange::Respect;
+            let text = format!(
+                "{target}: steerd wrote {ours}, now {now}: changed by someone else; {}",
+                if respect {
+                    "left alone (on_external_change: respect)"
+                } else {
+                    "may be changed again (on_external_change: override)"
+                }
+            );
+            let new = self
+                .state
+                .first_report(NoteKind::ExternalChange, format!("{target}={now}"));
+            self.notes.push(Note {
+                kind: NoteKind::ExternalChange,
+                target: Some(target.clone()),
+                text,
+                new,
+            });
+            if respect {
+                self.state.external.insert(target, now);
+            }
+        }
+        // Values taken over earlier stay noted while they last.
+        let noted: HashSet<&Target> = self
+            .notes
+            .iter()
+            .filter_map(|n| n.target.as_ref())
+            .collect();
+        let still: Vec<(Target, Value)> = self
+            .state
+            .external
+            .keys()
+            .filter(|target| !noted.contains(target))
+            .filter_map(|target| Some((target.clone(), self.placement.value(target)?)))
+            .collect();
+        for (target, now) in still {
+            self.notes.push(Note {
+                kind: NoteKind::ExternalChange,
+                target: Some(target.clone()),
+                text: format!("{target} = {now}: set by someone else; left alone"),
+                new: false,
+            });
+        }
+    }
+
+    fn build_devices(&mut self) {
+        let config = self.config;
+        for dev in &self.inventory.devices {
+            let home = self.home_cpus(dev);
+            let local = match config.numa {
+                NumaPolicy::Ignore => self.allowed.clone(),
+                NumaPolicy::Prefer => {
+                    let local = home.intersection(&self.allowed);
+                    if local.is_empty() {
+                        self.allowed.clone()
+                    } else {
+                        local
+                    }
+                }
+                NumaPolicy::Strict => home.intersection(&self.allowed),
+            };
+            self.devices.push(DeviceView {
+                dev,
+                local,
+                home,
+                vectors: Vec::new(),
+                rps_mode: config.rps_mode(&dev.name),
+                on_cpu: Vec::new(),
+                on_core: Vec::new(),
+            });
+        }
+    }
+
+    /// A device's NUMA-local CPUs: `local_cpus`, else its node's CPUs, else all online.
+    fn home_cpus(&self, dev: &NetDevice) -> CpuSet {
+        if let Some(local) = dev.local_cpus.as_ref().filter(|s| !s.is_empty()) {
+            return local.intersection(&self.topology.online);
+        }
+        if let Some(node) = dev.numa_node {
+            let cpus = self.topology.node_cpus(node);
+            if !cpus.is_empty() {
+                return cpus.intersection(&self.topology.online);
+            }
+        }
+        self.topology.online.clone()
+    }
+
+    fn build_irqs(&mut self) {
+        let by_name: HashMap<&str, usize> = self
+            .devices
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.dev.name.as_str(), i))
+            .collect();
+        let config = self.config;
+        for irq in &self.inventory.irqs {
+            let device = irq.device.as_deref().and_then(|n| by_name.get(n).copied());
+            let queue_vector = device.is_some()
+                && irq.queue.is_some()
+                && matches!(irq.role, IrqRole::Rx | IrqRole::Rxtx);
+            let current = self.placement.irqs.get(&irq.irq);
+            let affinity = current.map(|a| &a.affinity).or(irq.affinity.as_ref());
+            let effective = current
+                .and_then(|a| a.effective.as_ref())
+                .or(irq.effective_affinity.as_ref())
+                .and_then(CpuSet::first);
+            let cpu = effective
+                .or_else(|| affinity.and_then(|a| a.intersection(&self.topology.online).first()));
+            let target = Target::IrqAffinity { irq: irq.irq };
+            let blocker = if irq.managed {
+                Some(Blocker::Managed)
+            } else if self.state.failed.contains_key(&target) {
+                Some(Blocker::Failed)
+            } else if self.state.external.contains_key(&target) {
+                Some(Blocker::External)
+            } else if affinity.is_none() {
+                Some(Blocker::Unknown)
+            } else if !config.irq.enabled
+                || device.is_some_and(|d| !config.manages_irqs_of(&self.devices[d].dev.name))
+            {
+                Some(Blocker::Leave)
+            } else if !queue_vector && config.irq.non_queue == NonQueueIrqs::Leave {
+                Some(Blocker::NonQueueLeft)
+            } else {
+                None
+            };
+            let slot = self.irqs.len();
+            if queue_vector && let Some(d) = device {
+                self.devices[d].vectors.push(slot);
+            }
+            self.irqs.push(IrqView {
+                irq,
+                device,
+                queue_vector,
+                affinity,
+                cpu,
+                weight: 0.0,
+                pps: 0.0,
+                blocker,
+                claimed: false,
+            });
+        }
+        let irqs = &self.irqs;
+        for device in &mut self.devices {
+            device
+                .vectors
+                .sort_by_key(|&slot| (irqs[slot].irq.queue, irqs[slot].irq.irq));
+        }
+        self.weigh_vectors();
+    }
+
+    /// Receive work each queue vector brings to its CPU.
+    fn weigh_vectors(&mut self) {
+        let mut slots = Vec::new();
+        let mut vectors = Vec::new();
+        for (slot, view) in self.irqs.iter().enumerate() {
+            let (true, Some(cpu), Some(queue), Some(d)) =
+                (view.queue_vector, view.cpu, view.irq.queue, view.device)
+            else {
+                continue;
+            };
+            slots.push(slot);
+            vectors.push(QueueVector {
+                device: &self.devices[d].dev.name,
+                queue,
+                irq: view.irq.irq,
+                cpu,
+            });
+        }
+        let rates = self.load.attribute(&vectors);
+        for ((slot, vector), pps) in slots.iter().zip(&vectors).zip(rates) {
+            let measured = self
+                .load
+                .rx_queue_pps(vector.device, vector.queue)
+                .is_some();
+            let rps_on = self
+                .placement
+                .rx_queue(vector.device, vector.queue)
+                .and_then(|q| q.rps_cpus.as_ref())
+                .is_some_and(|m| !m.is_empty() && *m != CpuSet::from_iter([vector.cpu]));
+            let view = &mut self.irqs[*slot];
+            view.pps = pps;
+            view.weight = if measured && rps_on {
+                pps * RPS_INTERRUPT_SHARE
+            } else {
+                pps
+            };
+        }
+    }
+
+    /// Physical core of a CPU.
+    pub fn core(&self, cpu: u32) -> u32 {
+        self.core_of.get(cpu as usize).copied().unwrap_or(cpu)
+    }
+
+    /// Receive work of a CPU as planned.
+    pub fn work_of(&self, cpu: u32) -> f64 {
+        self.work.get(cpu as usize).copied().unwrap_or(0.0)
+    }
+
+    /// The work of a CPU plus half that of its hyperthread siblings: how busy its core is.
+    pub fn core_load(&self, cpu: u32) -> f64 {
+        let own = self.work_of(cpu);
+        let core = self
+            .core_work
+            .get(self.core(cpu) as usize)
+            .copied()
+            .unwrap_or(own);
+        own + 0.5 * (core - own).max(0.0)
+    }
+
+    /// Moves `amount` packets/s of planned work from one CPU to another.
+    pub fn shift_work(&mut self, from: Option<u32>, to: Option<u32>, amount: f64) {
+        for (cpu, sign) in [(from, -1.0), (to, 1.0)] {
+            let Some(cpu) = cpu else { continue };
+            let core = self.core(cpu) as usize;
+            if let Some(w) = self.work.get_mut(cpu as usize) {
+                let before = *w;
+                *w = (*w + sign * amount).max(0.0);
+                let delta = *w - before;
+                if let Some(c) = self.core_work.get_mut(core) {
+                    *c += delta;
+                }
+            }
+        }
+    }
+
+    pub fn heat_of(&self, cpu: u32) -> Heat {
+        self.heat.get(cpu as usize).copied().unwrap_or_default()
+    }
+
+    /// Counts a queue vector in the occupancy of the CPU it fires on.
+    pub fn claim(&mut self, slot: usize) {
+        let view = &self.irqs[slot];
+        let (false, Some(d), Some(cpu)) = (view.claimed, view.device, view.cpu) else {
+            return;
+        };
+        let core = self.core(cpu);
+        let dev = &mut self.devices[d];
+        DeviceView::count(&mut dev.on_cpu, cpu, true);
+        DeviceView::count(&mut dev.on_core, core, true);
+        if let Some(n) = self.core_vectors.get_mut(core as usize) {
+            *n += 1;
+        }
+        self.irqs[slot].claimed = true;
+    }
+
+    /// Takes a queue vector out of the occupancy.
+    pub fn release(&mut self, slot: usize) {
+        let view = &self.irqs[slot];
+        let (true, Some(d), Some(cpu)) = (view.claimed, view.device, view.cpu) else {
+            return;
+        };
+        let core = self.core(cpu);
+        let dev = &mut self.devices[d];
+        DeviceView::count(&mut dev.on_cpu, cpu, false);
+        DeviceView::count(&mut dev.on_core, core, false);
+        if let Some(n) = self.core_vectors.get_mut(core as usize) {
+            *n = n.saturating_sub(1);
+        }
+        self.irqs[slot].claimed = false;
+    }
+
+    /// Takes one unit of the per-tick budget; false (and a waiting note) when spent.
+    pub fn spend(&mut self, what: &str) -> bool {
+        if self.budget == 0 {
+            self.waiting.push(format!(
+                "{what}: waits for the next tick (hysteresis.max_actions_per_tick = {})",
+                self.config.hysteresis.max_actions_per_tick
+            ));
+            return false;
+        }
+        self.budget -= 1;
+        true
+    }
+
+    /// Adds an action to the plan (budget already spent by the caller).
+    pub fn push(
+        &mut self,
+        target: Target,
+        serves: Option<String>,
+        old: Value,
+        new: Value,
+        reason: (ReasonKind, String),
+        expected: String,
+    ) {
+        self.planned.insert(target.clone(), new.clone());
+        self.actions.push(Action {
+            target,
+            serves,
+            old,
+            new,
+            reason: Reason {
+                kind: reason.0,
+                text: reason.1,
+            },
+            expected,
+        });
+    }
+
+    /// Adds a note, marking whether it is new.
+    pub fn note(&mut self, kind: NoteKind, target: Option<Target>, key: String, text: String) {
+        let new = self.state.first_report(kind, key);
+        self.notes.push(Note {
+            kind,
+            target,
+            text,
+            new,
+        });
+    }
+
+    /// `eth0 rx-3` for a queue vector, the IRQ's name otherwise.
+    pub fn serves(&self, slot: usize) -> String {
+        let view = &self.irqs[slot];
+        match (view.device, view.irq.queue) {
+            (Some(d), Some(q)) => format!("{} rx-{q}", self.devices[d].dev.name),
+            _ => view.irq.name.clone(),
+        }
+    }
+
+    /// Whether the target is frozen (taken over by someone else, or failed for good).
+    pub fn frozen(&self, target: &Target) -> bool {
+        self.state.external.contains_key(target) || self.state.failed.contains_key(target)
+    }
+
+    /// The current RPS mask of a queue as this plan leaves it.
+    pub fn rps_mask(&self, device: &str, queue: u32) -> Option<CpuSet> {
+        let target = Target::RpsCpus {
+            device: device.to_string(),
+            queue,
+        };
+        if let Some(Value::Cpus(set)) = self.planned.get(&target) {
+            return Some(set.clone());
+        }
+        self.placement
+            .rx_queue(device, queue)
+            .and_then(|q| q.rps_cpus.clone())
+    }
+
+    /// The hottest CPU, for the idle reason.
+    pub fn hottest(&self) -> Option<(u32, f64, f64)> {
+        self.load
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.online)
+            .max_by(|a, b| {
+                a.1.net_share
+                    .total_cmp(&b.1.net_share)
+                    .then(a.1.processed_pps.total_cmp(&b.1.processed_pps))
+            })
+            .map(|(cpu, c)| (cpu as u32, c.net_share, c.processed_pps))
+    }
+
+    /// Text for "why nothing happened".
+    pub fn idle_reason(&self) -> String {
+        if let Some(first) = self.waiting.first() {
+            return first.clone();
+        }
+        let hot: Vec<u32> = (0..self.heat.len() as u32)
+            .filter(|&c| self.heat_of(c).hot)
+            .collect();
+        if let Some(&cpu) = hot.first() {
+            return format!(
+                "{}, and no IRQ move or RPS change is predicted to help (see notes)",
+                self.heat_of(cpu).describe(cpu, self.config)
+            );
+        }
+        let hottest = match self.hottest() {
+            Some((cpu, share, pps)) => format!(
+                "; busiest CPU {cpu}: irq+softirq share {share:.2}, {} pkt/s processed",
+                kilo(pps)
+            ),
+            None => String::new(),
+        };
+        if self.load.samples == 0 {
+            return "no load measured yet: rates need two samples".to_string();
+        }
+        format!(
+            "no CPU is hot (high watermark {:.2}, imbalance {:.1}x above {} pkt/s, no drops) and every queue vector is placed by the rules{hottest}",
+            self.config.watermarks.high,
+            self.config.watermarks.imbalance,
+            kilo(self.config.watermarks.busy_pps)
+        )
+    }
+}

@@ -1,0 +1,628 @@
+//! IRQ affinity rules.
+//!
+//! Two kinds of rule move IRQs:
+//!
+//! * **Placement** (count-based, applies even when idle, so an idle machine keeps its
+//!   spread and is ready for the next burst): a queue vector must not fire on a forbidden
+//!   CPU, should fire on its device's NUMA node, should not share a CPU with another queue
+//!   vector of its device, nor a physical core while the device has a free local core, nor
+//!   a core used by another device's queue vector while a core is free. Vectors claim CPUs
+//!   in a fixed order (unmovable ones first, then by device name and queue number), so the
+//!   rules have one fixed point and never chase each other.
+//! * **Relief** (load-based): from a confirmed hot CPU, move queue vectors, heaviest first,
+//!   to the coolest CPU that breaks no placement rule, when the predicted drop of the hot
+//!   CPU's work is at least `min_gain` of it and the target ends up below the source.
+//!
+//! Non-queue vectors and other devices' IRQs are only moved off forbidden CPUs (and NIC
+//! non-queue vectors off the wrong node), with wide masks: they carry little work.
+
+use super::context::{Blocker, Planner};
+use super::hysteresis::kilo;
+use super::plan::{NoteKind, ReasonKind, Target, Value};
+use crate::config::NumaPolicy;
+use crate::cpuset::CpuSet;
+
+/// An IRQ that breaks a placement rule.
+#[derive(Debug, Clone)]
+pub struct Misplaced {
+    pub slot: usize,
+    pub kind: ReasonKind,
+    pub why: String,
+}
+
+/// Claims CPUs for every queue vector in rule order and lists the IRQs that break a rule.
+/// Misplaced queue vectors are left unclaimed until [`place`] moves them or gives up.
+pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
+    // Unmovable queue vectors are where they are: they claim first.
+    for slot in 0..p.irqs.len() {
+        let view = &p.irqs[slot];
+        let (true, Some(blocker), Some(cpu), Some(_)) =
+            (view.queue_vector, view.blocker, view.cpu, view.device)
+        else {
+            continue;
+        };
+        let irq = view.irq.irq;
+        p.claim(slot);
+        if matches!(blocker, Blocker::Managed | Blocker::Failed) {
+            let serves = p.serves(slot);
+            let target = Target::IrqAffinity { irq };
+            let (kind, text) = if blocker == Blocker::Managed {
+                (
+                    NoteKind::Managed,
+                    format!(
+                        "irq {irq} ({serves}) is kernel-managed or read-only: never moved (fires on CPU {cpu})"
+                    ),
+                )
+            } else {
+                let why = p.state.failed.get(&target).cloned().unwrap_or_default();
+                (
+                    NoteKind::WriteFailed,
+                    format!("irq {irq} ({serves}): a write failed for good ({why}); not retried"),
+                )
+            };
+            p.note(kind, Some(target), format!("irq {irq}"), text);
+        }
+    }
+    let mut misplaced = Vec::new();
+    for d in 0..p.devices.len() {
+        for index in 0..p.devices[d].vectors.len() {
+            let slot = p.devices[d].vectors[index];
+            let view = &p.irqs[slot];
+            let (None, Some(cpu)) = (view.blocker, view.cpu) else {
+                continue;
+            };
+            match queue_vector_rule(p, slot, d, cpu) {
+                None => p.claim(slot),
+                Some((kind, why)) => misplaced.push(Misplaced { slot, kind, why }),
+            }
+        }
+    }
+    for slot in 0..p.irqs.len() {
+        let view = &p.irqs[slot];
+        if view.queue_vector || view.blocker.is_some() {
+            continue;
+        }
+        if let Some((kind, why)) = other_irq_rule(p, slot) {
+            misplaced.push(Misplaced { slot, kind, why });
+        }
+    }
+    misplaced.sort_by_key(|m| m.kind != ReasonKind::ForbiddenCpu);
+    misplaced
+}
+
+/// Why a CPU is forbidden, for people.
+fn forbidden_why(p: &Planner, cpu: u32) -> &'static str {
+    if p.config.cpus.banned.contains(cpu) {
+        "banned (cpus.banned)"
+    } else if p.topology.isolated.contains(cpu) {
+        "isolated (isolcpus=)"
+    } else {
+        "nohz_full"
+    }
+}
+
+/// The placement rule a movable queue vector breaks at `cpu`, given the claims so far.
+fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(ReasonKind, String)> {
+    let view = &p.irqs[slot];
+    let dev = &p.devices[d];
+    let name = &dev.dev.name;
+    let stray = view
+        .affinity
+        .map(|a| a.intersection(&p.evict))
+        .filter(|s| !s.is_empty());
+    if p.evict.contains(cpu) {
+        return Some((
+            ReasonKind::ForbiddenCpu,
+            format!("fires on CPU {cpu}, which is {}", forbidden_why(p, cpu)),
+        ));
+    }
+    if let Some(stray) = stray {
+        let first = stray.first().unwrap_or(cpu);
+        return Some((
+            ReasonKind::ForbiddenCpu,
+            format!(
+                "may fire on CPU {}, which is {}",
+                stray.to_list(),
+                forbidden_why(p, first)
+            ),
+        ));
+    }
+    if p.config.numa != NumaPolicy::Ignore
+        && !dev.home.contains(cpu)
+        && !dev.local.is_empty()
+        && dev.local.is_subset(&dev.home)
+    {
+        return Some((
+            ReasonKind::RemoteNode,
+            format!(
+                "fires on CPU {cpu}, off {name}'s NUMA-local CPUs {}",
+                dev.home.to_list()
+            ),
+        ));
+    }
+    if dev.on_cpu(cpu) > 0 {
+        return Some((
+            ReasonKind::StackedVectors,
+            format!("another queue vector of {name} already fires on CPU {cpu}"),
+        ));
+    }
+    let core = p.core(cpu);
+    if dev.on_core(core) > 0
+        && let Some(free) = free_core(p, d, |p, c| p.devices[d].on_core(c) == 0)
+    {
+        return Some((
+            ReasonKind::SharedCore,
+            format!(
+                "another queue vector of {name} fires on core {core} (CPU {cpu}'s core) while core {free} has none"
+            ),
+        ));
+    }
+    if p.core_vectors.get(core as usize).copied().unwrap_or(0) > 0
+        && let Some(free) = free_core(p, d, |p, c| {
+            p.core_vectors.get(c as usize).copied().unwrap_or(0) == 0
+        })
+    {
+        return Some((
+            ReasonKind::DeviceOverlap,
+            format!(
+                "core {core} (CPU {cpu}'s core) already serves another device's queue vector while core {free} serves none"
+            ),
+        ));
+    }
+    None
+}
+
+/// A core among device `d`'s allowed CPUs that satisfies `free`.
+fn free_core(p: &Planner, d: usize, free: impl Fn(&Planner, u32) -> bool) -> Option<u32> {
+    p.devices[d]
+        .local
+        .iter()
+        .map(|cpu| p.core(cpu))
+        .find(|&core| free(p, core))
+}
+
+/// The rule a movable non-queue IRQ breaks, if any.
+fn other_irq_rule(p: &Planner, slot: usize) -> Option<(ReasonKind, String)> {
+    let view = &p.irqs[slot];
+    let affinity = view.affinity?;
+    let stray = affinity.intersection(&p.evict);
+    if !stray.is_empty() {
+        let first = stray.first().unwrap_or(0);
+        return Some((
+            ReasonKind::ForbiddenCpu,
+            format!(
+                "may fire on CPU {}, which is {}",
+                stray.to_list(),
+                forbidden_why(p, first)
+            ),
+        ));
+    }
+    let d = view.device?;
+    let dev = &p.devices[d];
+    let cpu = view.cpu?;
+    if p.config.numa != NumaPolicy::Ignore
+        && !dev.home.contains(cpu)
+        && !dev.local.is_empty()
+        && dev.local.is_subset(&dev.home)
+    {
+        return Some((
+            ReasonKind::RemoteNode,
+            format!(
+                "fires on CPU {cpu}, off {}'s NUMA-local CPUs {}",
+                dev.dev.name,
+                dev.home.to_list()
+            ),
+        ));
+    }
+    None
+}
+
+/// Moves the misplaced IRQs of one phase: forbidden ones (`forbidden: true`, dwell or not)
+/// or the others (after `irq_dwell`). Placement rules act at once and in full, outside the
+/// per-tick action budget: the placement is a count-based fact, not a noisy measurement
+/// that needs confirming, and the rules have a single fixed point, so they cannot flap.
+/// A queue vector not moved claims its current CPU.
+pub fn place(p: &mut Planner, misplaced: &[Misplaced], forbidden: bool) {
+    let dwell = p.config.hysteresis.irq_dwell.as_nanos() as u64;
+    for m in misplaced {
+        if (m.kind == ReasonKind::ForbiddenCpu) != forbidden {
+            continue;
+        }
+        let view = &p.irqs[m.slot];
+        let irq = view.irq.irq;
+        if p.moved.contains(&irq) {
+            continue;
+        }
+        let target = Target::IrqAffinity { irq };
+        let moved = if !forbidden && !p.state.dwelt(&target, p.now_ns, dwell) {
+            p.waiting.push(format!(
+                "irq {irq} ({}): {}; moved less than hysteresis.irq_dwell ago",
+                p.serves(m.slot),
+                m.why
+            ));
+            false
+        } else if view.queue_vector {
+            place_queue_vector(p, m)
+        } else {
+            place_other(p, m)
+        };
+        if !moved && p.irqs[m.slot].queue_vector {
+            p.claim(m.slot);
+        }
+    }
+}
+
+fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
+    let Some(d) = p.irqs[m.slot].device else {
+        return false;
+    };
+    let from = p.irqs[m.slot].cpu;
+    let Some((to, to_key)) = structural_target(p, d, from) else {
+        let name = p.devices[d].dev.name.clone();
+        let irq = p.irqs[m.slot].irq.irq;
+        if p.devices[d].local.is_empty() {
+            p.note(
+                NoteKind::NoAllowedCpu,
+                Some(Target::IrqAffinity { irq }),
+                format!("{name} irq {irq}"),
+                format!(
+                    "irq {irq} ({}): {}; but {name} has no allowed CPU (numa: strict, bans)",
+                    p.serves(m.slot),
+                    m.why
+                ),
+            );
+        }
+        return false;
+    };
+    let (kind, why) = match (m.kind, from) {
+        (ReasonKind::ForbiddenCpu | ReasonKind::RemoteNode, _) | (_, None) => {
+            (m.kind, m.why.clone())
+        }
+        (_, Some(cpu)) => {
+            // Judged again against the claims made so far this tick: an earlier move may
+            // have cured it, or made a better target than the analysis saw.
+            let here = occupancy(p, d, cpu);
+            if to_key >= here {
+                return false;
+            }
+            occupancy_reason(p, d, cpu, to, here)
+        }
+    };
+    move_vector(p, m.slot, to, kind, why);
+    true
+}
+
+/// Queue vectors around a CPU, as claimed so far: of the device on the CPU, of the device
+/// on its core, of any device on its core. Lower is better, compared in that order.
+fn occupancy(p: &Planner, d: usize, cpu: u32) -> (u16, u16, u16) {
+    let core = p.core(cpu);
+    let dev = &p.devices[d];
+    (
+        dev.on_cpu(cpu),
+        dev.on_core(core),
+        p.core_vectors.get(core as usize).copied().unwrap_or(0),
+    )
+}
+
+/// The placement rule a move from `cpu` to `to` cures, for people.
+fn occupancy_reason(
+    p: &Planner,
+    d: usize,
+    cpu: u32,
+    to: u32,
+    here: (u16, u16, u16),
+) -> (ReasonKind, String) {
+    let name = &p.devices[d].dev.name;
+    let core = p.core(cpu);
+    if here.0 > 0 {
+        (
+            ReasonKind::StackedVectors,
+            format!("another queue vector of {name} already fires on CPU {cpu}"),
+        )
+    } else if here.1 > 0 {
+        (
+            ReasonKind::SharedCore,
+            format!(
+                "another queue vector of {name} fires on core {core} (CPU {cpu}'s core) while core {} has none",
+                p.core(to)
+            ),
+        )
+    } else {
+        (
+            ReasonKind::DeviceOverlap,
+            format!(
+                "core {core} (CPU {cpu}'s core) already serves {} queue vector(s) of other devices; core {} serves fewer",
+                here.2,
+                p.core(to)
+            ),
+        )
+    }
+}
+
+/// The best CPU for a queue vector of device `d`, with its occupancy: fewest vectors of its
+/// device on the CPU, then on the core, then vectors of any device on the core, then the
+/// least busy core.
+fn structural_target(p: &Planner, d: usize, from: Option<u32>) -> Option<(u32, (u16, u16, u16))> {
+    let dev = &p.devices[d];
+    let mut best: Option<((u16, u16, u16), f64, u32)> = None;
+    for cpu in dev.local.iter() {
+        if Some(cpu) == from {
+            continue;
+        }
+        let key = occupancy(p, d, cpu);
+        let load = p.core_load(cpu);
+        let better = match &best {
+            None => true,
+            Some((k, l, c)) => key.cmp(k).then(load.total_cmp(l)).then(cpu.cmp(c)).is_lt(),
+        };
+        if better {
+            best = Some((key, load, cpu));
+        }
+    }
+    best.map(|(key, _, cpu)| (cpu, key))
+}
+
+fn place_other(p: &mut Planner, m: &Misplaced) -> bool {
+    let view = &p.irqs[m.slot];
+    let Some(affinity) = view.affinity else {
+        return false;
+    };
+    let new = match (m.kind, view.device) {
+        (ReasonKind::RemoteNode, Some(d)) => p.devices[d].local.clone(),
+        _ => {
+            let kept = affinity
+                .difference(&p.evict)
+                .intersection(&p.topology.online);
+            let kept = kept.difference(&p.config.cpus.reserved);
+            if kept.is_empty() {
+                view.device
+                    .map(|d| p.devices[d].local.clone())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| p.allowed.clone())
+            } else {
+                kept
+            }
+        }
+    };
+    if new.is_empty() || new == *affinity {
+        return false;
+    }
+    let irq = view.irq.irq;
+    let serves = p.serves(m.slot);
+    let old = affinity.clone();
+    let expected = format!("irq {irq} fires only on CPUs {}", new.to_list());
+    p.push(
+        Target::IrqAffinity { irq },
+        Some(serves),
+        Value::Cpus(old),
+        Value::Cpus(new),
+        (m.kind, m.why.clone()),
+        expected,
+    );
+    p.moved.insert(irq);
+    true
+}
+
+/// Moves a queue vector to `to` in the plan and in the working view.
+fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: String) {
+    let view = &p.irqs[slot];
+    let irq = view.irq.irq;
+    let weight = view.weight;
+    let from = view.cpu;
+    let old = view.affinity.cloned().unwrap_or_default();
+    let serves = p.serves(slot);
+    let to_before = p.work_of(to);
+    let expected = match from {
+        Some(from) if weight > 0.0 => {
+            let from_before = p.work_of(from);
+            format!(
+                "CPU {from} {} -> {} pkt/s; CPU {to} {} -> {} pkt/s",
+                kilo(from_before),
+                kilo((from_before - weight).max(0.0)),
+                kilo(to_before),
+                kilo(to_before + weight)
+            )
+        }
+        _ => format!("{serves} fires on CPU {to} (it carries no measured work now)"),
+    };
+    p.release(slot);
+    p.shift_work(from, Some(to), weight);
+    if let Some(from) = from {
+        p.relieved.insert(from);
+    }
+    p.irqs[slot].cpu = Some(to);
+    p.claim(slot);
+    p.moved.insert(irq);
+    p.push(
+        Target::IrqAffinity { irq },
+        Some(serves),
+        Value::Cpus(old),
+        Value::Cpus(CpuSet::from_iter([to])),
+        (kind, why),
+        expected,
+    );
+}
+
+impl Planner<'_> {
+    /// The CPUs the queue vectors of an undo list now fire on.
+    fn moved_targets(&self, undo: &[(usize, u32, f64)]) -> Vec<u32> {
+        undo.iter()
+            .filter_map(|&(slot, _, _)| self.irqs[slot].cpu)
+            .collect()
+    }
+}
+
+/// Undoes the last moves planned by [`move_vector`] (`undo` lists slot, source CPU and
+/// weight, in order), with their actions and budget.
+fn undo_moves(
+    p: &mut Planner,
+    undo: &[(usize, u32, f64)],
+    actions_before: usize,
+    budget_before: u32,
+) {
+    for &(slot, from, weight) in undo.iter().rev() {
+        let Some(to) = p.irqs[slot].cpu else {
+            continue;
+        };
+        p.release(slot);
+        p.shift_work(Some(to), Some(from), weight);
+        p.irqs[slot].cpu = Some(from);
+        p.claim(slot);
+        let irq = p.irqs[slot].irq.irq;
+        p.moved.remove(&irq);
+        p.planned.remove(&Target::IrqAffinity { irq });
+    }
+    p.actions.truncate(actions_before);
+    p.budget = budget_before;
+}
+
+/// Moves queue vectors off confirmed hot CPUs: those in distress (`distress: true`, the
+/// fast path) or the others.
+pub fn relieve(p: &mut Planner, distress: bool) {
+    let mut hot: Vec<u32> = (0..p.heat.len() as u32)
+        .filter(|&cpu| {
+            let heat = p.heat_of(cpu);
+            heat.hot && heat.distress == distress
+        })
+        .collect();
+    if hot.is_empty() {
+        return;
+    }
+    hot.sort_by(|a, b| p.work_of(*b).total_cmp(&p.work_of(*a)));
+    let dwell = p.config.hysteresis.irq_dwell.as_nanos() as u64;
+    let min_gain = p.config.hysteresis.min_gain;
+    let mut on_cpu: std::collections::HashMap<u32, Vec<usize>> = Default::default();
+    for (slot, view) in p.irqs.iter().enumerate() {
+        if view.queue_vector
+            && view.blocker.is_none()
+            && view.weight > 0.0
+            && !p.moved.contains(&view.irq.irq)
+            && let Some(cpu) = view.cpu
+        {
+            on_cpu.entry(cpu).or_default().push(slot);
+        }
+    }
+    for h in hot {
+        let Some(mut candidates) = on_cpu.remove(&h) else {
+            continue;
+        };
+        candidates.sort_by(|a, b| p.irqs[*b].weight.total_cmp(&p.irqs[*a].weight));
+        let heat = p.heat_of(h);
+        let kind = if heat.distress {
+            ReasonKind::Distress
+        } else {
+            ReasonKind::HotCpu
+        };
+        // Plan the moves off `h` greedily, each one lowering the pair's maximum; keep
+        // them only if together they cut h's work by min_gain (many small vectors stacked
+        // on one CPU move together or not at all).
+        let start = p.work_of(h);
+        let (actions_before, budget_before) = (p.actions.len(), p.budget);
+        let was_relieved = p.relieved.contains(h);
+        let mut undo = Vec::new();
+        for slot in candidates {
+            let irq = p.irqs[slot].irq.irq;
+            if !p.state.dwelt(&Target::IrqAffinity { irq }, p.now_ns, dwell) {
+                p.waiting.push(format!(
+                    "irq {irq} ({}) on hot CPU {h}: moved less than hysteresis.irq_dwell ago",
+                    p.serves(slot)
+                ));
+                continue;
+            }
+            let weight = p.irqs[slot].weight;
+            let Some(to) = relief_target(p, slot, h) else {
+                continue;
+            };
+            let (wh, wt) = (p.work_of(h), p.work_of(to));
+            if wt + weight >= wh {
+                continue;
+            }
+            if p.budget == 0 {
+                break;
+            }
+            p.budget -= 1;
+            let why = format!(
+                "{}; its queue brings {} pkt/s there",
+                heat.describe(h, p.config),
+                kilo(weight)
+            );
+            move_vector(p, slot, to, kind, why);
+            undo.push((slot, h, weight));
+        }
+        if undo.is_empty() {
+            continue;
+        }
+        // The batch's gain: how much the maximum over h and the targets came down.
+        let after = p
+            .moved_targets(&undo)
+            .into_iter()
+            .map(|cpu| p.work_of(cpu))
+            .fold(p.work_of(h), f64::max);
+        let gain = start - after;
+        if gain < min_gain * start {
+            undo_moves(p, &undo, actions_before, budget_before);
+            if !was_relieved {
+                p.relieved.remove(h);
+            }
+            p.waiting.push(format!(
+                "{}; moving its IRQs would cut its work by only {:.0}% (hysteresis.min_gain {:.0}%)",
+                heat.describe(h, p.config),
+                100.0 * gain / start.max(f64::MIN_POSITIVE),
+                100.0 * min_gain
+            ));
+            continue;
+        }
+        let total = format!(
+            "; these {} moves are predicted to cut CPU {h}'s work by {:.0}%",
+            undo.len(),
+            100.0 * gain / start.max(f64::MIN_POSITIVE)
+        );
+        for action in &mut p.actions[actions_before..] {
+            action.reason.text.push_str(&total);
+        }
+        if p.budget == 0 {
+            p.waiting.push(format!(
+                "more moves off CPU {h} wait for the next tick (hysteresis.max_actions_per_tick = {})",
+                p.config.hysteresis.max_actions_per_tick
+            ));
+            return;
+        }
+    }
+}
+
+/// The coolest CPU for a queue vector leaving hot CPU `h` that breaks no placement rule.
+fn relief_target(p: &Planner, slot: usize, h: u32) -> Option<u32> {
+    let d = p.irqs[slot].device?;
+    let dev = &p.devices[d];
+    let free_dev_core = free_core(p, d, |p, c| p.devices[d].on_core(c) == 0).is_some();
+    let free_any_core = free_core(p, d, |p, c| {
+        p.core_vectors.get(c as usize).copied().unwrap_or(0) == 0
+    })
+    .is_some();
+    let mut best: Option<(f64, u16, u32)> = None;
+    for cpu in dev.local.iter() {
+        if cpu == h || dev.on_cpu(cpu) > 0 {
+            continue;
+        }
+        let core = p.core(cpu);
+        if free_dev_core && dev.on_core(core) > 0 {
+            continue;
+        }
+        let vectors = p.core_vectors.get(core as usize).copied().unwrap_or(0);
+        if free_any_core && vectors > 0 {
+            continue;
+        }
+        let key = (p.core_load(cpu), vectors, cpu);
+        let better = best.is_none_or(|b| {
+            key.0
+                .total_cmp(&b.0)
+                .then(key.1.cmp(&b.1))
+                .then(key.2.cmp(&b.2))
+                .is_lt()
+        });
+        if better {
+            best = Some(key);
+        }
+    }
+    best.map(|b| b.2)
+}

@@ -1,0 +1,151 @@
+//! The current values of everything steerd can write: IRQ affinities, RPS masks, flow
+//! table sizes.
+//!
+//! The inventory says what exists and is refreshed at discovery; the placement says where
+//! things are now and changes every time anyone writes. The daemon keeps it current (its
+//! own writes, re-reads); the simulator derives it from its model. The policy reads it to
+//! know the old value of every action and to notice values someone else changed.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::plan::{Action, Target, Value};
+use crate::cpuset::CpuSet;
+use crate::model::inventory::Inventory;
+
+/// Where an IRQ may fire and where it does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct IrqAffinity {
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// `effective_affinity_list`, when the kernel has it.
+    pub effective: Option<CpuSet>,
+}
+
+/// One rx queue's steering values; `None` where the file does not exist.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RxQueueValues {
+    pub rps_cpus: Option<CpuSet>,
+    pub rps_flow_cnt: Option<u32>,
+}
+
+/// The current values of all writable targets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// By IRQ number; IRQs without a readable affinity are absent.
+    pub irqs: HashMap<u32, IrqAffinity>,
+    /// By device name, indexed by rx queue number.
+    pub rx_queues: HashMap<String, Vec<RxQueueValues>>,
+    /// `rps_sock_flow_entries`; `None` where the file does not exist.
+    pub rps_sock_flow_entries: Option<u32>,
+}
+
+impl Placement {
+    /// The values as found at discovery.
+    pub fn from_inventory(inventory: &Inventory) -> Self {
+        let irqs = inventory
+            .irqs
+            .iter()
+            .filter_map(|irq| {
+                let affinity = irq.affinity.clone()?;
+                Some((
+                    irq.irq,
+                    IrqAffinity {
+                        affinity,
+                        effective: irq.effective_affinity.clone(),
+                    },
+                ))
+            })
+            .collect();
+        let rx_queues = inventory
+            .devices
+            .iter()
+            .map(|device| {
+                let len = device
+                    .rx_queues
+                    .iter()
+                    .map(|q| q.index as usize + 1)
+                    .max()
+                    .unwrap_or(0);
+                let mut queues = vec![RxQueueValues::default(); len];
+                for q in &device.rx_queues {
+                    queues[q.index as usize] = RxQueueValues {
+                        rps_cpus: q.rps_cpus.clone(),
+                        rps_flow_cnt: q.rps_flow_cnt,
+                    };
+                }
+                (device.name.clone(), queues)
+            })
+            .collect();
+        Placement {
+            irqs,
+            rx_queues,
+            rps_sock_flow_entries: inventory.rps_sock_flow_entries,
+        }
+    }
+
+    /// The rx queue values of a device queue.
+    pub fn rx_queue(&self, device: &str, queue: u32) -> Option<&RxQueueValues> {
+        self.rx_queues.get(device)?.get(queue as usize)
+    }
+
+    /// The current value of a target, if it exists.
+    pub fn value(&self, target: &Target) -> Option<Value> {
+        match target {
+            Target::IrqAffinity { irq } => {
+                self.irqs.get(irq).map(|a| Value::Cpus(a.affinity.clone()))
+            }
+            Target::RpsCpus { device, queue } => self
+                .rx_queue(device, *queue)
+                .and_then(|q| q.rps_cpus.clone())
+                .map(Value::Cpus),
+            Target::RpsFlowCnt { device, queue } => self
+                .rx_queue(device, *queue)
+                .and_then(|q| q.rps_flow_cnt)
+                .map(Value::Count),
+            Target::RpsSockFlowEntries => self.rps_sock_flow_entries.map(Value::Count),
+        }
+    }
+
+    /// Records a value as written. An IRQ's effective affinity becomes the lowest CPU of
+    /// its new affinity until the next read says otherwise (the kernel picks one CPU of
+    /// the mask at the next interrupt).
+    pub fn set(&mut self, target: &Target, value: &Value) {
+        match (target, value) {
+            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+                let effective = cpus.first().map(|cpu| [cpu].into_iter().collect());
+                self.irqs.insert(
+                    *irq,
+                    IrqAffinity {
+                        affinity: cpus.clone(),
+                        effective,
+                    },
+                );
+            }
+            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+                self.queue_mut(device, *queue).rps_cpus = Some(cpus.clone());
+            }
+            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+                self.queue_mut(device, *queue).rps_flow_cnt = Some(*n);
+            }
+            (Target::RpsSockFlowEntries, Value::Count(n)) => {
+                self.rps_sock_flow_entries = Some(*n);
+            }
+            _ => {}
+        }
+    }
+
+    /// Records an action as applied.
+    pub fn apply(&mut self, action: &Action) {
+        self.set(&action.target, &action.new);
+    }
+
+    fn queue_mut(&mut self, device: &str, queue: u32) -> &mut RxQueueValues {
+        let queues = self.rx_queues.entry(device.to_string()).or_default();
+        if queues.len() <= queue as usize {
+            queues.resize(queue as usize + 1, RxQueueValues::default());
+        }
+        &mut queues[queue as usize]
+    }
+}

@@ -1,0 +1,327 @@
+//! What the policy decided: a [`Plan`] of actions, each with its old and new value, its
+//! reason and its expected effect, plus notes on what it refused to do and why.
+//!
+//! Plans serialize to JSON for programs (`steerd plan --format json`, the decision log)
+//! and print as text for people.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::cpuset::CpuSet;
+
+/// One writable kernel value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Target {
+    /// `/proc/irq/N/smp_affinity_list`.
+    IrqAffinity { irq: u32 },
+    /// `/sys/class/net/DEV/queues/rx-Q/rps_cpus`.
+    RpsCpus { device: String, queue: u32 },
+    /// `/sys/class/net/DEV/queues/rx-Q/rps_flow_cnt`.
+    RpsFlowCnt { device: String, queue: u32 },
+    /// `/proc/sys/net/core/rps_sock_flow_entries`.
+    RpsSockFlowEntries,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::IrqAffinity { irq } => write!(f, "irq {irq}"),
+            Target::RpsCpus { device, queue } => write!(f, "{device} rx-{queue} rps_cpus"),
+            Target::RpsFlowCnt { device, queue } => write!(f, "{device} rx-{queue} rps_flow_cnt"),
+            Target::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
+        }
+    }
+}
+
+/// A value of a target: a CPU set (affinity, RPS mask) or a count (flow tables).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Value {
+    Cpus(CpuSet),
+    Count(u32),
+}
+
+impl Value {
+    /// The CPU set, if this is one.
+    pub fn cpus(&self) -> Option<&CpuSet> {
+        match self {
+            Value::Cpus(set) => Some(set),
+            Value::Count(_) => None,
+        }
+    }
+
+    /// The count, if this is one.
+    pub fn count(&self) -> Option<u32> {
+        match self {
+            Value::Count(n) => Some(*n),
+            Value::Cpus(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Cpus(set) if set.is_empty() => f.write_str("none"),
+            Value::Cpus(set) => f.write_str(&set.to_list()),
+            Value::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Why an action was taken: the rule that fired. Metrics label actions by this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    /// The IRQ may fire on a banned, isolated, `nohz_full` or offline CPU.
+    ForbiddenCpu,
+    /// The IRQ fires off its device's NUMA node while local CPUs are allowed.
+    RemoteNode,
+    /// Two queue vectors of one device fire on the same CPU.
+    StackedVectors,
+    /// Two queue vectors of one device share a physical core while a core is free.
+    SharedCore,
+    /// Queue vectors of two devices share a core while a core is free.
+    DeviceOverlap,
+    /// Moving load off a hot CPU (pressure or imbalance).
+    HotCpu,
+    /// Moving load off a CPU that drops packets or runs out of budget.
+    Distress,
+    /// RPS turned on for a queue.
+    RpsOn,
+    /// An RPS mask widened.
+    RpsWiden,
+    /// An RPS mask narrowed: the pressure is gone.
+    RpsNarrow,
+    /// RPS turned off: the pressure is gone, or the config says so.
+    RpsOff,
+    /// RPS set to the configured static mask.
+    RpsStatic,
+    /// RFS flow tables set up alongside RPS.
+    RfsOn,
+    /// RFS flow tables cleared: RPS is off.
+    RfsOff,
+}
+
+impl ReasonKind {
+    /// The snake_case name used in JSON and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonKind::ForbiddenCpu => "forbidden_cpu",
+            ReasonKind::RemoteNode => "remote_node",
+            ReasonKind::StackedVectors => "stacked_vectors",
+            ReasonKind::SharedCore => "shared_core",
+            ReasonKind::DeviceOverlap => "device_overlap",
+            ReasonKind::HotCpu => "hot_cpu",
+            ReasonKind::Distress => "distress",
+            ReasonKind::RpsOn => "rps_on",
+            ReasonKind::RpsWiden => "rps_widen",
+            ReasonKind::RpsNarrow => "rps_narrow",
+            ReasonKind::RpsOff => "rps_off",
+            ReasonKind::RpsStatic => "rps_static",
+            ReasonKind::RfsOn => "rfs_on",
+            ReasonKind::RfsOff => "rfs_off",
+        }
+    }
+}
+
+/// The rule that fired and, for people, the signal and threshold behind it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reason {
+    pub kind: ReasonKind,
+    pub text: String,
+}
+
+/// One write the policy wants.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Action {
+    pub target: Target,
+    /// What the target serves, e.g. `eth0 rx-3` for a queue vector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serves: Option<String>,
+    pub old: Value,
+    pub new: Value,
+    pub reason: Reason,
+    /// The predicted effect, for people.
+    pub expected: String,
+}
+
+/// Why the policy did not do something it otherwise would have, or something worth saying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteKind {
+    /// A kernel-managed (or unwritable) IRQ: never moved.
+    Managed,
+    /// A value someone else changed after steerd wrote it.
+    ExternalChange,
+    /// A write failed for good; steerd stopped trying.
+    WriteFailed,
+    /// A device has no allowed CPU to steer to.
+    NoAllowedCpu,
+    /// `rps_sock_flow_entries` does not exist (outside the initial network namespace).
+    RfsUnavailable,
+    /// A CPU is hot and neither an IRQ move nor RPS can help (now).
+    CannotRelieve,
+    /// An RPS mask steerd did not set is left alone in auto mode.
+    ForeignMask,
+}
+
+impl NoteKind {
+    /// The snake_case name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoteKind::Managed => "managed",
+            NoteKind::ExternalChange => "external_change",
+            NoteKind::WriteFailed => "write_failed",
+            NoteKind::NoAllowedCpu => "no_allowed_cpu",
+            NoteKind::RfsUnavailable => "rfs_unavailable",
+            NoteKind::CannotRelieve => "cannot_relieve",
+            NoteKind::ForeignMask => "foreign_mask",
+        }
+    }
+}
+
+/// A note in a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Note {
+    pub kind: NoteKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    pub text: String,
+    /// First time this note appears (the daemon logs only new notes).
+    pub new: bool,
+}
+
+/// The policy's output for one tick.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub notes: Vec<Note>,
+    /// Why there is nothing to do, when `actions` is empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_reason: Option<String>,
+}
+
+impl Plan {
+    /// Whether the plan has no action.
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty()
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.actions.is_empty() {
+            writeln!(
+                f,
+                "nothing to do: {}",
+                self.idle_reason.as_deref().unwrap_or("no rule fired")
+            )?;
+        } else {
+            let s = if self.actions.len() == 1 { "" } else { "s" };
+            writeln!(f, "{} action{s}:", self.actions.len())?;
+            for action in &self.actions {
+                write!(f, "  {}", action.target)?;
+                if let Some(serves) = &action.serves {
+                    write!(f, " ({serves})")?;
+                }
+                writeln!(f, ": {} -> {}", action.old, action.new)?;
+                writeln!(
+                    f,
+                    "      why:    [{}] {}",
+                    action.reason.kind.as_str(),
+                    action.reason.text
+                )?;
+                writeln!(f, "      expect: {}", action.expected)?;
+            }
+        }
+        if !self.notes.is_empty() {
+            writeln!(f, "notes:")?;
+            for note in &self.notes {
+                writeln!(f, "  [{}] {}", note.kind.as_str(), note.text)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Plan {
+        Plan {
+            actions: vec![Action {
+                target: Target::IrqAffinity { irq: 42 },
+                serves: Some("eth0 rx-3".into()),
+                old: Value::Cpus([0].into_iter().collect()),
+                new: Value::Cpus([5].into_iter().collect()),
+                reason: Reason {
+                    kind: ReasonKind::StackedVectors,
+                    text: "4 queue vectors of eth0 fire on CPU 0".into(),
+                },
+                expected: "CPU 0 410k -> 310k pkt/s".into(),
+            }],
+            notes: vec![Note {
+                kind: NoteKind::Managed,
+                target: Some(Target::IrqAffinity { irq: 30 }),
+                text: "irq 30 is kernel-managed".into(),
+                new: true,
+            }],
+            idle_reason: None,
+        }
+    }
+
+    #[test]
+    fn serializes_to_json_with_tagged_targets() {
+        let json = serde_json::to_value(sample()).unwrap();
+        let action = &json["actions"][0];
+        assert_eq!(action["target"]["kind"], "irq_affinity");
+        assert_eq!(action["target"]["irq"], 42);
+        assert_eq!(action["old"], serde_json::json!([0]));
+        assert_eq!(action["new"], serde_json::json!([5]));
+        assert_eq!(action["reason"]["kind"], "stacked_vectors");
+        assert_eq!(json["notes"][0]["kind"], "managed");
+        let rfs = serde_json::to_value(Target::RpsFlowCnt {
+            device: "eth0".into(),
+            queue: 1,
+        })
+        .unwrap();
+        assert_eq!(
+            rfs,
+            serde_json::json!({"kind": "rps_flow_cnt", "device": "eth0", "queue": 1})
+        );
+    }
+
+    #[test]
+    fn prints_for_people() {
+        let text = sample().to_string();
+        assert!(
+            text.starts_with("1 action:\n  irq 42 (eth0 rx-3): 0 -> 5\n"),
+            "{text}"
+        );
+        assert!(text.contains("[stacked_vectors]"), "{text}");
+        assert!(text.contains("[managed] irq 30"), "{text}");
+        let empty = Plan {
+            idle_reason: Some("no CPU is hot".into()),
+            ..Plan::default()
+        };
+        assert_eq!(empty.to_string(), "nothing to do: no CPU is hot\n");
+    }
+
+    #[test]
+    fn reason_names_match_serde() {
+        for kind in [
+            ReasonKind::ForbiddenCpu,
+            ReasonKind::RpsOn,
+            ReasonKind::RfsOff,
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        for kind in [NoteKind::ExternalChange, NoteKind::ForeignMask] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! RPS rules: when to turn a device's receive steering on, widen it, narrow it and turn
+//! it off.
+//!
+//! RPS is the second lever, used when moving IRQs cannot relieve a hot CPU: one queue
+//! carries the work (a single-queue NIC, a hash that fills 2 of 4 queues) or there is no
+//! IRQ at all (veth, where the receive work runs on the sending CPU). It has a price (an
+//! IPI per batch on the interrupting CPU), so in `auto` mode:
+//!
+//! * **on / widen** when a queue's interrupting CPU is under pressure or in distress and
+//!   its device has fewer queues than local cores (a NIC with one queue per core keeps RPS
+//!   off); for devices without IRQs, when a hot CPU's work is not explained by any queue
+//!   IRQ. The mask is the device's allowed NUMA-local CPUs, leaving out the busy
+//!   interrupting CPUs when enough others remain. Hot queues and queues carrying a skewed
+//!   share are widened; a device without IRQs gets the same mask on every queue (veth maps
+//!   a packet on queue k to rx-(k-1)'s mask).
+//! * **narrow / off** only when every CPU involved has been calm for `calm_ticks`, the
+//!   mask has dwelt `rps_dwell`, and the work predicted on the remaining CPUs stays under the
+//!   low watermark: slower than it was turned on. Only masks steerd set are narrowed.
+
+use super::context::{Planner, rps_capable};
+use super::hysteresis::{HotSignal, kilo};
+use super::plan::{NoteKind, ReasonKind, Target, Value};
+use super::rfs;
+use crate::config::RpsMode;
+use crate::cpuset::CpuSet;
+
+/// RPS rules for every device: the distress fast path (`distress: true`) or the rest.
+pub fn plan(p: &mut Planner, distress: bool) {
+    let unexplained = unexplained_work(p);
+    for d in 0..p.devices.len() {
+        let dev = p.devices[d].dev;
+        if !rps_capable(dev.kind)
+            || dev.operstate.as_deref() == Some("down")
+            || dev.rx_queues.iter().all(|q| q.rps_cpus.is_none())
+        {
+            continue;
+        }
+        match p.devices[d].rps_mode {
+            RpsMode::Static if !distress => static_masks(p, d),
+            RpsMode::Off if !distress => off_by_config(p, d),
+            RpsMode::Auto => {
+                turn_on(p, d, distress, &unexplained);
+                if !distress {
+                    calm_down(p, d);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Masks steerd set that now include a forbidden CPU lose it (the forbidden phase).
+pub fn purge_forbidden(p: &mut Planner) {
+    for d in 0..p.devices.len() {
+        let mut changes = Vec::new();
+        for (queue, current) in queues(p, d) {
+            let ours = owned(p, d, queue, &current);
+            if ours && current.intersects(&p.evict) {
+                changes.push((queue, current.difference(&p.evict)));
+            }
+        }
+        if !changes.is_empty() {
+            let name = p.devices[d].dev.name.clone();
+            let why = format!(
+                "the mask steerd set includes CPUs {} that are now banned, isolated or nohz_full",
+                p.evict.to_list()
+            );
+            let expected = format!("{name} steers no packet to forbidden CPUs");
+            apply(
+                p,
+                d,
+                changes,
+                ReasonKind::ForbiddenCpu,
+                why,
+                expected,
+                false,
+            );
+        }
+    }
+}
+
+/// Receive work per CPU not explained by the queue vectors firing there: work that came
+/// through RPS, or from a device with no IRQ (veth: the sender's CPU).
+fn unexplained_work(p: &Planner) -> Vec<f64> {
+    let mut left = p.work.clone();
+    for view in &p.irqs {
+        if let (true, Some(cpu)) = (view.queue_vector, view.cpu)
+            && let Some(w) = left.get_mut(cpu as usize)
+        {
+            *w = (*w - view.weight).max(0.0);
+        }
+    }
+    left
+}
+
+/// The device's rx queues that have an `rps_cpus` file, with their mask as planned.
+fn queues(p: &Planner, d: usize) -> Vec<(u32, CpuSet)> {
+    let dev = p.devices[d].dev;
+    dev.rx_queues
+        .iter()
+        .filter(|q| q.rps_cpus.is_some())
+        .filter_map(|q| Some((q.index, p.rps_mask(&dev.name, q.index)?)))
+        .collect()
+}
+
+fn target(p: &Planner, d: usize, queue: u32) -> Target {
+    Target::RpsCpus {
+        device: p.devices[d].dev.name.clone(),
+        queue,
+    }
+}
+
+/// Whether steerd set this queue's current mask.
+fn owned(p: &Planner, d: usize, queue: u32, current: &CpuSet) -> bool {
+    let t = target(p, d, queue);
+    !p.frozen(&t) && p.state.written(&t) == Some(&Value::Cpus(current.clone()))
+}
+
+/// Plans one device's mask changes (one action group, with its RFS tables), counted in the
+/// per-tick budget when `capped`.
+fn apply(
+    p: &mut Planner,
+    d: usize,
+    changes: Vec<(u32, CpuSet)>,
+    kind: ReasonKind,
+    why: String,
+    expected: String,
+    capped: bool,
+) -> bool {
+    if changes.is_empty() {
+        return false;
+    }
+    let name = p.devices[d].dev.name.clone();
+    if capped && !p.spend(&format!("{name} RPS ({})", kind.as_str())) {
+        return false;
+    }
+    let turning_on = matches!(
+        kind,
+        ReasonKind::RpsOn | ReasonKind::RpsWiden | ReasonKind::RpsStatic
+    );
+    for (queue, new) in &changes {
+        let old = p.rps_mask(&name, *queue).unwrap_or_default();
+        p.push(
+            Target::RpsCpus {
+                device: name.clone(),
+                queue: *queue,
+            },
+            None,
+            Value::Cpus(old),
+            Value::Cpus(new.clone()),
+            (kind, why.clone()),
+            expected.clone(),
+        );
+    }
+    if turning_on {
+        rfs::enable_for(p, d, &changes);
+    } else {
+        rfs::disable_for(p, d, &changes);
+    }
+    true
+}
+
+fn static_masks(p: &mut Planner, d: usize) {
+    let name = p.devices[d].dev.name.clone();
+    let Some(wanted) = p.config.device(&name).and_then(|c| c.rps_cpus.clone()) else {
+        return;
+    };
+    let mask = wanted.intersection(&p.allowed);
+    if mask.is_empty() {
+        p.note(
+            NoteKind::NoAllowedCpu,
+            None,
+            format!("{name} static"),
+            format!(
+                "{name}: rps_cpus {} has no allowed CPU (banned, reserved, isolated or offline); left as is",
+                wanted.to_list()
+            ),
+        );
+        return;
+    }
+    let changes: Vec<(u32, CpuSet)> = queues(p, d)
+        .into_iter()
+        .filter(|(queue, current)| *current != mask && !p.frozen(&target(p, d, *queue)))
+        .map(|(queue, _)| (queue, mask.clone()))
+        .collect();
+    let why = format!("devices.{name}: rps: static, rps_cpus {}", wanted.to_list());
+    let expected = format!(
+        "{name} steers received packets over CPUs {}",
+        mask.to_list()
+    );
+    apply(p, d, changes, ReasonKind::RpsStatic, why, expected, true);
+}
+
+fn off_by_config(p: &mut Planner, d: usize) {
+    let changes: Vec<(u32, CpuSet)> = queues(p, d)
+        .into_iter()
+        .filter(|(queue, current)| !current.is_empty() && owned(p, d, *queue, current))
+        .map(|(queue, _)| (queue, CpuSet::new()))
+        .collect();
+    let name = p.devices[d].dev.name.clone();
+    let why = format!("RPS mode of {name} is off in the config; clearing the masks steerd set");
+    let expected = format!("{name}'s packets are processed on the interrupting CPU again");
+    apply(p, d, changes, ReasonKind::RpsOff, why, expected, true);
+}
+
+/// Turns RPS on or widens it where a hot CPU cannot be relieved by an IRQ move.
+fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
+    let busy_pps = p.config.watermarks.busy_pps;
+    let name = p.devices[d].dev.name.clone();
+    let dev_queues = queues(p, d);
+    if dev_queues.is_empty() {
+        return;
+    }
+    let has_vectors = !p.devices[d].vectors.is_empty();
+    let (hot_cpus, hot_queues, why) = if has_vectors {
+        let local = &p.devices[d].local;
+        let local_cores: std::collections::HashSet<u32> = local.iter().map(|c| p.core(c)).collect();
+        let one_per_core = p.devices[d].dev.rx_queues.len() >= local_cores.len();
+        // A confirmed hot queue decides for the device; queues whose CPUs show the same
+        // signal, confirmed or not yet, come along (one decision, one mask).
+        let mut hot_cpus = CpuSet::new();
+        let mut hot_queues = Vec::new();
+        let mut why = String::new();
+        for &slot in &p.devices[d].vectors {
+            let view = &p.irqs[slot];
+            let (Some(cpu), Some(queue)) = (view.cpu, view.irq.queue) else {
+                continue;
+            };
+            let heat = p.heat_of(cpu);
+            let signal = matches!(
+                heat.signal,
+                Some(HotSignal::Distress { .. } | HotSignal::Pressure { .. })
+            );
+            if !signal || p.relieved.contains(cpu) || view.pps < busy_pps {
+                continue;
+            }
+            let decides = heat.under_pressure() && (!distress || heat.distress);
+            if decides && why.is_empty() {
+                why = format!(
+                    "{}; {name} rx-{queue} alone brings {} pkt/s there, so moving its IRQ cannot help",
+                    heat.describe(cpu, p.config),
+                    kilo(view.pps)
+                );
+            }
+            hot_cpus.insert(cpu);
+            hot_queues.push(queue);
+        }
+        if why.is_empty() {
+            return;
+        }
+        if hot_queues.is_empty() {
+            return;
+        }
+        if one_per_core {
+            p.note(
+                NoteKind::CannotRelieve,
+                None,
+                format!("{name} one queue per core"),
+                format!(
+                    "{why}; but {name} has a hardware queue per local core, so RPS stays off: spread its hash instead (ethtool -X)"
+                ),
+            );
+            return;
+        }
+        // Queues carrying a skewed share are widened with the hot ones.
+        let rates: Vec<(u32, f64)> = p.devices[d]
+            .vectors
+            .iter()
+            .filter_map(|&slot| Some((p.irqs[slot].irq.queue?, p.irqs[slot].pps)))
+            .collect();
+        let mean = rates.iter().map(|r| r.1).sum::<f64>() / rates.len().max(1) as f64;
+        for (queue, pps) in rates {
+            if pps >= 2.0 * mean && pps >= busy_pps && !hot_queues.contains(&queue) {
+                hot_queues.push(queue);
+            }
+        }
+        (hot_cpus, hot_queues, why)
+    } else {
+        let home = &p.devices[d].home;
+        let best = (0..p.heat.len() as u32)
+            .filter(|&cpu| {
+                let heat = p.heat_of(cpu);
+                heat.hot
+                    && (!distress || heat.distress)
+                    && !p.relieved.contains(cpu)
+                    && home.contains(cpu)
+            })
+            .filter(|&cpu| {
+                let left = unexplained.get(cpu as usize).copied().unwrap_or(0.0);
+                left >= busy_pps && left >= 0.5 * p.work_of(cpu)
+            })
+            .max_by(|a, b| unexplained[*a as usize].total_cmp(&unexplained[*b as usize]));
+        let Some(cpu) = best else {
+            return;
+        };
+        let why = format!(
+            "{}; {} pkt/s there come from no queue IRQ, and {name} has none: only RPS can spread it",
+            p.heat_of(cpu).describe(cpu, p.config),
+            kilo(unexplained[cpu as usize])
+        );
+        let all: Vec<u32> = dev_queues.iter().map(|q| q.0).collect();
+        (CpuSet::from_iter([cpu]), all, why)
+    };
+
+    let mask = spread_mask(p, d, &hot_cpus, has_vectors);
+    if mask.is_empty() {
+        return;
+    }
+    let dwell = p.config.hysteresis.rps_dwell.as_nanos() as u64;
+    let mut changes = Vec::new();
+    let mut all_off = true;
+    for (queue, current) in &dev_queues {
+        if !hot_queues.contains(queue) || *current == mask {
+            continue;
+        }
+        let t = target(p, d, *queue);
+        if p.frozen(&t) {
+            continue;
+        }
+        if !current.is_empty() && !current.is_subset(&mask) && !owned(p, d, *queue, current) {
+            p.note(
+                NoteKind::ForeignMask,
+                Some(t),
+                format!("{name} rx-{queue}"),
+                format!(
+                    "{name} rx-{queue} rps_cpus {} was not set by steerd: auto mode leaves it",
+                    current.to_list()
+                ),
+            );
+            continue;
+        }
+        if !distress && !p.state.dwelt(&t, p.now_ns, dwell) {
+            p.waiting.push(format!(
+                "{name} rx-{queue}: RPS changed less than hysteresis.rps_dwell ago"
+            ));
+            return;
+        }
+        all_off &= current.is_empty();
+        changes.push((*queue, mask.clone()));
+    }
+    let kind = if all_off {
+        ReasonKind::RpsOn
+    } else {
+        ReasonKind::RpsWiden
+    };
+    let expected = format!(
+        "protocol work of {} spread over CPUs {}; the interrupting CPU keeps about {:.0}% of the per-packet cost plus an IPI per batch",
+        if has_vectors {
+            format!("{name}'s hot queues")
+        } else {
+            name.clone()
+        },
+        mask.to_list(),
+        100.0 * super::context::RPS_INTERRUPT_SHARE
+    );
+    apply(p, d, changes, kind, why, expected, true);
+}
+
+/// The mask for a device: its allowed NUMA-local CPUs (for a device without a node, those
+/// of the hot CPU's node), without the busy interrupting CPUs when at least twice as many
+/// others remain.
+fn spread_mask(p: &Planner, d: usize, busy: &CpuSet, has_vectors: bool) -> CpuSet {
+    let dev = &p.devices[d];
+    let mut mask = if has_vectors || dev.dev.numa_node.is_some() {
+        dev.local.clone()
+    } else {
+        let node = busy
+            .first()
+            .and_then(|c| p.node_of.get(c as usize).copied().flatten());
+        match node {
+            Some(node) => p.topology.node_cpus(node).intersection(&p.allowed),
+            None => p.allowed.clone(),
+        }
+    };
+    if mask.is_empty() {
+        mask = p.allowed.clone();
+    }
+    if p.config.rps.exclude_busy_irq_cpus {
+        let rest = mask.difference(busy);
+        if rest.len() >= 2 * busy.len().max(1) {
+            mask = rest;
+        }
+    }
+    mask
+}
+
+/// Narrows or turns off the masks steerd set, once everything involved is calm.
+fn calm_down(p: &mut Planner, d: usize) {
+    let name = p.devices[d].dev.name.clone();
+    let ours: Vec<(u32, CpuSet)> = queues(p, d)
+        .into_iter()
+        .filter(|(queue, current)| {
+            !current.is_empty()
+                && owned(p, d, *queue, current)
+                && !p.planned.contains_key(&target(p, d, *queue))
+        })
+        .collect();
+    if ours.is_empty() {
+        return;
+    }
+    let mut spread = CpuSet::new();
+    for (_, mask) in &ours {
+        spread = spread.union(mask);
+    }
+    let mut sinks = CpuSet::new();
+    for &slot in &p.devices[d].vectors {
+        let view = &p.irqs[slot];
+        if let (Some(cpu), Some(queue)) = (view.cpu, view.irq.queue)
+            && ours.iter().any(|(q, _)| *q == queue)
+        {
+            sinks.insert(cpu);
+        }
+    }
+    let involved = spread.union(&sinks);
+    if !involved.iter().all(|cpu| p.heat_of(cpu).calm) {
+        return;
+    }
+    let dwell = p.config.hysteresis.rps_dwell.as_nanos() as u64;
+    if ours
+        .iter()
+        .any(|(queue, _)| !p.state.dwelt(&target(p, d, *queue), p.now_ns, dwell))
+    {
+        p.waiting.push(format!(
+            "{name}: calm, but its RPS masks changed less than hysteresis.rps_dwell ago"
+        ));
+        return;
+    }
+    let share = |set: &CpuSet| -> f64 {
+        set.iter()
+            .map(|c| p.load.cpu(c).map_or(0.0, |l| l.net_share))
+            .sum()
+    };
+    let pps = |set: &CpuSet| -> f64 { set.iter().map(|c| p.work_of(c)).sum() };
+    let only_sinks = sinks.difference(&spread);
+    let (s, w) = (share(&spread), pps(&spread));
+    let (s_sink, w_sink) = (share(&only_sinks), pps(&only_sinks));
+    let n_sinks = sinks.len().max(1) as f64;
+    let low = p.config.watermarks.low;
+    let quiet = p.config.watermarks.busy_pps / 2.0;
+    let calm_ticks = p.config.hysteresis.calm_ticks;
+    let off_share = (s + s_sink) / n_sinks;
+    let off_pps = (w + w_sink) / n_sinks;
+    if off_share < low && off_pps < quiet {
+        let changes = ours.iter().map(|(q, _)| (*q, CpuSet::new())).collect();
+        let why = format!(
+            "CPUs {} calm for {calm_ticks} ticks; all of {name}'s receive work on its interrupting CPU would be share {off_share:.2} < low {low:.2}, {} < {} pkt/s",
+            involved.to_list(),
+            kilo(off_pps),
+            kilo(quiet)
+        );
+        let expected =
+            format!("{name}'s packets are processed on the interrupting CPU again, without IPIs");
+        apply(p, d, changes, ReasonKind::RpsOff, why, expected, true);
+        return;
+    }
+    let k = spread.len();
+    if k < 2 {
+        return;
+    }
+    let half = k.div_ceil(2) as f64;
+    if s / half < low && w / half < quiet {
+        let changes: Vec<(u32, CpuSet)> = ours
+            .iter()
+            .map(|(q, mask)| (*q, halve(p, mask)))
+            .filter(|(q, mask)| ours.iter().any(|(oq, old)| oq == q && old != mask))
+            .collect();
+        let why = format!(
+            "CPUs {} calm for {calm_ticks} ticks; on half as many CPUs the work is predicted at share {:.2} < low {low:.2}, {} < {} pkt/s each",
+            spread.to_list(),
+            s / half,
+            kilo(w / half),
+            kilo(quiet)
+        );
+        let expected = format!("{name} steers over half as many CPUs, with fewer IPIs");
+        apply(p, d, changes, ReasonKind::RpsNarrow, why, expected, true);
+    }
+}
+
+/// Half of a mask (rounded up), one CPU per physical core first, lowest ids first.
+fn halve(p: &Planner, mask: &CpuSet) -> CpuSet {
+    let keep = mask.len().div_ceil(2);
+    let mut kept = CpuSet::new();
+    let mut cores = std::collections::HashSet::new();
+    for cpu in mask.iter() {
+        if kept.len() < keep && cores.insert(p.core(cpu)) {
+            kept.insert(cpu);
+        }
+    }
+    for cpu in mask.iter() {
+        if kept.len() < keep {
+            kept.insert(cpu);
+        }
+    }
+    kept
+}

@@ -1,0 +1,84 @@
+//! What the policy remembers between ticks: what steerd wrote and when, which values
+//! someone else took over, which writes failed for good, and the hysteresis streaks.
+//!
+//! `decide` reads and updates the streaks; the caller records what was actually written
+//! ([`PolicyState::record_applied`]) or failed ([`PolicyState::record_failed`]), so a write
+//! that failed is neither remembered as steerd's value nor starts a dwell timer.
+
+use std::collections::{HashMap, HashSet};
+
+use super::hysteresis::Streaks;
+use super::plan::{Action, NoteKind, Plan, Target, Value};
+
+/// The policy's memory.
+#[derive(Debug, Clone, Default)]
+pub struct PolicyState {
+    /// The last value steerd wrote to each target.
+    pub(crate) written: HashMap<Target, Value>,
+    /// When (monotonic ns) steerd last changed each target.
+    pub(crate) changed_at: HashMap<Target, u64>,
+    /// Targets someone else changed after steerd wrote them, with the value seen then.
+    pub(crate) external: HashMap<Target, Value>,
+    /// Targets whose writes failed for good, with why.
+    pub(crate) failed: HashMap<Target, String>,
+    /// Hysteresis streaks by CPU id.
+    pub(crate) streaks: Vec<Streaks>,
+    /// Notes already reported once.
+    pub(crate) reported: HashSet<(NoteKind, String)>,
+    /// Ticks decided so far.
+    pub(crate) ticks: u64,
+}
+
+impl PolicyState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a successful write of an action at `now_ns`.
+    pub fn record_applied(&mut self, action: &Action, now_ns: u64) {
+        self.written
+            .insert(action.target.clone(), action.new.clone());
+        self.changed_at.insert(action.target.clone(), now_ns);
+        self.external.remove(&action.target);
+        self.failed.remove(&action.target);
+    }
+
+    /// Records every action of a plan as written (the simulator's and tests' shortcut).
+    pub fn record_plan(&mut self, plan: &Plan, now_ns: u64) {
+        for action in &plan.actions {
+            self.record_applied(action, now_ns);
+        }
+    }
+
+    /// Records a write that failed for good (EPERM/EIO on a managed IRQ, EINVAL on a mask
+    /// the kernel refuses): the policy stops proposing it and reports it instead.
+    pub fn record_failed(&mut self, target: Target, why: impl Into<String>) {
+        self.failed.insert(target, why.into());
+    }
+
+    /// The value steerd last wrote to a target.
+    pub fn written(&self, target: &Target) -> Option<&Value> {
+        self.written.get(target)
+    }
+
+    /// Targets someone else took over, with the value they set.
+    pub fn external(&self) -> impl Iterator<Item = (&Target, &Value)> {
+        self.external.iter()
+    }
+
+    /// When steerd last changed a target.
+    pub fn changed_at(&self, target: &Target) -> Option<u64> {
+        self.changed_at.get(target).copied()
+    }
+
+    /// Whether at least `dwell_ns` passed since steerd last changed the target.
+    pub(crate) fn dwelt(&self, target: &Target, now_ns: u64, dwell_ns: u64) -> bool {
+        self.changed_at(target)
+            .is_none_or(|at| now_ns.saturating_sub(at) >= dwell_ns)
+    }
+
+    /// Whether a note with this key is reported for the first time (and remembers it).
+    pub(crate) fn first_report(&mut self, kind: NoteKind, key: String) -> bool {
+        self.reported.insert((kind, key))
+    }
+}

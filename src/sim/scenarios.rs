@@ -1,0 +1,364 @@
+//! The scenarios of issue 3, shared by `tests/scenarios.rs` (which asserts on them), the
+//! policy table (`examples/policy_table.rs`) and the benchmark.
+//!
+//! Costs are the simulator's defaults: 0.4 µs per packet on the interrupting CPU, 1.6 µs
+//! of protocol work, 7 µs per RPS IPI batch, so one CPU handles 500k pkt/s without RPS.
+
+use super::machine::{NicSpec, SimMachine};
+use super::run::Scenario;
+use super::topo::{Shape, Siblings};
+use crate::config::Config;
+use crate::cpuset::CpuSet;
+use crate::model::inventory::DeviceKind;
+use crate::policy::{Target, Value};
+
+const SEED: u64 = 0x5eed_5eed;
+
+/// Every scenario, in order.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        all_on_cpu0(),
+        steady_noise(),
+        idle_then_burst(),
+        forbidden_cpus(),
+        numa_remote(),
+        hash_skew(),
+        single_queue(),
+        smt_siblings(),
+        managed_and_external(),
+        huge_machine(),
+        veth_sender(),
+    ]
+}
+
+/// The CPUs scenario 4 forbids: isolated 2,10; nohz_full 3; banned 4,12; reserved 5.
+pub fn forbidden_set() -> CpuSet {
+    CpuSet::parse_list("2-5,10,12").unwrap_or_default()
+}
+
+/// CPUs a queue vector of `nic` fires on, by queue.
+pub fn vector_cpus(sim: &SimMachine, nic: &str, queues: u32) -> Vec<Option<u32>> {
+    (0..queues)
+        .map(|q| sim.irq_of(nic, q).and_then(|irq| sim.effective_cpu(irq)))
+        .collect()
+}
+
+/// Physical cores of those CPUs.
+pub fn vector_cores(sim: &SimMachine, nic: &str, queues: u32) -> Vec<Option<u32>> {
+    vector_cpus(sim, nic, queues)
+        .into_iter()
+        .map(|cpu| cpu.and_then(|c| sim.topology.cpu(c).and_then(|c| c.core)))
+        .collect()
+}
+
+fn distinct(values: &[Option<u32>]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    values.iter().all(|v| v.is_some_and(|v| seen.insert(v)))
+}
+
+/// No drops, and no CPU above 80 % busy.
+fn relieved(sim: &SimMachine) -> bool {
+    let truth = sim.truth();
+    truth.dropped < 1.0 && truth.hottest().1 < 0.8
+}
+
+/// The hottest CPU within 25 % of the mean of loaded CPUs, and no drops.
+fn balanced(sim: &SimMachine) -> bool {
+    let truth = sim.truth();
+    truth.dropped < 1.0 && truth.hottest().1 <= 1.25 * truth.mean_loaded()
+}
+
+/// 1. 16 CPUs (8 cores x 2 threads), one 8-queue NIC without per-queue counters, every
+///    IRQ on CPU 0, 1.2M pkt/s from the start (2.4 CPUs of work).
+pub fn all_on_cpu0() -> Scenario {
+    let shape = Shape::new(1, 8, 2, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 0, 8);
+    eth0.queue_counters = false;
+    eth0.flows = 4096;
+    let mut machine = SimMachine::new(&shape, vec![eth0], SEED);
+    machine.pin_queues("eth0", &[0]);
+    Scenario {
+        id: 1,
+        name: "all IRQs on CPU0 under load",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("eth0", 1_200_000.0),
+        goal: |sim| distinct(&vector_cores(sim, "eth0", 8)) && balanced(sim),
+        goal_text: "8 queue vectors on 8 cores, max <= 1.25 x mean, no drops",
+        window: (200, 300),
+    }
+}
+
+/// 2. The same machine, IRQs spread, 1M pkt/s with ±10 % noise on every queue every tick.
+pub fn steady_noise() -> Scenario {
+    let shape = Shape::new(1, 8, 2, Siblings::Split);
+    let mut machine = SimMachine::new(&shape, vec![NicSpec::physical("eth0", 0, 8)], SEED);
+    machine.noise = 0.10;
+    Scenario {
+        id: 2,
+        name: "steady load, ±10% noise",
+        ticks: 360,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("eth0", 1_000_000.0),
+        goal: balanced,
+        goal_text: "max <= 1.25 x mean, no drops",
+        window: (260, 360),
+    }
+}
+
+/// 3. 8 CPUs, a 4-queue NIC spread one queue per core, idle (1k pkt/s) for 605 ticks, then
+///    a 2.2M pkt/s burst: each queue alone would need 1.1 CPUs.
+pub fn idle_then_burst() -> Scenario {
+    let shape = Shape::new(1, 8, 1, Siblings::Split);
+    let machine = SimMachine::new(&shape, vec![NicSpec::physical("eth0", 0, 4)], SEED);
+    Scenario {
+        id: 3,
+        name: "605 idle ticks, then a burst",
+        ticks: 800,
+        event: 605,
+        machine,
+        config: Config::default(),
+        script: |tick, sim| {
+            let rate = if tick < 605 { 1_000.0 } else { 2_200_000.0 };
+            sim.set_rate("eth0", rate);
+        },
+        goal: relieved,
+        goal_text: "no drops, no CPU above 80%",
+        window: (700, 800),
+    }
+}
+
+/// 4. 16 CPUs with isolated 2,10, nohz_full 3, banned 4,12 and reserved 5; an 8-queue NIC
+///    whose driver put vectors on them, and a single-queue virtio NIC saturating CPU 6.
+pub fn forbidden_cpus() -> Scenario {
+    let mut shape = Shape::new(1, 8, 2, Siblings::Split);
+    shape.isolated = CpuSet::from_iter([2, 10]);
+    shape.nohz_full = CpuSet::from_iter([3]);
+    let mut eth1 = NicSpec::physical("eth1", 0, 1);
+    eth1.kind = DeviceKind::Virtio;
+    eth1.driver = "virtio_net".to_string();
+    let mut machine = SimMachine::new(&shape, vec![NicSpec::physical("eth0", 0, 8), eth1], SEED);
+    machine.pin_queues("eth1", &[6]);
+    let mut config = Config::default();
+    config.cpus.banned = CpuSet::from_iter([4, 12]);
+    config.cpus.reserved = CpuSet::from_iter([5]);
+    Scenario {
+        id: 4,
+        name: "isolated, nohz_full, banned, reserved CPUs",
+        ticks: 300,
+        event: 0,
+        machine,
+        config,
+        script: |_, sim| {
+            sim.set_rate("eth0", 800_000.0);
+            sim.set_rate("eth1", 700_000.0);
+        },
+        goal: |sim| {
+            let forbidden = CpuSet::from_iter([2, 3, 4, 10, 12]);
+            relieved(sim)
+                && vector_cpus(sim, "eth0", 8)
+                    .iter()
+                    .all(|c| c.is_some_and(|c| !forbidden.contains(c)))
+        },
+        goal_text: "no vector on a forbidden CPU, no drops, no CPU above 80%",
+        window: (200, 300),
+    }
+}
+
+/// 5. Two NUMA nodes of 8 cores (CPUs 0-7 and 8-15); a 4-queue NIC on node 1 whose IRQs
+///    all sit on CPU 0, with 2 of its queues carrying 90 % of 1.2M pkt/s.
+pub fn numa_remote() -> Scenario {
+    let shape = Shape::new(2, 8, 1, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 1, 4);
+    eth0.skew = Some(vec![0.45, 0.45, 0.05, 0.05]);
+    let mut machine = SimMachine::new(&shape, vec![eth0], SEED);
+    machine.pin_queues("eth0", &[0]);
+    Scenario {
+        id: 5,
+        name: "NIC on NUMA node 1, IRQs on node 0",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("eth0", 1_200_000.0),
+        goal: |sim| {
+            relieved(sim)
+                && vector_cpus(sim, "eth0", 4)
+                    .iter()
+                    .all(|c| c.is_some_and(|c| c >= 8))
+        },
+        goal_text: "vectors on node 1, no drops, no CPU above 80%",
+        window: (200, 300),
+    }
+}
+
+/// 6. 8 CPUs, a 4-queue NIC spread one queue per core, 700k pkt/s of which 95 % hash to
+///    queues 0 and 1: their CPUs run at 0.66.
+pub fn hash_skew() -> Scenario {
+    let shape = Shape::new(1, 8, 1, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 0, 4);
+    eth0.skew = Some(vec![0.475, 0.475, 0.025, 0.025]);
+    let machine = SimMachine::new(&shape, vec![eth0], SEED);
+    Scenario {
+        id: 6,
+        name: "hash skew: 2 of 4 queues carry 95%",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("eth0", 700_000.0),
+        goal: |sim| sim.truth().hottest().1 <= 0.46,
+        goal_text: "hottest CPU down 30% (0.66 -> 0.46 or less)",
+        window: (200, 300),
+    }
+}
+
+/// 7. 8 CPUs (4 cores x 2), a single-queue virtio NIC on CPU 1: 600k pkt/s (1.2 CPUs of
+///    work) from tick 10 to 200, then nothing.
+pub fn single_queue() -> Scenario {
+    let shape = Shape::new(1, 4, 2, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 0, 1);
+    eth0.kind = DeviceKind::Virtio;
+    eth0.driver = "virtio_net".to_string();
+    let mut machine = SimMachine::new(&shape, vec![eth0], SEED);
+    machine.pin_queues("eth0", &[1]);
+    Scenario {
+        id: 7,
+        name: "single-queue NIC saturating its CPU",
+        ticks: 400,
+        event: 10,
+        machine,
+        config: Config::default(),
+        script: |tick, sim| {
+            let rate = if (10..200).contains(&tick) {
+                600_000.0
+            } else {
+                0.0
+            };
+            sim.set_rate("eth0", rate);
+        },
+        goal: |sim| sim.truth().offered > 0.0 && relieved(sim),
+        goal_text: "under load: no drops, no CPU above 80%",
+        window: (100, 200),
+    }
+}
+
+/// 8. 16 CPUs as 8 cores x 2 threads numbered 0,1 = core 0; an 8-queue NIC whose driver
+///    put queue q on CPU q, so queues share cores.
+pub fn smt_siblings() -> Scenario {
+    let shape = Shape::new(1, 8, 2, Siblings::Adjacent);
+    let machine = SimMachine::new(&shape, vec![NicSpec::physical("eth0", 0, 8)], SEED);
+    Scenario {
+        id: 8,
+        name: "SMT: 8 queues on 8 cores x 2 threads",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("eth0", 1_200_000.0),
+        goal: |sim| distinct(&vector_cores(sim, "eth0", 8)),
+        goal_text: "one queue vector per physical core",
+        window: (200, 300),
+    }
+}
+
+/// 9. 8 CPUs, a 4-queue NIC on CPU 0 whose queue 3 IRQ is kernel-managed; at tick 100
+///    someone moves queue 1's IRQ to CPU 7.
+pub fn managed_and_external() -> Scenario {
+    let shape = Shape::new(1, 8, 1, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 0, 4);
+    eth0.managed_queues = vec![3];
+    let mut machine = SimMachine::new(&shape, vec![eth0], SEED);
+    machine.pin_queues("eth0", &[0]);
+    Scenario {
+        id: 9,
+        name: "a managed IRQ and an externally moved IRQ",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |tick, sim| {
+            sim.set_rate("eth0", 1_600_000.0);
+            if tick == 100
+                && let Some(irq) = sim.irq_of("eth0", 1)
+            {
+                let _ = sim.write(
+                    &Target::IrqAffinity { irq },
+                    &Value::Cpus(CpuSet::from_iter([7])),
+                );
+            }
+        },
+        goal: relieved,
+        goal_text: "no drops, no CPU above 80%",
+        window: (200, 300),
+    }
+}
+
+/// 10. 1152 CPUs (8 nodes x 72 cores x 2 threads), 4 NICs x 94 queues (two on node 0, one
+///     on node 3, one on node 5), every vector on CPU 0, 3M pkt/s per NIC.
+pub fn huge_machine() -> Scenario {
+    let shape = Shape::new(8, 72, 2, Siblings::Split);
+    let nics = vec![
+        NicSpec::physical("eth0", 0, 94),
+        NicSpec::physical("eth1", 0, 94),
+        NicSpec::physical("eth2", 3, 94),
+        NicSpec::physical("eth3", 5, 94),
+    ];
+    let mut machine = SimMachine::new(&shape, nics, SEED);
+    for nic in ["eth0", "eth1", "eth2", "eth3"] {
+        machine.pin_queues(nic, &[0]);
+    }
+    Scenario {
+        id: 10,
+        name: "1152 CPUs, 4 NICs x 94 queues",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| {
+            for nic in ["eth0", "eth1", "eth2", "eth3"] {
+                sim.set_rate(nic, 3_000_000.0);
+            }
+        },
+        goal: |sim| {
+            let nodes = [("eth0", 0), ("eth1", 0), ("eth2", 3), ("eth3", 5)];
+            sim.truth().dropped < 1.0
+                && nodes.iter().all(|(nic, node)| {
+                    let cpus = vector_cpus(sim, nic, 94);
+                    distinct(&cpus)
+                        && cpus
+                            .iter()
+                            .all(|c| c.and_then(|c| sim.topology.cpu(c)?.node) == Some(*node))
+                })
+        },
+        goal_text: "each NIC's vectors on its node, one per CPU, no drops",
+        window: (200, 300),
+    }
+}
+
+/// 11. A 2-CPU VM, a veth with 8 queues whose sender runs on CPU 0 at 100k pkt/s: all
+///     receive work lands on CPU 0 while its softirq share stays near 0.16.
+pub fn veth_sender() -> Scenario {
+    let shape = Shape::new(1, 2, 1, Siblings::Split);
+    let machine = SimMachine::new(&shape, vec![NicSpec::veth("veth0", 8, 0)], SEED);
+    Scenario {
+        id: 11,
+        name: "veth: the sender's CPU does all receive work",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: Config::default(),
+        script: |_, sim| sim.set_rate("veth0", 100_000.0),
+        goal: |sim| {
+            let processed = &sim.truth().processed;
+            let total: f64 = processed.iter().sum();
+            total > 0.0 && processed.get(1).copied().unwrap_or(0.0) >= 0.4 * total
+        },
+        goal_text: "CPU 1 processes at least 40% of the packets",
+        window: (200, 300),
+    }
+}

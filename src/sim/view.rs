@@ -1,0 +1,186 @@
+//! What the simulated machine shows the policy: the inventory discovery would find, the
+//! current values of every writable target, and the per-tick counters.
+
+use super::machine::SimMachine;
+use crate::cpuset::CpuSet;
+use crate::model::inventory::{Inventory, Irq, IrqRole, NetDevice, RxQueue};
+use crate::model::snapshot::{CpuTimes, QueueCounters, QueueDirection, Snapshot};
+use crate::policy::{IrqAffinity, Placement, RxQueueValues};
+
+impl SimMachine {
+    /// The inventory as discovery would find it now.
+    pub fn inventory(&self) -> Inventory {
+        let mut devices = Vec::new();
+        let mut irqs = Vec::new();
+        let words = self.topology.nr_cpu_ids.div_ceil(32);
+        for (index, nic) in self.nics.iter().enumerate() {
+            let spec = &nic.spec;
+            let home = self.home(index);
+            let mut device_irqs = Vec::new();
+            let rx_queues = (0..spec.queues)
+                .map(|q| RxQueue {
+                    index: q,
+                    rps_cpus: Some(nic.rps[q as usize].clone()),
+                    rps_mask_words: words,
+                    rps_flow_cnt: Some(nic.flow_cnt[q as usize]),
+                    irq: self.queue_irq(index, q),
+                })
+                .collect();
+            if let Some(first) = nic.first_irq {
+                for q in 0..=spec.queues {
+                    let irq = first + q;
+                    let queue_vector = q < spec.queues;
+                    device_irqs.push(irq);
+                    irqs.push(Irq {
+                        irq,
+                        name: if queue_vector {
+                            format!("{}-TxRx-{q}", spec.name)
+                        } else {
+                            spec.name.clone()
+                        },
+                        chip: Some("PCI-MSIX".to_string()),
+                        device: Some(spec.name.clone()),
+                        queue: queue_vector.then_some(q),
+                        role: if queue_vector {
+                            IrqRole::Rxtx
+                        } else {
+                            IrqRole::Other
+                        },
+                        affinity: self.affinity.get(&irq).cloned(),
+                        effective_affinity: self.effective_cpu(irq).map(|c| CpuSet::from_iter([c])),
+                        affinity_hint: None,
+                        node: spec.node,
+                        managed: self.irq_is_managed(irq),
+                        per_cpu: Vec::new(),
+                        total: 0,
+                    });
+                }
+            }
+            devices.push(NetDevice {
+                name: spec.name.clone(),
+                ifindex: Some(index as u32 + 2),
+                driver: Some(spec.driver.clone()),
+                kind: spec.kind,
+                operstate: Some("up".to_string()),
+                master: None,
+                pci_function: spec.node.map(|_| format!("0000:{:02x}:00.0", index + 1)),
+                numa_node: spec.node,
+                local_cpus: spec.node.map(|_| home.clone()),
+                rx_queues,
+                tx_queues: Vec::new(),
+                irqs: device_irqs,
+            });
+        }
+        for other in &self.others {
+            irqs.push(Irq {
+                irq: other.irq,
+                name: other.name.clone(),
+                chip: Some("IO-APIC".to_string()),
+                device: None,
+                queue: None,
+                role: IrqRole::Other,
+                affinity: self.affinity.get(&other.irq).cloned(),
+                effective_affinity: self
+                    .effective_cpu(other.irq)
+                    .map(|c| CpuSet::from_iter([c])),
+                affinity_hint: None,
+                node: None,
+                managed: other.managed,
+                per_cpu: Vec::new(),
+                total: 0,
+            });
+        }
+        devices.sort_by(|a, b| a.name.cmp(&b.name));
+        irqs.sort_by_key(|irq| irq.irq);
+        Inventory {
+            devices,
+            irqs,
+            rps_sock_flow_entries: Some(self.sock_flow_entries),
+        }
+    }
+
+    /// The current values of every writable target.
+    pub fn placement(&self) -> Placement {
+        let irqs = self
+            .affinity
+            .iter()
+            .map(|(&irq, cpus)| {
+                (
+                    irq,
+                    IrqAffinity {
+                        affinity: cpus.clone(),
+                        effective: self.effective_cpu(irq).map(|c| CpuSet::from_iter([c])),
+                    },
+                )
+            })
+            .collect();
+        let rx_queues = self
+            .nics
+            .iter()
+            .map(|nic| {
+                let values = nic
+                    .rps
+                    .iter()
+                    .zip(&nic.flow_cnt)
+                    .map(|(mask, cnt)| RxQueueValues {
+                        rps_cpus: Some(mask.clone()),
+                        rps_flow_cnt: Some(*cnt),
+                    })
+                    .collect();
+                (nic.spec.name.clone(), values)
+            })
+            .collect();
+        Placement {
+            irqs,
+            rx_queues,
+            rps_sock_flow_entries: Some(self.sock_flow_entries),
+        }
+    }
+
+    /// The counters as they are now (before the first tick: all zero).
+    pub fn snapshot(&self) -> Snapshot {
+        let online = &self.topology.online;
+        let cpu_times = online
+            .iter()
+            .map(|cpu| {
+                let t = self.counters.times[cpu as usize];
+                CpuTimes {
+                    cpu,
+                    user: t[0] as u64,
+                    system: t[1] as u64,
+                    idle: t[2] as u64,
+                    softirq: t[3] as u64,
+                    ..CpuTimes::default()
+                }
+            })
+            .collect();
+        let softnet = online
+            .iter()
+            .map(|cpu| self.counters.softnet[cpu as usize])
+            .collect();
+        let queues = self
+            .nics
+            .iter()
+            .filter(|nic| nic.spec.queue_counters)
+            .flat_map(|nic| {
+                nic.queue_packets
+                    .iter()
+                    .enumerate()
+                    .map(|(q, &packets)| QueueCounters {
+                        device: nic.spec.name.clone(),
+                        direction: QueueDirection::Rx,
+                        queue: q as u32,
+                        packets,
+                        bytes: None,
+                    })
+            })
+            .collect();
+        Snapshot {
+            taken_at_ns: self.now_ns,
+            cpu_times,
+            softnet,
+            irq_totals: self.counters.irq_totals.clone(),
+            queues,
+        }
+    }
+}
