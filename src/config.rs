@@ -43,6 +43,8 @@ pub struct Config {
     pub rfs: RfsConfig,
     /// What to do with a value someone else changed after steerd wrote it.
     pub on_external_change: ExternalChange,
+    /// On SIGTERM/SIGINT, put back every value steerd changed (and nobody changed since).
+    pub restore_on_exit: bool,
     /// Per-device overrides, by name. A key ending in `*` matches names with that prefix;
     /// an exact name wins over a prefix, and a longer prefix over a shorter one.
     pub devices: BTreeMap<String, DeviceConfig>,
@@ -221,6 +223,7 @@ impl Default for Config {
             rps: RpsConfig::default(),
             rfs: RfsConfig::default(),
             on_external_change: ExternalChange::Respect,
+            restore_on_exit: true,
             devices: BTreeMap::new(),
         }
     }

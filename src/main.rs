@@ -8,6 +8,7 @@ use clap::Parser;
 
 use steerd::Root;
 use steerd::cli::{Cli, Command, Format};
+use steerd::config::{Config, check_config, check_config_for};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -31,8 +32,115 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             };
             print_out(&text)
         }
-        _ => Err("this command is not built yet".to_string()),
+        Command::Plan {
+            config,
+            window,
+            format,
+        } => {
+            let config = match config {
+                Some(path) => read_config(path, root)?,
+                None => Config::default(),
+            };
+            let plan = steerd::plan_once::plan(root, &config, *window)?;
+            let text = match format {
+                Format::Text => format!(
+                    "{plan}\n(one-shot plan from a {} window: conditions confirmed after one sample)",
+                    humantime::format_duration(*window)
+                ),
+                Format::Json => serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?,
+            };
+            print_out(&text)
+        }
+        Command::CheckConfig { file } => {
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            // Check CPU lists against this machine when it can be read; else the schema only.
+            let checked = match steerd::discover::discover(root) {
+                Ok(machine) => check_config_for(&text, &machine.topology),
+                Err(_) => check_config(&text),
+            };
+            match checked {
+                Ok(_) => {
+                    print_out(&format!("{}: ok", file.display()))?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(errors) => {
+                    for error in &errors {
+                        eprintln!("{}: {error}", file.display());
+                    }
+                    eprintln!("{}: {} error(s)", file.display(), errors.len());
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Run {
+            config,
+            dry_run,
+            interval,
+            metrics_listen,
+            state_file,
+        } => {
+            init_logging();
+            steerd::daemon::run(steerd::daemon::Options {
+                root: root.clone(),
+                config_path: config.clone(),
+                dry_run: *dry_run,
+                interval: *interval,
+                metrics_listen: *metrics_listen,
+                state_file: state_file.clone(),
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status {
+            metrics_listen,
+            format,
+        } => {
+            let text = match format {
+                Format::Json => steerd::status::get(*metrics_listen, "/decisions")?,
+                Format::Text => {
+                    steerd::decisions::to_text(&steerd::status::fetch_decisions(*metrics_listen)?)
+                }
+            };
+            print_out(&text)
+        }
     }
+}
+
+/// Reads and checks a config file for a one-shot command; every error is printed.
+fn read_config(path: &std::path::Path, root: &Root) -> Result<Config, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let checked = match steerd::discover::discover(root) {
+        Ok(machine) => check_config_for(&text, &machine.topology),
+        Err(_) => check_config(&text),
+    };
+    checked.map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| format!("{}: {e}", path.display()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
+}
+
+/// Structured events go to the journal when systemd started us with a journal stream,
+/// else human-readable lines go to stderr. `RUST_LOG`-style filtering is not needed: the
+/// daemon logs decisions and problems, not chatter.
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    if std::env::var_os("JOURNAL_STREAM").is_some()
+        && let Ok(journald) = tracing_journald::layer()
+    {
+        let _ = tracing_subscriber::registry()
+            .with(journald.with_syslog_identifier("steerd".to_string()))
+            .try_init();
+        return;
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .with_target(false)
+        .try_init();
 }
 
 /// Prints a report. A reader that went away (`steerd inspect | head`) ends the output

@@ -152,6 +152,7 @@ fn read(text: &str) -> Result<Config, Vec<ConfigError>> {
         probe::<super::RpsConfig>(text, Some("rps")),
         probe::<super::RfsConfig>(text, Some("rfs")),
         probe::<super::ExternalChange>(text, Some("on_external_change")),
+        probe::<bool>(text, Some("restore_on_exit")),
         probe::<std::collections::BTreeMap<String, super::DeviceConfig>>(text, Some("devices")),
     ]
     .into_iter()
@@ -197,6 +198,7 @@ struct TopLevelKeys {
     rps: Option<IgnoredAny>,
     rfs: Option<IgnoredAny>,
     on_external_change: Option<IgnoredAny>,
+    restore_on_exit: Option<IgnoredAny>,
     devices: Option<IgnoredAny>,
 }
 

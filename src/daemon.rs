@@ -1,0 +1,702 @@
+//! The daemon: one tick loop on a current-thread tokio runtime.
+//!
+//! Each tick samples the per-tick counters, updates the load model, asks the policy for a
+//! plan and hands the plan to the actuator, then reports (metrics, decision log, journal).
+//! Around the loop: discovery at start, again on link events, CPU hot-plug and a slow
+//! timer; SIGHUP reloads the configuration; SIGTERM/SIGINT restore what steerd changed and
+//! exit 0; systemd hears READY, RELOADING, WATCHDOG and STOPPING.
+//!
+//! The loop is deliberately sequential: one tick never overlaps the next, a reload lands
+//! between ticks, and shutdown happens after the tick in flight.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::io::unix::AsyncFd;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::MissedTickBehavior;
+use tracing::{error, info, warn};
+
+use crate::apply::{Actuator, DEFAULT_STATE_FILE, FailureKind, WriteFailure};
+use crate::config::{Config, check_config_for};
+use crate::decisions::Decision;
+use crate::discover::{Machine, discover};
+use crate::http::{self, Shared};
+use crate::kernel::link_events::LinkEvents;
+use crate::kernel::sampler::{KeptOpenFile, TickSampler};
+use crate::knob::{Knob, KnobValue};
+use crate::load::Load;
+use crate::metrics::{CpuLabels, IrqLabels, QueueLabels};
+use crate::model::inventory::IrqRole;
+use crate::model::snapshot::Snapshot;
+use crate::policy::{self, Action, DecideInput, Placement, PolicyState, Target, Value};
+use crate::root::Root;
+
+/// How often the machine is rediscovered when nothing announced a change: catches
+/// changes no event reports (a value someone else wrote, a driver's channel change).
+pub const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+
+/// What `steerd run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub root: Root,
+    pub config_path: Option<PathBuf>,
+    pub dry_run: bool,
+    pub interval: Option<Duration>,
+    pub metrics_listen: SocketAddr,
+    pub state_file: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (unreadable config, no
+/// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
+pub fn run(options: Options) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async move {
+        let mut daemon = Daemon::start(options).await?;
+        daemon.run().await
+    })
+}
+
+/// Reads and checks a configuration file (without the machine: used before discovery).
+fn load_config(path: &Option<PathBuf>, machine: Option<&Machine>) -> Result<Config, Vec<String>> {
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let checked = match machine {
+        Some(machine) => check_config_for(&text, &machine.topology),
+        None => crate::config::check_config(&text),
+    };
+    checked.map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| format!("{}: {e}", path.display()))
+            .collect()
+    })
+}
+
+struct Daemon {
+    options: Options,
+    config: Config,
+    machine: Machine,
+    sampler: TickSampler,
+    online_file: Option<KeptOpenFile>,
+    previous: Snapshot,
+    current: Snapshot,
+    have_previous: bool,
+    load: Load,
+    policy: PolicyState,
+    /// Current values of every writable target, kept in step with steerd's writes.
+    placement: Placement,
+    actuator: Actuator,
+    shared: Arc<Shared>,
+    /// Why steerd does not write, when it does not.
+    observe_only: Option<String>,
+    link_events: Option<AsyncFd<LinkEvents>>,
+    tick: u64,
+    started: Instant,
+    last_discovery: Instant,
+    watchdog: Option<Duration>,
+    last_watchdog: Instant,
+    reported_managed: std::collections::BTreeSet<u32>,
+    server: Option<tokio::task::JoinHandle<()>>,
+    stop_server: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Daemon {
+    async fn start(options: Options) -> Result<Daemon, String> {
+        let root = options.root.clone();
+        let mut config = load_config(&options.config_path, None).map_err(|e| e.join("\n"))?;
+        if let Some(interval) = options.interval {
+            config.interval = interval;
+        }
+        let machine = discover(&root).map_err(|e| format!("discovery failed: {e}"))?;
+        // Now that the machine is known, check the CPU lists against it.
+        if options.config_path.is_some() {
+            config = load_config(&options.config_path, Some(&machine)).map_err(|e| e.join("\n"))?;
+            if let Some(interval) = options.interval {
+                config.interval = interval;
+            }
+        }
+        for warning in &machine.warnings {
+            warn!(warning = %warning, "discovery");
+        }
+        let sampler = TickSampler::open(&root).map_err(|e| e.to_string())?;
+        let online_file = KeptOpenFile::open(root.path("sys/devices/system/cpu/online")).ok();
+        let state_file = options
+            .state_file
+            .clone()
+            .unwrap_or_else(|| root.path(DEFAULT_STATE_FILE));
+        let actuator = Actuator::open(root.clone(), state_file).map_err(|e| e.to_string())?;
+        let observe_only = if options.dry_run {
+            Some("--dry-run".to_string())
+        } else if root.is_host() && !nix::unistd::geteuid().is_root() {
+            Some("not running as root".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = &observe_only {
+            warn!(reason = %why, "observe-only mode: deciding and reporting, writing nothing");
+        }
+        let link_events = if root.is_host() {
+            let registered = LinkEvents::subscribe().and_then(|events| {
+                // SAFETY: the AsyncFd owns the LinkEvents and so the socket: the file
+                // descriptor stays open for as long as it is registered, and AsyncFd
+                // deregisters it before dropping its inner value.
+                unsafe { AsyncFd::register_with_interest(events, tokio::io::Interest::READABLE) }
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            });
+            match registered {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    warn!(error = %e, "no link events; rediscovering every {}s only", REDISCOVER_EVERY.as_secs());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let shared = Shared::new();
+        let listener = http::bind(options.metrics_listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", options.metrics_listen))?;
+        let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                if let Err(e) = http::serve(listener, shared, async {
+                    let _ = stopped.await;
+                })
+                .await
+                {
+                    error!(error = %e, "metrics endpoint stopped");
+                }
+            }
+        });
+        shared
+            .metrics
+            .observe_only
+            .set(i64::from(observe_only.is_some()));
+        let now = Instant::now();
+        let mut daemon = Daemon {
+            policy: PolicyState::default(),
+            placement: Placement::default(),
+            load: Load::new(),
+            options,
+            config,
+            machine,
+            sampler,
+            online_file,
+            previous: Snapshot::default(),
+            current: Snapshot::default(),
+            have_previous: false,
+            actuator,
+            shared,
+            observe_only,
+            link_events,
+            tick: 0,
+            started: now,
+            last_discovery: now,
+            watchdog: sd_notify::watchdog_enabled(),
+            last_watchdog: now,
+            reported_managed: Default::default(),
+            server: Some(server),
+            stop_server: Some(stop_server),
+        };
+        daemon.after_discovery();
+        info!(
+            devices = daemon.machine.inventory.devices.len(),
+            irqs = daemon.machine.inventory.irqs.len(),
+            cpus = daemon.machine.topology.online.len(),
+            interval_ms = daemon.config.interval.as_millis() as u64,
+            listen = %daemon.options.metrics_listen,
+            "steerd started"
+        );
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("running"),
+        ]);
+        Ok(daemon)
+    }
+
+    async fn run(&mut self) -> Result<(), String> {
+        let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+        let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        let mut ticker = tokio::time::interval(self.config.interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    self.tick_once();
+                    if ticker.period() != self.config.interval {
+                        ticker = tokio::time::interval(self.config.interval);
+                        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                        ticker.reset();
+                    }
+                }
+                _ = hangup.recv() => self.reload(),
+                _ = terminate.recv() => break,
+                _ = interrupt.recv() => break,
+                changed = link_event(&mut self.link_events) => {
+                    if changed {
+                        self.rediscover("link event");
+                    }
+                }
+            }
+        }
+        self.shutdown().await;
+        Ok(())
+    }
+
+    fn tick_once(&mut self) {
+        let started = Instant::now();
+        self.tick += 1;
+        if self.online_changed() {
+            self.rediscover("CPU hot-plug");
+        } else if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
+            self.rediscover("periodic");
+        }
+        std::mem::swap(&mut self.previous, &mut self.current);
+        if let Err(e) = self.sampler.sample(&mut self.current) {
+            error!(error = %e, "sampling failed; skipping this tick");
+            std::mem::swap(&mut self.previous, &mut self.current);
+            return;
+        }
+        if self.have_previous {
+            self.load
+                .update(&self.previous, &self.current, self.config.load.smoothing);
+            let input = DecideInput {
+                topology: &self.machine.topology,
+                inventory: &self.machine.inventory,
+                load: &self.load,
+                config: &self.config,
+                placement: &self.placement,
+                now_ns: self.current.taken_at_ns,
+            };
+            let plan = policy::decide(&input, &mut self.policy);
+            for note in &plan.notes {
+                info!(note = %note.text, kind = note.kind.as_str(), "policy note");
+                if note.kind == policy::NoteKind::ExternalChange {
+                    self.shared.metrics.external_changes.inc();
+                }
+            }
+            for action in plan.actions {
+                self.apply(action);
+            }
+            self.export_load();
+        }
+        self.have_previous = true;
+        let metrics = &self.shared.metrics;
+        metrics.ticks.inc();
+        metrics
+            .tick_duration
+            .observe(started.elapsed().as_secs_f64());
+        self.ping_watchdog();
+    }
+
+    fn apply(&mut self, action: Action) {
+        let knob = knob_of(&action.target);
+        let wanted = knob_value_of(&action.new);
+        let mask_words = self.mask_words(&knob);
+        let now_ns = self.current.taken_at_ns;
+        let outcome = if self.observe_only.is_some() {
+            "dry_run".to_string()
+        } else if !self.actuator.may_try(&knob, now_ns) {
+            return;
+        } else {
+            match self.actuator.write(&knob, &wanted, mask_words, now_ns) {
+                Ok(written) => {
+                    self.policy.record_applied(&action, now_ns);
+                    self.record_written(&action.target, &written.after);
+                    "applied".to_string()
+                }
+                Err(failure) => {
+                    self.on_failure(&action, &failure);
+                    format!("failed: {}", failure.message)
+                }
+            }
+        };
+        let metrics = &self.shared.metrics;
+        let reason = action.reason.kind.as_str();
+        if outcome == "applied" || outcome == "dry_run" {
+            metrics.count_action(knob.kind(), reason);
+        }
+        info!(
+            target_knob = %knob,
+            serves = action.serves.as_deref().unwrap_or(""),
+            old = %action.old,
+            new = %action.new,
+            reason,
+            detail = %action.reason.text,
+            expected = %action.expected,
+            outcome = %outcome,
+            "decision"
+        );
+        let unix_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let decision = Decision {
+            unix_time,
+            tick: self.tick,
+            target: knob.to_string(),
+            action: knob.kind().to_string(),
+            old: action.old.to_string(),
+            new: action.new.to_string(),
+            reason: reason.to_string(),
+            detail: action.reason.text.clone(),
+            outcome,
+        };
+        if let Ok(mut log) = self.shared.decisions.lock() {
+            log.push(decision);
+        }
+    }
+
+    fn on_failure(&mut self, action: &Action, failure: &WriteFailure) {
+        self.shared
+            .metrics
+            .count_write_error(failure.kind.label(), &failure.errno_name());
+        match failure.kind {
+            FailureKind::Managed => {
+                if let Knob::IrqAffinity { irq } = failure.knob {
+                    if self.reported_managed.insert(irq) {
+                        warn!(irq, error = %failure, "IRQ is managed by the kernel; never moving it again");
+                    }
+                    self.shared
+                        .metrics
+                        .unmanageable_irqs
+                        .set(self.reported_managed.len() as i64);
+                }
+                self.policy
+                    .record_failed(action.target.clone(), failure.message.clone());
+            }
+            FailureKind::Bug | FailureKind::NotTaken => {
+                error!(error = %failure, "the kernel does not take this value; not proposing it again");
+                self.policy
+                    .record_failed(action.target.clone(), failure.message.clone());
+            }
+            FailureKind::NotAllowed => {
+                warn!(error = %failure, "not allowed to write; switching to observe-only mode");
+                self.observe_only = Some(failure.message.clone());
+                self.shared.metrics.observe_only.set(1);
+            }
+            FailureKind::Vanished => self.rediscover("a target vanished"),
+            FailureKind::NoVectorSpace => {
+                warn!(error = %failure, "the target CPU has no free interrupt vector; not proposing this move again");
+                self.policy
+                    .record_failed(action.target.clone(), failure.message.clone());
+            }
+            FailureKind::Transient | FailureKind::Other => {
+                warn!(error = %failure, "write failed; retrying later with backoff")
+            }
+        }
+    }
+
+    /// Keeps the in-memory model in step with a successful write (the value read back),
+    /// so the next decision starts from what is really there.
+    fn record_written(&mut self, target: &Target, after: &KnobValue) {
+        let value = policy_value_of(after);
+        self.placement.set(target, &value);
+        let inventory = &mut self.machine.inventory;
+        match (target, &value) {
+            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+                if let Ok(index) = inventory.irqs.binary_search_by_key(irq, |i| i.irq) {
+                    inventory.irqs[index].affinity = Some(cpus.clone());
+                }
+            }
+            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+                if let Some(q) = rx_queue_mut(inventory, device, *queue) {
+                    q.rps_cpus = Some(cpus.clone());
+                }
+            }
+            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+                if let Some(q) = rx_queue_mut(inventory, device, *queue) {
+                    q.rps_flow_cnt = Some(*n);
+                }
+            }
+            (Target::RpsSockFlowEntries, Value::Count(n)) => {
+                inventory.rps_sock_flow_entries = Some(*n);
+            }
+            _ => {}
+        }
+        self.export_placement();
+    }
+
+    fn mask_words(&self, knob: &Knob) -> u32 {
+        let default = self.machine.topology.nr_cpu_ids.div_ceil(32).max(1);
+        match knob {
+            Knob::RpsCpus { device, queue } => self
+                .machine
+                .inventory
+                .device(device)
+                .and_then(|d| d.rx_queues.iter().find(|q| q.index == *queue))
+                .map(|q| q.rps_mask_words)
+                .filter(|&w| w > 0)
+                .unwrap_or(default),
+            _ => default,
+        }
+    }
+
+    fn online_changed(&mut self) -> bool {
+        let Some(file) = self.online_file.as_mut() else {
+            return false;
+        };
+        let before = file.contents().to_vec();
+        match file.read() {
+            Ok(now) => !before.is_empty() && now != before.as_slice(),
+            Err(_) => false,
+        }
+    }
+
+    fn rediscover(&mut self, why: &str) {
+        if let Some(events) = self.link_events.as_mut() {
+            let _ = events.get_mut().drain();
+        }
+        match discover(&self.options.root) {
+            Ok(machine) => {
+                let changed = machine.inventory.devices.len()
+                    != self.machine.inventory.devices.len()
+                    || machine.topology.online != self.machine.topology.online;
+                if changed {
+                    info!(
+                        why,
+                        devices = machine.inventory.devices.len(),
+                        cpus = machine.topology.online.len(),
+                        "machine changed"
+                    );
+                }
+                self.machine = machine;
+                self.after_discovery();
+            }
+            Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model"),
+        }
+        self.last_discovery = Instant::now();
+    }
+
+    /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
+    /// policy compares it with what steerd wrote to notice values someone else changed.
+    fn after_discovery(&mut self) {
+        self.placement = Placement::from_inventory(&self.machine.inventory);
+        for irq in self
+            .machine
+            .inventory
+            .irqs
+            .iter()
+            .filter(|i| i.managed && i.device.is_some())
+        {
+            if self.reported_managed.insert(irq.irq) {
+                info!(irq = irq.irq, name = %irq.name, "IRQ is managed by the kernel; steerd leaves it alone");
+            }
+        }
+        self.shared
+            .metrics
+            .unmanageable_irqs
+            .set(self.reported_managed.len() as i64);
+        self.export_placement();
+    }
+
+    fn export_placement(&self) {
+        let metrics = &self.shared.metrics;
+        metrics.irq_effective_cpu.clear();
+        for irq in &self.machine.inventory.irqs {
+            let Some(device) = &irq.device else { continue };
+            let cpu = irq
+                .effective_affinity
+                .as_ref()
+                .and_then(|s| s.first())
+                .or_else(|| irq.affinity.as_ref().and_then(|s| s.first()));
+            if let Some(cpu) = cpu {
+                let role = match irq.role {
+                    IrqRole::Rx => "rx",
+                    IrqRole::Tx => "tx",
+                    IrqRole::Rxtx => "rxtx",
+                    IrqRole::Other => "other",
+                };
+                metrics
+                    .irq_effective_cpu
+                    .get_or_create(&IrqLabels {
+                        irq: irq.irq,
+                        device: device.clone(),
+                        queue: irq.queue.map_or(String::new(), |q| q.to_string()),
+                        role: role.to_string(),
+                    })
+                    .set(i64::from(cpu));
+            }
+        }
+        metrics.rx_queue_rps_cpus.clear();
+        for device in &self.machine.inventory.devices {
+            for queue in &device.rx_queues {
+                if let Some(cpus) = &queue.rps_cpus {
+                    metrics
+                        .rx_queue_rps_cpus
+                        .get_or_create(&QueueLabels {
+                            device: device.name.clone(),
+                            queue: queue.index,
+                        })
+                        .set(cpus.len() as i64);
+                }
+            }
+        }
+    }
+
+    fn export_load(&self) {
+        let metrics = &self.shared.metrics;
+        for cpu in self.machine.topology.online.iter() {
+            let Some(load) = self.load.cpu(cpu) else {
+                continue;
+            };
+            let labels = CpuLabels { cpu };
+            metrics
+                .cpu_processed
+                .get_or_create(&labels)
+                .set(load.processed_pps);
+            metrics
+                .cpu_dropped
+                .get_or_create(&labels)
+                .set(load.dropped_per_sec);
+            metrics
+                .cpu_squeezed
+                .get_or_create(&labels)
+                .set(load.squeezed_per_sec);
+            metrics
+                .cpu_softirq_share
+                .get_or_create(&labels)
+                .set(load.net_share);
+        }
+    }
+
+    fn reload(&mut self) {
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
+        match load_config(&self.options.config_path, Some(&self.machine)) {
+            Ok(mut config) => {
+                if let Some(interval) = self.options.interval {
+                    config.interval = interval;
+                }
+                self.config = config;
+                self.shared.metrics.count_reload(true);
+                info!(path = ?self.options.config_path, "configuration reloaded");
+            }
+            Err(errors) => {
+                self.shared.metrics.count_reload(false);
+                for e in &errors {
+                    error!(error = %e, "configuration not reloaded; keeping the previous one");
+                }
+            }
+        }
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("running"),
+        ]);
+    }
+
+    fn ping_watchdog(&mut self) {
+        if let Some(timeout) = self.watchdog {
+            if self.last_watchdog.elapsed() >= timeout / 2 {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                self.last_watchdog = Instant::now();
+            }
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status("restoring"),
+        ]);
+        if self.config.restore_on_exit {
+            let (restored, failures) = self.actuator.restore_all(false);
+            info!(
+                restored = restored.len(),
+                failed = failures.len(),
+                "restored original values"
+            );
+            for failure in failures {
+                error!(error = %failure, "could not restore");
+            }
+        } else {
+            self.actuator.forget_all();
+            info!("leaving the tuning in place (restore_on_exit: false)");
+        }
+        if let Some(stop) = self.stop_server.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+        }
+        info!(
+            ticks = self.tick,
+            uptime_s = self.started.elapsed().as_secs(),
+            "steerd stopped"
+        );
+    }
+}
+
+fn rx_queue_mut<'a>(
+    inventory: &'a mut crate::model::inventory::Inventory,
+    device: &str,
+    queue: u32,
+) -> Option<&'a mut crate::model::inventory::RxQueue> {
+    inventory
+        .devices
+        .iter_mut()
+        .find(|d| d.name == device)?
+        .rx_queues
+        .iter_mut()
+        .find(|q| q.index == queue)
+}
+
+/// Waits for a link event; never resolves when there is no link-event socket.
+async fn link_event(events: &mut Option<AsyncFd<LinkEvents>>) -> bool {
+    let Some(fd) = events.as_mut() else {
+        return std::future::pending().await;
+    };
+    match fd.readable_mut().await {
+        Ok(mut guard) => {
+            let count = guard.get_inner_mut().drain().unwrap_or(1);
+            guard.clear_ready();
+            count > 0
+        }
+        Err(_) => false,
+    }
+}
+
+fn monotonic_now() -> sd_notify::NotifyState<'static> {
+    sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::MonotonicUsec(0))
+}
+
+/// The actuator's name for a policy target.
+fn knob_of(target: &Target) -> Knob {
+    match target {
+        Target::IrqAffinity { irq } => Knob::IrqAffinity { irq: *irq },
+        Target::RpsCpus { device, queue } => Knob::RpsCpus {
+            device: device.clone(),
+            queue: *queue,
+        },
+        Target::RpsFlowCnt { device, queue } => Knob::RpsFlowCnt {
+            device: device.clone(),
+            queue: *queue,
+        },
+        Target::RpsSockFlowEntries => Knob::RpsSockFlowEntries,
+    }
+}
+
+fn knob_value_of(value: &Value) -> KnobValue {
+    match value {
+        Value::Cpus(cpus) => KnobValue::Cpus(cpus.clone()),
+        Value::Count(n) => KnobValue::Count(*n),
+    }
+}
+
+fn policy_value_of(value: &KnobValue) -> Value {
+    match value {
+        KnobValue::Cpus(cpus) => Value::Cpus(cpus.clone()),
+        KnobValue::Count(n) => Value::Count(*n),
+    }
+}
