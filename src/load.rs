@@ -99,6 +99,16 @@ fn rate_intr(prev: u64, cur: u64, secs: f64) -> Option<f64> {
     }
 }
 
+/// Rows indexed by CPU id (a dense table: no hashing on the hot path).
+fn by_cpu<T>(rows: &[T], cpu: impl Fn(&T) -> u32) -> Vec<Option<&T>> {
+    let len = rows.iter().map(|r| cpu(r) as usize + 1).max().unwrap_or(0);
+    let mut table = vec![None; len];
+    for row in rows {
+        table[cpu(row) as usize] = Some(row);
+    }
+    table
+}
+
 /// Folds a new sample into a smoothed value; the first sample is taken as is.
 fn smooth(value: &mut f64, sample: f64, alpha: f64, warm: bool) {
     if warm {
@@ -162,11 +172,11 @@ impl Load {
         let mut seen = vec![false; self.cpus.len()];
         let mut updated = vec![false; self.cpus.len()];
 
-        let prev_times: HashMap<u32, _> = prev.cpu_times.iter().map(|t| (t.cpu, t)).collect();
+        let prev_times = by_cpu(&prev.cpu_times, |t| t.cpu);
         for now in &cur.cpu_times {
             let index = now.cpu as usize;
             seen[index] = true;
-            let Some(before) = prev_times.get(&now.cpu) else {
+            let Some(before) = prev_times.get(index).copied().flatten() else {
                 continue;
             };
             let total = now.total().checked_sub(before.total()).filter(|&t| t > 0);
@@ -188,11 +198,11 @@ impl Load {
             updated[index] = true;
         }
 
-        let prev_rows: HashMap<u32, _> = prev.softnet.iter().map(|r| (r.cpu, r)).collect();
+        let prev_rows = by_cpu(&prev.softnet, |r| r.cpu);
         for now in &cur.softnet {
             let index = now.cpu as usize;
             seen[index] = true;
-            let Some(before) = prev_rows.get(&now.cpu) else {
+            let Some(before) = prev_rows.get(index).copied().flatten() else {
                 continue;
             };
             let cpu = &mut self.cpus[index];
@@ -237,12 +247,19 @@ impl Load {
     }
 
     fn update_queues(&mut self, prev: &Snapshot, cur: &Snapshot, secs: f64, alpha: f64) {
-        let before: HashMap<(&str, u32), u64> = prev
+        let mut before: HashMap<&str, Vec<Option<u64>>> = HashMap::new();
+        for q in prev
             .queues
             .iter()
             .filter(|q| q.direction == QueueDirection::Rx)
-            .map(|q| ((q.device.as_str(), q.queue), q.packets))
-            .collect();
+        {
+            let slots = before.entry(q.device.as_str()).or_default();
+            let slot = q.queue as usize;
+            if slots.len() <= slot {
+                slots.resize(slot + 1, None);
+            }
+            slots[slot] = Some(q.packets);
+        }
         let mut present: HashMap<&str, Vec<bool>> = HashMap::new();
         for q in cur
             .queues
@@ -256,8 +273,9 @@ impl Load {
             }
             marks[slot] = true;
             let Some(rate) = before
-                .get(&(q.device.as_str(), q.queue))
-                .and_then(|&b| rate_u64(b, q.packets, secs))
+                .get(q.device.as_str())
+                .and_then(|slots| slots.get(slot).copied().flatten())
+                .and_then(|b| rate_u64(b, q.packets, secs))
             else {
                 continue;
             };

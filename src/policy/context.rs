@@ -73,6 +73,9 @@ pub struct DeviceView<'a> {
     /// Slots of its rx/combined queue vectors, by queue number.
     pub vectors: Vec<usize>,
     pub rps_mode: RpsMode,
+    /// Where the next search for a free CPU starts: just after the last one placed, so a
+    /// spread of hundreds of vectors does not rescan the filled CPUs each time.
+    pub search_from: u32,
     /// Queue vectors claimed per CPU and per core id (sized lazily: devices without
     /// vectors, like hundreds of veths, cost nothing).
     on_cpu: Vec<u16>,
@@ -132,10 +135,15 @@ pub struct Planner<'a> {
 
     /// CPUs that planned IRQ moves take work off this tick.
     pub relieved: CpuSet,
+    /// CPUs whose work this plan changes: their hot streaks start over, so the next
+    /// decision about them waits for a confirmed view of the new situation.
+    pub touched: CpuSet,
     /// IRQs moved this tick.
     pub moved: HashSet<u32>,
     /// Values this plan sets.
     pub planned: HashMap<Target, Value>,
+    /// How many of them are RPS masks (lookups are skipped while there are none).
+    pub planned_rps: usize,
     /// Action groups still allowed this tick.
     pub budget: u32,
     pub actions: Vec<Action>,
@@ -206,8 +214,10 @@ impl<'a> Planner<'a> {
             devices: Vec::new(),
             irqs: Vec::new(),
             relieved: CpuSet::new(),
+            touched: CpuSet::new(),
             moved: HashSet::new(),
             planned: HashMap::new(),
+            planned_rps: 0,
             budget: config.hysteresis.max_actions_per_tick,
             actions: Vec::new(),
             notes: Vec::new(),
@@ -224,9 +234,13 @@ impl<'a> Planner<'a> {
     fn notice_external_changes(&mut self) {
         let mut changed = Vec::new();
         for (target, ours) in &self.state.written {
-            match self.placement.value(target) {
-                Some(now) if now != *ours => changed.push((target.clone(), ours.clone(), now)),
-                Some(_) => {}
+            match self.placement.holds(target, ours) {
+                Some(true) => {}
+                Some(false) => {
+                    if let Some(now) = self.placement.value(target) {
+                        changed.push((target.clone(), ours.clone(), now));
+                    }
+                }
                 // The target is gone (device removed): nothing to compare.
                 None => changed.push((target.clone(), ours.clone(), ours.clone())),
             }
@@ -303,6 +317,7 @@ impl<'a> Planner<'a> {
                 home,
                 vectors: Vec::new(),
                 rps_mode: config.rps_mode(&dev.name),
+                search_from: 0,
                 on_cpu: Vec::new(),
                 on_core: Vec::new(),
             });
@@ -347,9 +362,9 @@ impl<'a> Planner<'a> {
             let target = Target::IrqAffinity { irq: irq.irq };
             let blocker = if irq.managed {
                 Some(Blocker::Managed)
-            } else if self.state.failed.contains_key(&target) {
+            } else if !self.state.failed.is_empty() && self.state.failed.contains_key(&target) {
                 Some(Blocker::Failed)
-            } else if self.state.external.contains_key(&target) {
+            } else if !self.state.external.is_empty() && self.state.external.contains_key(&target) {
                 Some(Blocker::External)
             } else if affinity.is_none() {
                 Some(Blocker::Unknown)
@@ -415,7 +430,7 @@ impl<'a> Planner<'a> {
                 .placement
                 .rx_queue(vector.device, vector.queue)
                 .and_then(|q| q.rps_cpus.as_ref())
-                .is_some_and(|m| !m.is_empty() && *m != CpuSet::from_iter([vector.cpu]));
+                .is_some_and(|m| m.len() > 1 || (m.len() == 1 && !m.contains(vector.cpu)));
             let view = &mut self.irqs[*slot];
             view.pps = pps;
             view.weight = if measured && rps_on {
@@ -522,6 +537,9 @@ impl<'a> Planner<'a> {
         reason: (ReasonKind, String),
         expected: String,
     ) {
+        if matches!(target, Target::RpsCpus { .. }) {
+            self.planned_rps += 1;
+        }
         self.planned.insert(target.clone(), new.clone());
         self.actions.push(Action {
             target,
@@ -558,21 +576,34 @@ impl<'a> Planner<'a> {
 
     /// Whether the target is frozen (taken over by someone else, or failed for good).
     pub fn frozen(&self, target: &Target) -> bool {
-        self.state.external.contains_key(target) || self.state.failed.contains_key(target)
+        (!self.state.external.is_empty() && self.state.external.contains_key(target))
+            || (!self.state.failed.is_empty() && self.state.failed.contains_key(target))
     }
 
     /// The current RPS mask of a queue as this plan leaves it.
     pub fn rps_mask(&self, device: &str, queue: u32) -> Option<CpuSet> {
-        let target = Target::RpsCpus {
-            device: device.to_string(),
-            queue,
-        };
-        if let Some(Value::Cpus(set)) = self.planned.get(&target) {
-            return Some(set.clone());
+        if self.planned_rps > 0 {
+            let target = Target::RpsCpus {
+                device: device.to_string(),
+                queue,
+            };
+            if let Some(Value::Cpus(set)) = self.planned.get(&target) {
+                return Some(set.clone());
+            }
         }
         self.placement
             .rx_queue(device, queue)
             .and_then(|q| q.rps_cpus.clone())
+    }
+
+    /// Restarts the hot and distress streaks of the CPUs this plan changes.
+    pub fn restart_streaks(&mut self) {
+        for cpu in self.touched.iter() {
+            if let Some(streak) = self.state.streaks.get_mut(cpu as usize) {
+                streak.hot = 0;
+                streak.distress = 0;
+            }
+        }
     }
 
     /// The hottest CPU, for the idle reason.

@@ -108,8 +108,8 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
     let name = &dev.dev.name;
     let stray = view
         .affinity
-        .map(|a| a.intersection(&p.evict))
-        .filter(|s| !s.is_empty());
+        .filter(|a| a.intersects(&p.evict))
+        .map(|a| a.intersection(&p.evict));
     if p.evict.contains(cpu) {
         return Some((
             ReasonKind::ForbiddenCpu,
@@ -185,8 +185,8 @@ fn free_core(p: &Planner, d: usize, free: impl Fn(&Planner, u32) -> bool) -> Opt
 fn other_irq_rule(p: &Planner, slot: usize) -> Option<(ReasonKind, String)> {
     let view = &p.irqs[slot];
     let affinity = view.affinity?;
-    let stray = affinity.intersection(&p.evict);
-    if !stray.is_empty() {
+    if affinity.intersects(&p.evict) {
+        let stray = affinity.intersection(&p.evict);
         let first = stray.first().unwrap_or(0);
         return Some((
             ReasonKind::ForbiddenCpu,
@@ -288,6 +288,7 @@ fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
             occupancy_reason(p, d, cpu, to, here)
         }
     };
+    p.devices[d].search_from = to + 1;
     move_vector(p, m.slot, to, kind, why);
     true
 }
@@ -341,11 +342,17 @@ fn occupancy_reason(
 
 /// The best CPU for a queue vector of device `d`, with its occupancy: fewest vectors of its
 /// device on the CPU, then on the core, then vectors of any device on the core, then the
-/// least busy core.
+/// least busy core; among equals, the first found from where the last search ended.
 fn structural_target(p: &Planner, d: usize, from: Option<u32>) -> Option<(u32, (u16, u16, u16))> {
     let dev = &p.devices[d];
     let mut best: Option<((u16, u16, u16), f64, u32)> = None;
-    for cpu in dev.local.iter() {
+    let start = dev.search_from;
+    let order = dev
+        .local
+        .iter()
+        .skip_while(|&c| c < start)
+        .chain(dev.local.iter().take_while(|&c| c < start));
+    for cpu in order {
         if Some(cpu) == from {
             continue;
         }
@@ -353,10 +360,14 @@ fn structural_target(p: &Planner, d: usize, from: Option<u32>) -> Option<(u32, (
         let load = p.core_load(cpu);
         let better = match &best {
             None => true,
-            Some((k, l, c)) => key.cmp(k).then(load.total_cmp(l)).then(cpu.cmp(c)).is_lt(),
+            Some((k, l, _)) => key.cmp(k).then(load.total_cmp(l)).is_lt(),
         };
         if better {
             best = Some((key, load, cpu));
+            if key == (0, 0, 0) && load <= 0.0 {
+                // Nothing beats an empty, idle core.
+                break;
+            }
         }
     }
     best.map(|(key, _, cpu)| (cpu, key))
@@ -429,7 +440,9 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
     p.shift_work(from, Some(to), weight);
     if let Some(from) = from {
         p.relieved.insert(from);
+        p.touched.insert(from);
     }
+    p.touched.insert(to);
     p.irqs[slot].cpu = Some(to);
     p.claim(slot);
     p.moved.insert(irq);

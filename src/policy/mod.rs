@@ -66,6 +66,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     irq::relieve(&mut p, false);
     rps::plan(&mut p, false);
     rfs::settle(&mut p);
+    p.restart_streaks();
     let idle_reason = p.actions.is_empty().then(|| p.idle_reason());
     Plan {
         actions: p.actions,
@@ -73,3 +74,6 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
         idle_reason,
     }
 }
+
+#[cfg(test)]
+mod tests;

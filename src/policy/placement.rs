@@ -108,6 +108,24 @@ impl Placement {
         }
     }
 
+    /// Whether a target currently holds `value` (`None` if the target does not exist),
+    /// without copying anything.
+    pub fn holds(&self, target: &Target, value: &Value) -> Option<bool> {
+        Some(match (target, value) {
+            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+                self.irqs.get(irq)?.affinity == *cpus
+            }
+            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+                self.rx_queue(device, *queue)?.rps_cpus.as_ref()? == cpus
+            }
+            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+                self.rx_queue(device, *queue)?.rps_flow_cnt? == *n
+            }
+            (Target::RpsSockFlowEntries, Value::Count(n)) => self.rps_sock_flow_entries? == *n,
+            _ => false,
+        })
+    }
+
     /// Records a value as written. An IRQ's effective affinity becomes the lowest CPU of
     /// its new affinity until the next read says otherwise (the kernel picks one CPU of
     /// the mask at the next interrupt).

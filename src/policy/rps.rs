@@ -96,6 +96,19 @@ fn unexplained_work(p: &Planner) -> Vec<f64> {
 /// The device's rx queues that have an `rps_cpus` file, with their mask as planned.
 fn queues(p: &Planner, d: usize) -> Vec<(u32, CpuSet)> {
     let dev = p.devices[d].dev;
+    if p.planned_rps == 0 {
+        // The common case, without a lookup per queue.
+        let current = p.placement.rx_queues.get(&dev.name);
+        return dev
+            .rx_queues
+            .iter()
+            .filter(|q| q.rps_cpus.is_some())
+            .filter_map(|q| {
+                let values = current?.get(q.index as usize)?;
+                Some((q.index, values.rps_cpus.clone()?))
+            })
+            .collect();
+    }
     dev.rx_queues
         .iter()
         .filter(|q| q.rps_cpus.is_some())
@@ -140,6 +153,15 @@ fn apply(
     );
     for (queue, new) in &changes {
         let old = p.rps_mask(&name, *queue).unwrap_or_default();
+        p.touched = p.touched.union(&old).union(new);
+        let irq_cpu = p.devices[d]
+            .vectors
+            .iter()
+            .find(|&&slot| p.irqs[slot].irq.queue == Some(*queue))
+            .and_then(|&slot| p.irqs[slot].cpu);
+        if let Some(cpu) = irq_cpu {
+            p.touched.insert(cpu);
+        }
         p.push(
             Target::RpsCpus {
                 device: name.clone(),
@@ -303,6 +325,16 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
     };
 
     let mask = spread_mask(p, d, &hot_cpus, has_vectors);
+    let why = if has_vectors && hot_queues.len() > 1 {
+        let list: Vec<String> = hot_queues.iter().map(|q| format!("rx-{q}")).collect();
+        format!(
+            "{why}; with {} (on CPUs {})",
+            list.join(", "),
+            hot_cpus.to_list()
+        )
+    } else {
+        why
+    };
     if mask.is_empty() {
         return;
     }

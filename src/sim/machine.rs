@@ -353,6 +353,22 @@ impl SimMachine {
         }
     }
 
+    /// Adds a non-NIC IRQ (storage, USB...) with the next free number; returns it.
+    pub fn add_other_irq(&mut self, name: &str, managed: bool, affinity: CpuSet, rate: f64) -> u32 {
+        let irq = self.affinity.keys().copied().max().unwrap_or(0) + 1;
+        self.others.push(OtherIrq {
+            irq,
+            name: name.to_string(),
+            managed,
+            rate,
+        });
+        self.affinity.insert(irq, affinity);
+        if self.counters.irq_totals.len() <= irq as usize {
+            self.counters.irq_totals.resize(irq as usize + 1, 0);
+        }
+        irq
+    }
+
     /// Where an IRQ is allowed to fire.
     pub fn affinity(&self, irq: u32) -> Option<&CpuSet> {
         self.affinity.get(&irq)

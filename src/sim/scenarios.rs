@@ -299,7 +299,8 @@ pub fn managed_and_external() -> Scenario {
 }
 
 /// 10. 1152 CPUs (8 nodes x 72 cores x 2 threads), 4 NICs x 94 queues (two on node 0, one
-///     on node 3, one on node 5), every vector on CPU 0, 3M pkt/s per NIC.
+///     on node 3, one on node 5), every vector on CPU 0, 3M pkt/s per NIC; 1022 IRQs in
+///     all with 576 managed NVMe queues and 64 other movable IRQs.
 pub fn huge_machine() -> Scenario {
     let shape = Shape::new(8, 72, 2, Siblings::Split);
     let nics = vec![
@@ -311,6 +312,16 @@ pub fn huge_machine() -> Scenario {
     let mut machine = SimMachine::new(&shape, nics, SEED);
     for nic in ["eth0", "eth1", "eth2", "eth3"] {
         machine.pin_queues(nic, &[0]);
+    }
+    // The rest of a big host's IRQs: NVMe queues (kernel-managed, one per 2 CPUs) and a
+    // few movable ones spread over all CPUs.
+    for queue in 0..576 {
+        let cpus = CpuSet::from_iter([queue * 2, queue * 2 + 1]);
+        machine.add_other_irq(&format!("nvme0q{queue}"), true, cpus, 100.0);
+    }
+    let all = machine.topology.online.clone();
+    for index in 0..64 {
+        machine.add_other_irq(&format!("other{index}"), false, all.clone(), 1.0);
     }
     Scenario {
         id: 10,
