@@ -189,6 +189,13 @@ impl Traffic {
             let received = received.clone();
             pair.receiver.spawn(Some(receiver_cpu), move || {
                 let socket = UdpSocket::bind((RECEIVER_ADDR, 9000)).expect("bind receiver");
+                // A deep buffer (beyond rmem_max: we are root) so that the receiver being
+                // descheduled for a while on a busy machine is not counted as loss.
+                let _ = nix::sys::socket::setsockopt(
+                    &socket,
+                    nix::sys::socket::sockopt::RcvBufForce,
+                    &(64 << 20),
+                );
                 socket
                     .set_read_timeout(Some(Duration::from_millis(50)))
                     .expect("timeout");
