@@ -112,59 +112,117 @@ pub fn check_config_for(text: &str, topology: &Topology) -> Result<Config, Vec<C
 }
 
 fn check(text: &str, topology: Option<&Topology>) -> Result<Config, Vec<ConfigError>> {
-    let config = read(text)?;
-    let mut errors = config.check_values();
+    let read = read(text);
+    // Sections that did not read are at their defaults: their checks would be noise.
+    let keep = |e: &ConfigError| {
+        let section = e.key.split('.').next().unwrap_or_default();
+        !read.broken.contains(&section)
+    };
+    let mut errors = read.errors;
+    errors.extend(read.config.check_values().into_iter().filter(keep));
     if let Some(topology) = topology {
-        errors.extend(config.validate(topology));
+        errors.extend(read.config.validate(topology).into_iter().filter(keep));
     }
     if errors.is_empty() {
-        return Ok(config);
+        return Ok(read.config);
     }
     for error in &mut errors {
         error.line = error.line.or_else(|| line_of(text, &error.key));
     }
     errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    errors.dedup();
     Err(errors)
 }
 
-/// Deserializes the whole text; on failure, each section on its own to find every error.
-fn read(text: &str) -> Result<Config, Vec<ConfigError>> {
+/// What reading a text gave: the config (sections that failed to read at their
+/// defaults), the errors, and the top-level sections that failed.
+struct Read {
+    config: Config,
+    errors: Vec<ConfigError>,
+    broken: Vec<&'static str>,
+}
+
+/// Deserializes the whole text; on failure, each section on its own to find every error
+/// and keep every section that reads.
+fn read(text: &str) -> Read {
+    let done = |config| Read {
+        config,
+        errors: Vec::new(),
+        broken: Vec::new(),
+    };
     if is_empty_document(text) {
-        return Ok(Config::default());
+        return done(Config::default());
     }
     let first = match yaml_serde::from_str::<Config>(text) {
-        Ok(config) => return Ok(config),
+        Ok(config) => return done(config),
         Err(err) => err,
+    };
+    let mut read = Read {
+        config: Config::default(),
+        errors: Vec::new(),
+        broken: Vec::new(),
     };
     // A syntax error leaves nothing to read section by section.
     if yaml_serde::from_str::<yaml_serde::Value>(text).is_err() {
-        return Err(vec![ConfigError::from_yaml(&first)]);
+        read.errors.push(ConfigError::from_yaml(&first));
+        read.broken.push("");
+        return read;
     }
-    let mut errors: Vec<ConfigError> = [
-        probe::<TopLevelKeys>(text, None),
-        probe::<Interval>(text, Some("interval")),
-        probe::<super::LoadConfig>(text, Some("load")),
-        probe::<super::Watermarks>(text, Some("watermarks")),
-        probe::<super::Hysteresis>(text, Some("hysteresis")),
-        probe::<super::CpuRules>(text, Some("cpus")),
-        probe::<super::NumaPolicy>(text, Some("numa")),
-        probe::<super::IrqConfig>(text, Some("irq")),
-        probe::<super::RpsConfig>(text, Some("rps")),
-        probe::<super::RfsConfig>(text, Some("rfs")),
-        probe::<super::ExternalChange>(text, Some("on_external_change")),
-        probe::<bool>(text, Some("restore_on_exit")),
-        probe::<std::collections::BTreeMap<String, super::DeviceConfig>>(text, Some("devices")),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|err| ConfigError::from_yaml(&err))
-    .collect();
-    errors.dedup();
-    if errors.is_empty() {
-        errors.push(ConfigError::from_yaml(&first));
+    let c = &mut read.config;
+    let results = [
+        ("", probe::<TopLevelKeys>(text, None).map(drop)),
+        (
+            "interval",
+            section(text, "interval", |v: Interval| c.interval = v.0),
+        ),
+        ("load", section(text, "load", |v| c.load = v)),
+        (
+            "watermarks",
+            section(text, "watermarks", |v| c.watermarks = v),
+        ),
+        (
+            "hysteresis",
+            section(text, "hysteresis", |v| c.hysteresis = v),
+        ),
+        ("cpus", section(text, "cpus", |v| c.cpus = v)),
+        ("numa", section(text, "numa", |v| c.numa = v)),
+        ("irq", section(text, "irq", |v| c.irq = v)),
+        ("rps", section(text, "rps", |v| c.rps = v)),
+        ("rfs", section(text, "rfs", |v| c.rfs = v)),
+        (
+            "on_external_change",
+            section(text, "on_external_change", |v| c.on_external_change = v),
+        ),
+        (
+            "restore_on_exit",
+            section(text, "restore_on_exit", |v| c.restore_on_exit = v),
+        ),
+        ("devices", section(text, "devices", |v| c.devices = v)),
+    ];
+    for (name, result) in results {
+        if let Err(err) = result {
+            read.broken.push(name);
+            read.errors.push(ConfigError::from_yaml(&err));
+        }
     }
-    errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
-    Err(errors)
+    read.errors.dedup();
+    if read.errors.is_empty() {
+        read.errors.push(ConfigError::from_yaml(&first));
+        read.broken.push("");
+    }
+    read
+}
+
+/// Reads one top-level section and hands its value to `set` when it is present.
+fn section<T: DeserializeOwned>(
+    text: &str,
+    name: &'static str,
+    set: impl FnOnce(T),
+) -> Result<(), yaml_serde::Error> {
+    if let Some(value) = probe::<T>(text, Some(name))? {
+        set(value);
+    }
+    Ok(())
 }
 
 /// Whether the text holds no value at all (empty, comments only, or `~`).
@@ -177,11 +235,7 @@ fn is_empty_document(text: &str) -> bool {
 
 /// The `interval` value alone, for probing.
 #[derive(Deserialize)]
-struct Interval(
-    #[serde(with = "values::duration")]
-    #[allow(dead_code)]
-    Duration,
-);
+struct Interval(#[serde(with = "values::duration")] Duration);
 
 /// Only the top-level key names, for probing unknown keys.
 #[derive(Deserialize)]
@@ -207,16 +261,14 @@ struct TopLevelKeys {
 fn probe<T: DeserializeOwned>(
     text: &str,
     section: Option<&'static str>,
-) -> Option<yaml_serde::Error> {
+) -> Result<Option<T>, yaml_serde::Error> {
     let deserializer = yaml_serde::Deserializer::from_str(text);
     match section {
-        None => T::deserialize(deserializer).err(),
-        Some(name) => deserializer
-            .deserialize_map(SectionVisitor::<T> {
-                name,
-                marker: PhantomData,
-            })
-            .err(),
+        None => T::deserialize(deserializer).map(Some),
+        Some(name) => deserializer.deserialize_map(SectionVisitor::<T> {
+            name,
+            marker: PhantomData,
+        }),
     }
 }
 
@@ -226,25 +278,26 @@ struct SectionVisitor<T> {
 }
 
 impl<'de, T: DeserializeOwned> Visitor<'de> for SectionVisitor<T> {
-    type Value = ();
+    type Value = Option<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a mapping of settings")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let mut found = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == self.name {
-                map.next_value::<T>()?;
+                found = Some(map.next_value::<T>()?);
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(())
+        Ok(found)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+        Ok(None)
     }
 }
 
@@ -558,6 +611,23 @@ devices:
             errors[0].to_string().contains("CPU 40-41 does not exist"),
             "{}",
             errors[0]
+        );
+    }
+
+    #[test]
+    fn machine_checks_still_run_on_the_sections_that_read() {
+        let text = "interval: 30\ncpus:\n  banned: 77\nwatermarks:\n  hgh: 1\n";
+        let errors = check_config_for(text, &machine(16)).unwrap_err();
+        let found: Vec<(&str, Option<usize>)> =
+            errors.iter().map(|e| (e.key.as_str(), e.line)).collect();
+        assert_eq!(
+            found,
+            vec![
+                ("interval", Some(1)),
+                ("cpus.banned", Some(3)),
+                ("watermarks.hgh", Some(5))
+            ],
+            "{errors:#?}"
         );
     }
 
