@@ -597,11 +597,11 @@ impl Daemon {
     }
 
     fn ping_watchdog(&mut self) {
-        if let Some(timeout) = self.watchdog {
-            if self.last_watchdog.elapsed() >= timeout / 2 {
-                let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-                self.last_watchdog = Instant::now();
-            }
+        if let Some(timeout) = self.watchdog
+            && self.last_watchdog.elapsed() >= timeout / 2
+        {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+            self.last_watchdog = Instant::now();
         }
     }
 
