@@ -282,7 +282,10 @@ impl Daemon {
                 now_ns: self.current.taken_at_ns,
             };
             let plan = policy::decide(&input, &mut self.policy);
-            for note in &plan.notes {
+            // A plan repeats every standing note (a managed IRQ, a value someone else
+            // set) on every tick, flagged `new` only the first time: log and count
+            // that one, or a 1 s tick logs the same line 86400 times a day.
+            for note in plan.notes.iter().filter(|note| note.new) {
                 info!(note = %note.text, kind = note.kind.as_str(), "policy note");
                 if note.kind == policy::NoteKind::ExternalChange {
                     self.shared.metrics.external_changes.inc();
