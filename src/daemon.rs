@@ -411,7 +411,14 @@ impl Daemon {
         match (target, &value) {
             (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
                 if let Ok(index) = inventory.irqs.binary_search_by_key(irq, |i| i.irq) {
-                    inventory.irqs[index].affinity = Some(cpus.clone());
+                    let entry = &mut inventory.irqs[index];
+                    entry.affinity = Some(cpus.clone());
+                    // The kernel delivers it to one CPU of the new mask from the next
+                    // interrupt on; until rediscovery reads effective_affinity again,
+                    // assume the first one, as the policy's placement does. Without
+                    // this, steerd_irq_effective_cpu kept the old CPU for up to
+                    // REDISCOVER_EVERY after every move.
+                    entry.effective_affinity = cpus.first().map(|cpu| [cpu].into_iter().collect());
                 }
             }
             (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
