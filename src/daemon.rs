@@ -16,7 +16,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::io::unix::AsyncFd;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::time::MissedTickBehavior;
 use tracing::{error, info, warn};
 
 use crate::apply::{Actuator, DEFAULT_STATE_FILE, FailureKind, WriteFailure};
@@ -37,6 +36,9 @@ use crate::root::Root;
 /// How often the machine is rediscovered when nothing announced a change: catches
 /// changes no event reports (a value someone else wrote, a driver's channel change).
 pub const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+
+/// The shortest gap between ticks while a hot signal is being confirmed.
+pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
 
 /// What `steerd run` was asked to do.
 #[derive(Debug, Clone)]
@@ -230,16 +232,17 @@ impl Daemon {
         let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
         let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
         let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-        let mut ticker = tokio::time::interval(self.config.interval);
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut next_tick = tokio::time::Instant::now();
         loop {
             tokio::select! {
-                _ = ticker.tick() => {
+                _ = tokio::time::sleep_until(next_tick) => {
                     self.tick_once();
-                    if ticker.period() != self.config.interval {
-                        ticker = tokio::time::interval(self.config.interval);
-                        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-                        ticker.reset();
+                    next_tick += self.next_tick_in();
+                    // A tick that overran its slot starts the next one a full gap later
+                    // rather than firing a burst of catch-up ticks.
+                    let now = tokio::time::Instant::now();
+                    if next_tick < now {
+                        next_tick = now + self.next_tick_in();
                     }
                 }
                 _ = hangup.recv() => self.reload(),
@@ -254,6 +257,18 @@ impl Daemon {
         }
         self.shutdown().await;
         Ok(())
+    }
+
+    /// The gap to the next tick: the configured interval, or a quarter of it (at least
+    /// [`FAST_TICK_MIN`]) while a hot signal awaits confirmation, so that the K
+    /// confirming samples come within about a second instead of K intervals.
+    fn next_tick_in(&self) -> Duration {
+        let interval = self.config.interval;
+        if self.policy.confirming(self.config.hysteresis.confirm_ticks) {
+            (interval / 4).max(FAST_TICK_MIN).min(interval)
+        } else {
+            interval
+        }
     }
 
     fn tick_once(&mut self) {

@@ -56,6 +56,16 @@ impl PolicyState {
         self.failed.insert(target, why.into());
     }
 
+    /// Whether some CPU shows a hot signal that has not yet held for `confirm_ticks`
+    /// ticks. The daemon samples sooner while this is so: confirmation still needs K
+    /// consecutive samples, but they come quickly, so a real change is acted on within
+    /// about a second while an idle machine keeps its slow tick.
+    pub fn confirming(&self, confirm_ticks: u32) -> bool {
+        self.streaks
+            .iter()
+            .any(|s| s.hot > 0 && s.hot < confirm_ticks)
+    }
+
     /// The value steerd last wrote to a target.
     pub fn written(&self, target: &Target) -> Option<&Value> {
         self.written.get(target)
