@@ -188,7 +188,7 @@ impl Daemon {
             .set(i64::from(observe_only.is_some()));
         let now = Instant::now();
         let mut daemon = Daemon {
-            policy: PolicyState::default(),
+            policy: policy_state_from(&actuator),
             placement: Placement::default(),
             load: Load::new(),
             options,
@@ -694,6 +694,39 @@ async fn link_event(events: &mut Option<AsyncFd<LinkEvents>>) -> bool {
 
 fn monotonic_now() -> sd_notify::NotifyState<'static> {
     sd_notify::NotifyState::monotonic_usec_now().unwrap_or(sd_notify::NotifyState::MonotonicUsec(0))
+}
+
+/// The policy's memory of what steerd wrote, from the actuator's state file. After a crash
+/// (kill -9) the values the previous run wrote are still steerd's: the policy may narrow
+/// or turn off those RPS masks and clear those flow tables again, and notices a later
+/// change by someone else — instead of taking every one of them for an operator's. When
+/// each was written is not known, so no dwell time holds them.
+fn policy_state_from(actuator: &Actuator) -> PolicyState {
+    let mut state = PolicyState::default();
+    for (knob, _) in actuator.changed() {
+        if let Some(value) = actuator.last_written(knob) {
+            state
+                .written
+                .insert(target_of(knob), policy_value_of(value));
+        }
+    }
+    state
+}
+
+/// The policy's name for an actuator knob (the inverse of [`knob_of`]).
+fn target_of(knob: &Knob) -> Target {
+    match knob {
+        Knob::IrqAffinity { irq } => Target::IrqAffinity { irq: *irq },
+        Knob::RpsCpus { device, queue } => Target::RpsCpus {
+            device: device.clone(),
+            queue: *queue,
+        },
+        Knob::RpsFlowCnt { device, queue } => Target::RpsFlowCnt {
+            device: device.clone(),
+            queue: *queue,
+        },
+        Knob::RpsSockFlowEntries => Target::RpsSockFlowEntries,
+    }
 }
 
 /// The actuator's name for a policy target.
