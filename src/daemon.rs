@@ -108,6 +108,8 @@ struct Daemon {
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
+    /// Set when this tick rediscovered the machine after a write found its target gone.
+    plan_stale: bool,
     server: Option<tokio::task::JoinHandle<()>>,
     stop_server: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -209,6 +211,7 @@ impl Daemon {
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),
+            plan_stale: false,
             server: Some(server),
             stop_server: Some(stop_server),
         };
@@ -306,7 +309,15 @@ impl Daemon {
                     self.shared.metrics.external_changes.inc();
                 }
             }
+            self.plan_stale = false;
             for action in plan.actions {
+                // A write found its target gone and the machine was rediscovered: the
+                // rest of the plan was made for the old model (a vanished device's
+                // other targets would each fail and rediscover again). The next tick
+                // decides afresh.
+                if self.plan_stale {
+                    break;
+                }
                 self.apply(action);
             }
             self.export_load();
@@ -405,7 +416,10 @@ impl Daemon {
                 self.observe_only = Some(failure.message.clone());
                 self.shared.metrics.observe_only.set(1);
             }
-            FailureKind::Vanished => self.rediscover("a target vanished"),
+            FailureKind::Vanished => {
+                self.rediscover("a target vanished");
+                self.plan_stale = true;
+            }
             FailureKind::NoVectorSpace => {
                 warn!(error = %failure, "the target CPU has no free interrupt vector; not proposing this move again");
                 self.policy
