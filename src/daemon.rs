@@ -24,6 +24,7 @@ use crate::decisions::Decision;
 use crate::discover::{Machine, discover};
 use crate::http::{self, Shared};
 use crate::kernel::link_events::LinkEvents;
+use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::{KeptOpenFile, TickSampler};
 use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
@@ -102,6 +103,11 @@ struct Daemon {
     /// Why steerd does not write, when it does not.
     observe_only: Option<String>,
     link_events: Option<AsyncFd<LinkEvents>>,
+    /// Per-queue packet counters (netdev qstats, else `ethtool -S`), on the host only.
+    queue_source: Option<QueueCounterSource>,
+    /// Devices whose per-queue rates tell the policy something: several rx queues served
+    /// by distinct IRQs. Single-queue and IRQ-less devices (veth) cost nothing per tick.
+    queue_devices: Vec<(String, u32)>,
     tick: u64,
     started: Instant,
     last_discovery: Instant,
@@ -205,6 +211,8 @@ impl Daemon {
             shared,
             observe_only,
             link_events,
+            queue_source: None,
+            queue_devices: Vec::new(),
             tick: 0,
             started: now,
             last_discovery: now,
@@ -288,6 +296,7 @@ impl Daemon {
             std::mem::swap(&mut self.previous, &mut self.current);
             return;
         }
+        self.sample_queues();
         if self.have_previous {
             self.load
                 .update(&self.previous, &self.current, self.config.load.smoothing);
@@ -431,6 +440,41 @@ impl Daemon {
         }
     }
 
+    /// Per-queue counters of the devices where they matter (see `queue_devices`).
+    fn sample_queues(&mut self) {
+        let Some(source) = self.queue_source.as_mut() else {
+            self.current.queues.clear();
+            return;
+        };
+        let ids: Vec<DeviceId<'_>> = self
+            .queue_devices
+            .iter()
+            .map(|(name, ifindex)| DeviceId {
+                name,
+                ifindex: *ifindex,
+            })
+            .collect();
+        if let Err(e) = source.sample(&ids, &mut self.current.queues) {
+            warn!(error = %e, "per-queue counters");
+        }
+    }
+
+    /// Chooses the devices whose per-queue counters are sampled each tick, and opens the
+    /// counter source the first time one is needed.
+    fn choose_queue_devices(&mut self) {
+        self.queue_devices = queue_devices_of(&self.machine.inventory);
+        if self.queue_devices.is_empty() || !self.options.root.is_host() {
+            self.queue_source = None;
+            return;
+        }
+        if self.queue_source.is_none() {
+            match QueueCounterSource::new() {
+                Ok(source) => self.queue_source = Some(source),
+                Err(e) => warn!(error = %e, "no per-queue counters; attributing work by IRQ rates"),
+            }
+        }
+    }
+
     /// Keeps the in-memory model in step with a successful write (the value read back),
     /// so the next decision starts from what is really there.
     fn record_written(&mut self, target: &Target, after: &KnobValue) {
@@ -523,6 +567,7 @@ impl Daemon {
     /// policy compares it with what steerd wrote to notice values someone else changed.
     fn after_discovery(&mut self) {
         self.placement = Placement::from_inventory(&self.machine.inventory);
+        self.choose_queue_devices();
         for irq in self
             .machine
             .inventory
@@ -691,6 +736,22 @@ fn rx_queue_mut<'a>(
         .find(|q| q.index == queue)
 }
 
+/// Devices whose per-queue rates tell the policy something: several rx queues served by
+/// distinct IRQs. Single-queue and IRQ-less devices (veth) are left out.
+fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(String, u32)> {
+    inventory
+        .devices
+        .iter()
+        .filter(|d| {
+            let mut irqs: Vec<u32> = d.rx_queues.iter().filter_map(|q| q.irq).collect();
+            irqs.sort_unstable();
+            irqs.dedup();
+            irqs.len() >= 2
+        })
+        .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
+        .collect()
+}
+
 /// Waits for a link event; never resolves when there is no link-event socket.
 async fn link_event(events: &mut Option<AsyncFd<LinkEvents>>) -> bool {
     let Some(fd) = events.as_mut() else {
@@ -770,5 +831,33 @@ fn policy_value_of(value: &KnobValue) -> Value {
     match value {
         KnobValue::Cpus(cpus) => Value::Cpus(cpus.clone()),
         KnobValue::Count(n) => Value::Count(*n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakeroot::{FakeMachine, FakeNic};
+
+    #[test]
+    fn per_queue_counters_only_for_multi_vector_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut machine = FakeMachine::new(4);
+        for (name, queues) in [("eth0", 4), ("eth1", 1)] {
+            machine.nics.push(FakeNic {
+                name: name.into(),
+                driver: "ixgbe".into(),
+                node: None,
+                queues,
+            });
+        }
+        machine.write(dir.path()).unwrap();
+        let found = discover(&Root::new(dir.path())).unwrap();
+        let chosen = queue_devices_of(&found.inventory);
+        assert_eq!(
+            chosen,
+            vec![("eth0".to_string(), 2)],
+            "not eth1 (1 queue), not lo"
+        );
     }
 }
