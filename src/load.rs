@@ -317,29 +317,39 @@ impl Load {
     /// is what an IRQ move takes along.
     pub fn attribute(&self, vectors: &[QueueVector<'_>]) -> Vec<f64> {
         let mut out = vec![0.0; vectors.len()];
+        let measured: Vec<Option<f64>> = vectors
+            .iter()
+            .map(|v| self.rx_queue_pps(v.device, v.queue))
+            .collect();
         // Per CPU: measured pps, and the interrupt rate and count of unmeasured vectors.
-        let mut measured_on: HashMap<u32, f64> = HashMap::new();
-        let mut unmeasured_on: HashMap<u32, (f64, usize)> = HashMap::new();
-        for (slot, v) in vectors.iter().enumerate() {
-            match self.rx_queue_pps(v.device, v.queue) {
+        let cpus = vectors
+            .iter()
+            .map(|v| v.cpu as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut measured_on = vec![0.0; cpus];
+        let mut unmeasured_on = vec![(0.0, 0usize); cpus];
+        for ((slot, v), measured) in vectors.iter().enumerate().zip(&measured) {
+            let cpu = v.cpu as usize;
+            match measured {
                 Some(pps) => {
-                    out[slot] = pps;
-                    *measured_on.entry(v.cpu).or_default() += pps;
+                    out[slot] = *pps;
+                    measured_on[cpu] += pps;
                 }
                 None => {
-                    let entry = unmeasured_on.entry(v.cpu).or_default();
-                    entry.0 += self.irq_rate(v.irq);
-                    entry.1 += 1;
+                    unmeasured_on[cpu].0 += self.irq_rate(v.irq);
+                    unmeasured_on[cpu].1 += 1;
                 }
             }
         }
-        for (slot, v) in vectors.iter().enumerate() {
-            if self.rx_queue_pps(v.device, v.queue).is_some() {
+        for ((slot, v), measured) in vectors.iter().enumerate().zip(&measured) {
+            if measured.is_some() {
                 continue;
             }
+            let cpu = v.cpu as usize;
             let processed = self.cpu(v.cpu).map_or(0.0, |c| c.processed_pps);
-            let pool = (processed - measured_on.get(&v.cpu).copied().unwrap_or(0.0)).max(0.0);
-            let (rate_sum, count) = unmeasured_on.get(&v.cpu).copied().unwrap_or((0.0, 1));
+            let pool = (processed - measured_on[cpu]).max(0.0);
+            let (rate_sum, count) = unmeasured_on[cpu];
             out[slot] = if rate_sum > 0.0 {
                 pool * self.irq_rate(v.irq) / rate_sum
             } else {

@@ -7,6 +7,7 @@
 //! planned the view is updated (work moves with an IRQ, occupancy follows), so later rules
 //! see the machine as it will be.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 use super::DecideInput;
@@ -19,7 +20,7 @@ use crate::load::{Load, QueueVector};
 use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice};
 use crate::model::topology::Topology;
 
-use super::placement::Placement;
+use super::placement::{IrqAffinity, Placement};
 
 /// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
 /// protocol work away (measured 30-36 % on veth at 250k pkt/s, KERNEL.md).
@@ -73,6 +74,14 @@ pub struct DeviceView<'a> {
     /// Slots of its rx/combined queue vectors, by queue number.
     pub vectors: Vec<usize>,
     pub rps_mode: RpsMode,
+    /// Whether steerd may move its IRQs (config).
+    pub manages_irqs: bool,
+    /// Physical cores among `local`.
+    pub local_cores: usize,
+    /// Set when a search found no local core free of this device's vectors, or of any
+    /// device's; cleared when a vector leaves a CPU.
+    pub no_free_dev_core: Cell<bool>,
+    pub no_free_core: Cell<bool>,
     /// Where the next search for a free CPU starts: just after the last one placed, so a
     /// spread of hundreds of vectors does not rescan the filled CPUs each time.
     pub search_from: u32,
@@ -140,7 +149,7 @@ pub struct Planner<'a> {
     pub touched: CpuSet,
     /// IRQs moved this tick.
     pub moved: HashSet<u32>,
-    /// Values this plan sets.
+    /// RPS masks and flow table sizes this plan sets.
     pub planned: HashMap<Target, Value>,
     /// How many of them are RPS masks (lookups are skipped while there are none).
     pub planned_rps: usize,
@@ -311,12 +320,20 @@ impl<'a> Planner<'a> {
                 }
                 NumaPolicy::Strict => home.intersection(&self.allowed),
             };
+            let mut cores: Vec<u32> = local.iter().map(|c| self.core(c)).collect();
+            cores.sort_unstable();
+            cores.dedup();
+            let local_cores = cores.len();
             self.devices.push(DeviceView {
                 dev,
                 local,
                 home,
                 vectors: Vec::new(),
                 rps_mode: config.rps_mode(&dev.name),
+                manages_irqs: config.manages_irqs_of(&dev.name),
+                local_cores,
+                no_free_dev_core: Cell::new(false),
+                no_free_core: Cell::new(false),
                 search_from: 0,
                 on_cpu: Vec::new(),
                 on_core: Vec::new(),
@@ -346,12 +363,20 @@ impl<'a> Planner<'a> {
             .map(|(i, d)| (d.dev.name.as_str(), i))
             .collect();
         let config = self.config;
+        // Current values by IRQ number, gathered once without hashing.
+        let highest = self.inventory.irqs.last().map_or(0, |irq| irq.irq as usize);
+        let mut current_of: Vec<Option<&IrqAffinity>> = vec![None; highest + 1];
+        for (&irq, values) in &self.placement.irqs {
+            if let Some(slot) = current_of.get_mut(irq as usize) {
+                *slot = Some(values);
+            }
+        }
         for irq in &self.inventory.irqs {
             let device = irq.device.as_deref().and_then(|n| by_name.get(n).copied());
             let queue_vector = device.is_some()
                 && irq.queue.is_some()
                 && matches!(irq.role, IrqRole::Rx | IrqRole::Rxtx);
-            let current = self.placement.irqs.get(&irq.irq);
+            let current = current_of.get(irq.irq as usize).copied().flatten();
             let affinity = current.map(|a| &a.affinity).or(irq.affinity.as_ref());
             let effective = current
                 .and_then(|a| a.effective.as_ref())
@@ -368,9 +393,7 @@ impl<'a> Planner<'a> {
                 Some(Blocker::External)
             } else if affinity.is_none() {
                 Some(Blocker::Unknown)
-            } else if !config.irq.enabled
-                || device.is_some_and(|d| !config.manages_irqs_of(&self.devices[d].dev.name))
-            {
+            } else if !config.irq.enabled || device.is_some_and(|d| !self.devices[d].manages_irqs) {
                 Some(Blocker::Leave)
             } else if !queue_vector && config.irq.non_queue == NonQueueIrqs::Leave {
                 Some(Blocker::NonQueueLeft)
@@ -512,6 +535,10 @@ impl<'a> Planner<'a> {
             *n = n.saturating_sub(1);
         }
         self.irqs[slot].claimed = false;
+        for device in &self.devices {
+            device.no_free_dev_core.set(false);
+            device.no_free_core.set(false);
+        }
     }
 
     /// Takes one unit of the per-tick budget; false (and a waiting note) when spent.
@@ -537,10 +564,17 @@ impl<'a> Planner<'a> {
         reason: (ReasonKind, String),
         expected: String,
     ) {
-        if matches!(target, Target::RpsCpus { .. }) {
-            self.planned_rps += 1;
+        // Later rules look up planned masks and counts; IRQ moves live in the view.
+        match target {
+            Target::IrqAffinity { .. } => {}
+            Target::RpsCpus { .. } => {
+                self.planned_rps += 1;
+                self.planned.insert(target.clone(), new.clone());
+            }
+            _ => {
+                self.planned.insert(target.clone(), new.clone());
+            }
         }
-        self.planned.insert(target.clone(), new.clone());
         self.actions.push(Action {
             target,
             serves,

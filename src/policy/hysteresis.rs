@@ -172,14 +172,21 @@ pub fn classify(
     heat
 }
 
-/// A rate with a k/M suffix, for people.
+/// A rate with a k/M suffix, for people (integer formatting: plans with hundreds of
+/// actions format thousands of these).
 pub fn kilo(value: f64) -> String {
-    if value >= 1e6 {
-        format!("{:.2}M", value / 1e6)
-    } else if value >= 1e3 {
-        format!("{:.0}k", value / 1e3)
+    let v = if value.is_finite() && value > 0.0 {
+        value.round() as u64
     } else {
-        format!("{value:.0}")
+        0
+    };
+    if v >= 1_000_000 {
+        let hundredths = (v + 5_000) / 10_000;
+        format!("{}.{:02}M", hundredths / 100, hundredths % 100)
+    } else if v >= 1_000 {
+        format!("{}k", (v + 500) / 1_000)
+    } else {
+        v.to_string()
     }
 }
 
@@ -241,6 +248,15 @@ mod tests {
         // Below busy_pps it is not hot at all.
         let quiet = load(&[(10_000.0, 0.2, 0.0), (0.0, 0.0, 0.0)]);
         assert!(!run(&quiet, 3)[0].hot);
+    }
+
+    #[test]
+    fn kilo_rounds_like_people_read_rates() {
+        assert_eq!(kilo(0.4), "0");
+        assert_eq!(kilo(999.4), "999");
+        assert_eq!(kilo(332_499.0), "332k");
+        assert_eq!(kilo(1_234_567.0), "1.23M");
+        assert_eq!(kilo(f64::NAN), "0");
     }
 
     #[test]

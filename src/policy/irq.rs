@@ -148,7 +148,7 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
     }
     let core = p.core(cpu);
     if dev.on_core(core) > 0
-        && let Some(free) = free_core(p, d, |p, c| p.devices[d].on_core(c) == 0)
+        && let Some(free) = free_core(p, d, false)
     {
         return Some((
             ReasonKind::SharedCore,
@@ -158,9 +158,7 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
         ));
     }
     if p.core_vectors.get(core as usize).copied().unwrap_or(0) > 0
-        && let Some(free) = free_core(p, d, |p, c| {
-            p.core_vectors.get(c as usize).copied().unwrap_or(0) == 0
-        })
+        && let Some(free) = free_core(p, d, true)
     {
         return Some((
             ReasonKind::DeviceOverlap,
@@ -172,13 +170,28 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
     None
 }
 
-/// A core among device `d`'s allowed CPUs that satisfies `free`.
-fn free_core(p: &Planner, d: usize, free: impl Fn(&Planner, u32) -> bool) -> Option<u32> {
-    p.devices[d]
-        .local
-        .iter()
-        .map(|cpu| p.core(cpu))
-        .find(|&core| free(p, core))
+/// A local core of device `d` with no queue vector of `d` (`any_device: false`) or of any
+/// device (`true`). Claims only grow between moves, so "none" is remembered until the next
+/// release.
+fn free_core(p: &Planner, d: usize, any_device: bool) -> Option<u32> {
+    let dev = &p.devices[d];
+    let none = if any_device {
+        &dev.no_free_core
+    } else {
+        &dev.no_free_dev_core
+    };
+    if none.get() {
+        return None;
+    }
+    let found = dev.local.iter().map(|cpu| p.core(cpu)).find(|&core| {
+        if any_device {
+            p.core_vectors.get(core as usize).copied().unwrap_or(0) == 0
+        } else {
+            dev.on_core(core) == 0
+        }
+    });
+    none.set(found.is_none());
+    found
 }
 
 /// The rule a movable non-queue IRQ breaks, if any.
@@ -483,7 +496,6 @@ fn undo_moves(
         p.claim(slot);
         let irq = p.irqs[slot].irq.irq;
         p.moved.remove(&irq);
-        p.planned.remove(&Target::IrqAffinity { irq });
     }
     p.actions.truncate(actions_before);
     p.budget = budget_before;
@@ -504,9 +516,11 @@ pub fn relieve(p: &mut Planner, distress: bool) {
     hot.sort_by(|a, b| p.work_of(*b).total_cmp(&p.work_of(*a)));
     let dwell = p.config.hysteresis.irq_dwell.as_nanos() as u64;
     let min_gain = p.config.hysteresis.min_gain;
+    let hot_set: CpuSet = hot.iter().copied().collect();
     let mut on_cpu: std::collections::HashMap<u32, Vec<usize>> = Default::default();
     for (slot, view) in p.irqs.iter().enumerate() {
         if view.queue_vector
+            && view.cpu.is_some_and(|cpu| hot_set.contains(cpu))
             && view.blocker.is_none()
             && view.weight > 0.0
             && !p.moved.contains(&view.irq.irq)
@@ -607,11 +621,8 @@ pub fn relieve(p: &mut Planner, distress: bool) {
 fn relief_target(p: &Planner, slot: usize, h: u32) -> Option<u32> {
     let d = p.irqs[slot].device?;
     let dev = &p.devices[d];
-    let free_dev_core = free_core(p, d, |p, c| p.devices[d].on_core(c) == 0).is_some();
-    let free_any_core = free_core(p, d, |p, c| {
-        p.core_vectors.get(c as usize).copied().unwrap_or(0) == 0
-    })
-    .is_some();
+    let free_dev_core = free_core(p, d, false).is_some();
+    let free_any_core = free_core(p, d, true).is_some();
     let mut best: Option<(f64, u16, u32)> = None;
     for cpu in dev.local.iter() {
         if cpu == h || dev.on_cpu(cpu) > 0 {

@@ -229,15 +229,9 @@ fn off_by_config(p: &mut Planner, d: usize) {
 fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
     let busy_pps = p.config.watermarks.busy_pps;
     let name = p.devices[d].dev.name.clone();
-    let dev_queues = queues(p, d);
-    if dev_queues.is_empty() {
-        return;
-    }
     let has_vectors = !p.devices[d].vectors.is_empty();
     let (hot_cpus, hot_queues, why) = if has_vectors {
-        let local = &p.devices[d].local;
-        let local_cores: std::collections::HashSet<u32> = local.iter().map(|c| p.core(c)).collect();
-        let one_per_core = p.devices[d].dev.rx_queues.len() >= local_cores.len();
+        let one_per_core = p.devices[d].dev.rx_queues.len() >= p.devices[d].local_cores;
         // A confirmed hot queue decides for the device; queues whose CPUs show the same
         // signal, confirmed or not yet, come along (one decision, one mask).
         let mut hot_cpus = CpuSet::new();
@@ -320,10 +314,17 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
             p.heat_of(cpu).describe(cpu, p.config),
             kilo(unexplained[cpu as usize])
         );
-        let all: Vec<u32> = dev_queues.iter().map(|q| q.0).collect();
+        let all: Vec<u32> = p.devices[d]
+            .dev
+            .rx_queues
+            .iter()
+            .filter(|q| q.rps_cpus.is_some())
+            .map(|q| q.index)
+            .collect();
         (CpuSet::from_iter([cpu]), all, why)
     };
 
+    let dev_queues = queues(p, d);
     let mask = spread_mask(p, d, &hot_cpus, has_vectors);
     let why = if has_vectors && hot_queues.len() > 1 {
         let list: Vec<String> = hot_queues.iter().map(|q| format!("rx-{q}")).collect();
@@ -418,6 +419,18 @@ fn spread_mask(p: &Planner, d: usize, busy: &CpuSet, has_vectors: bool) -> CpuSe
 
 /// Narrows or turns off the masks steerd set, once everything involved is calm.
 fn calm_down(p: &mut Planner, d: usize) {
+    let any_mask = p.planned_rps > 0
+        || p.placement
+            .rx_queues
+            .get(&p.devices[d].dev.name)
+            .is_some_and(|queues| {
+                queues
+                    .iter()
+                    .any(|q| q.rps_cpus.as_ref().is_some_and(|m| !m.is_empty()))
+            });
+    if !any_mask {
+        return;
+    }
     let name = p.devices[d].dev.name.clone();
     let ours: Vec<(u32, CpuSet)> = queues(p, d)
         .into_iter()
