@@ -245,6 +245,16 @@ impl<'a> Planner<'a> {
         for (target, ours) in &self.state.written {
             match self.placement.holds(target, ours) {
                 Some(true) => {}
+                // The kernel rewrites an IRQ's affinity whose CPUs all went offline: that
+                // is not someone else's choice, just forget ours.
+                Some(false)
+                    if matches!(target, Target::IrqAffinity { .. })
+                        && ours
+                            .cpus()
+                            .is_some_and(|cpus| !cpus.intersects(&self.topology.online)) =>
+                {
+                    changed.push((target.clone(), ours.clone(), ours.clone()));
+                }
                 Some(false) => {
                     if let Some(now) = self.placement.value(target) {
                         changed.push((target.clone(), ours.clone(), now));

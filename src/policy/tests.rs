@@ -321,3 +321,37 @@ fn a_failed_write_is_reported_and_not_retried() {
         .expect("reported");
     assert!(note.text.contains("EIO"), "{}", note.text);
 }
+
+#[test]
+fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
+    let mut shape = Shape::new(1, 8, 1, Siblings::Split);
+    shape.offline = CpuSet::from_iter([7]);
+    let mut sim = SimMachine::new(&shape, vec![NicSpec::physical("eth0", 0, 2)], 7);
+    sim.set_rate("eth0", 10_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(1);
+    let irq = bench.sim.irq_of("eth0", 1).unwrap();
+    let mut state = PolicyState::new();
+    state.record_applied(
+        &Action {
+            target: Target::IrqAffinity { irq },
+            serves: None,
+            old: Value::Cpus(CpuSet::from_iter([1])),
+            new: Value::Cpus(CpuSet::from_iter([7])),
+            reason: Reason {
+                kind: ReasonKind::HotCpu,
+                text: String::new(),
+            },
+            expected: String::new(),
+        },
+        0,
+    );
+    let plan = bench.decide(&mut state);
+    assert!(
+        plan.notes
+            .iter()
+            .all(|n| n.kind != NoteKind::ExternalChange),
+        "{plan}"
+    );
+    assert!(state.written(&Target::IrqAffinity { irq }).is_none());
+}
