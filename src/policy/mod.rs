@@ -20,6 +20,7 @@
 //! See `docs/policy.md` for the reasoning and the comparison with irqbalance.
 
 mod context;
+mod external;
 pub mod hysteresis;
 mod irq;
 pub mod placement;
