@@ -1,0 +1,805 @@
+//! The whole `steerd run` binary on a generated tree that a fake kernel advances tick by
+//! tick (see `daemon_support`): what it writes, what it never writes, what it restores,
+//! how it recovers from kill -9, how it reloads, and how it survives a device vanishing.
+//!
+//! Each test starts its own daemon on its own tree in a temporary directory, on a free
+//! loopback port, at a 100 ms tick; every wait is bounded.
+
+mod daemon_support;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use daemon_support::{
+    FakeKernel, QueueLoad, Steerd, TreeFiles, cpus_named_by, read_file, wait_until, write_file,
+};
+use nix::sys::signal::Signal;
+use steerd::CpuSet;
+use steerd::fakeroot::{FakeMachine, FakeNic, FakeTree};
+
+const WAIT: Duration = Duration::from_secs(10);
+const STATE_FILE: &str = "run/steerd/state.json";
+
+/// A generated tree in a temporary directory (`DIR/root`, the config beside it), with a
+/// copy of its files as generated.
+struct Machine {
+    dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    tree: FakeTree,
+    original: TreeFiles,
+}
+
+impl Machine {
+    /// Writes `machine`, lets `prepare` change the tree (the "operator's" settings before
+    /// steerd starts), and records every file.
+    fn new(machine: FakeMachine, prepare: impl FnOnce(&Path, &FakeTree)) -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let tree = machine.write(&root).unwrap();
+        prepare(&root, &tree);
+        let original = TreeFiles::read(&root);
+        Machine {
+            dir,
+            root,
+            tree,
+            original,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Writes the config file (outside the tree) and returns its path.
+    fn config(&self, text: &str) -> std::path::PathBuf {
+        let path = self.dir.path().join("steerd.yaml");
+        fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// CPUs an IRQ may fire on (`smp_affinity_list`).
+    fn irq_cpus(&self, irq: u32) -> CpuSet {
+        CpuSet::parse_list(&read_file(
+            self.root(),
+            &format!("proc/irq/{irq}/smp_affinity_list"),
+        ))
+        .unwrap()
+    }
+
+    /// A receive queue's RPS mask, and its text.
+    fn rps(&self, device: &str, queue: u32) -> (CpuSet, String) {
+        let text = read_file(
+            self.root(),
+            &format!("sys/class/net/{device}/queues/rx-{queue}/rps_cpus"),
+        );
+        (CpuSet::parse_mask(&text).unwrap(), text)
+    }
+
+    fn queue_irqs(&self, nic: usize) -> Vec<u32> {
+        self.tree.queue_irqs[nic].clone()
+    }
+
+    /// Files that differ from the tree as generated.
+    fn changed(&self) -> Vec<(std::path::PathBuf, Option<String>, String)> {
+        TreeFiles::read(self.root()).changed_since(&self.original)
+    }
+
+    fn assert_all_restored(&self, daemon: &Steerd) {
+        let changed = self.changed();
+        assert!(
+            changed.is_empty(),
+            "files not restored: {changed:#?}\n--- stderr ---\n{}",
+            daemon.stderr_text()
+        );
+        assert_eq!(TreeFiles::read(self.root()), self.original);
+    }
+}
+
+/// `cores` cores × 2 threads (CPU c and c + cores are siblings), one node; eth0 with 4
+/// queues, eth1 with a single queue.
+fn two_nics(cores: u32) -> FakeMachine {
+    let mut machine = FakeMachine::new(cores);
+    machine.threads_per_core = 2;
+    machine.nics.push(FakeNic {
+        name: "eth0".into(),
+        driver: "ixgbe".into(),
+        node: Some(0),
+        queues: 4,
+    });
+    machine.nics.push(FakeNic {
+        name: "eth1".into(),
+        driver: "ixgbe".into(),
+        node: Some(0),
+        queues: 1,
+    });
+    machine
+}
+
+/// Puts every queue IRQ on CPU 0, as irqbalance's power-save packing leaves them.
+fn all_queue_irqs_on_cpu0(root: &Path, tree: &FakeTree) {
+    for irq in tree.queue_irqs.iter().flatten() {
+        write_file(root, &format!("proc/irq/{irq}/smp_affinity_list"), "0\n");
+    }
+}
+
+fn load(device: &str, queue: u32, pps: f64) -> QueueLoad {
+    QueueLoad {
+        device: device.into(),
+        queue,
+        pps,
+    }
+}
+
+/// 100k pkt/s on each of eth0's queues, 400k pkt/s on eth1's single queue: with every
+/// IRQ on CPU 0 that CPU is far beyond its capacity; eth1's queue alone keeps its CPU at
+/// about 0.8 irq+softirq share, which only RPS can relieve.
+fn busy() -> Vec<QueueLoad> {
+    let mut loads: Vec<QueueLoad> = (0..4).map(|q| load("eth0", q, 100_000.0)).collect();
+    loads.push(load("eth1", 0, 400_000.0));
+    loads
+}
+
+/// `(device, "rx-N", file)` of a `sys/devices/.../net/<device>/queues/rx-N/<file>` path.
+fn queue_file(path: &str) -> Option<(&str, &str, &str)> {
+    let (_, rest) = path.split_once("/net/")?;
+    let mut parts = rest.split('/');
+    let device = parts.next()?;
+    (parts.next()? == "queues").then_some(())?;
+    let queue = parts.next()?;
+    let file = parts.next()?;
+    Some((device, queue, file))
+}
+
+fn core_of(machine: &FakeMachine, cpu: u32) -> u32 {
+    machine.core_of(cpu)
+}
+
+/// 1. Stacked queue IRQs are spread over distinct cores, a single-queue NIC under load
+///    gets RPS (in the kernel's mask width) and RFS, and every write is in `/decisions`
+///    with its reason and counted in `steerd_actions_total`.
+#[test]
+fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
+    // 40 CPUs, so the kernel prints rps_cpus in two 32-bit words ("00,00000000").
+    let m = Machine::new(two_nics(20), all_queue_irqs_on_cpu0);
+    assert_eq!(m.rps("eth1", 0).1, "00,00000000");
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), None);
+    let eth0 = m.queue_irqs(0);
+    let machine = &m.tree.machine;
+    wait_until(
+        WAIT,
+        "eth0's queue IRQs on distinct cores and RPS on for eth1",
+        Some(&daemon),
+        || {
+            let cores: BTreeSet<u32> = eth0
+                .iter()
+                .filter_map(|&irq| m.irq_cpus(irq).first())
+                .map(|cpu| core_of(machine, cpu))
+                .collect();
+            cores.len() == eth0.len() && !m.rps("eth1", 0).0.is_empty()
+        },
+    );
+    // The IRQ files: one CPU each, distinct cores; all but at most one moved off CPU 0.
+    let mut moved = 0;
+    for &irq in &eth0 {
+        let cpus = m.irq_cpus(irq);
+        assert_eq!(cpus.len(), 1, "irq {irq}: {}", cpus.to_list());
+        if cpus.to_list() != "0" {
+            moved += 1;
+        }
+    }
+    assert!(moved >= eth0.len() - 1, "only {moved} IRQs moved");
+    // RPS in the tree's width: as many comma-separated words as the kernel printed.
+    let (mask, text) = m.rps("eth1", 0);
+    assert_eq!(text.split(',').count(), 2, "rps_cpus {text:?}");
+    assert!(text.split(',').all(|w| w.len() == 8), "rps_cpus {text:?}");
+    assert!(mask.iter().all(|cpu| cpu < 40), "{text}");
+    // RFS with it.
+    wait_until(WAIT, "RFS tables", Some(&daemon), || {
+        read_file(m.root(), "proc/sys/net/core/rps_sock_flow_entries") != "0"
+            && read_file(m.root(), "sys/class/net/eth1/queues/rx-0/rps_flow_cnt") != "0"
+    });
+    let entries: u32 = read_file(m.root(), "proc/sys/net/core/rps_sock_flow_entries")
+        .parse()
+        .unwrap();
+    let flow_cnt: u32 = read_file(m.root(), "sys/class/net/eth1/queues/rx-0/rps_flow_cnt")
+        .parse()
+        .unwrap();
+    assert!(entries.is_power_of_two() && flow_cnt.is_power_of_two());
+
+    // Every file that changed was written by a decision that says why.
+    let decisions = daemon.decisions();
+    let applied: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.outcome == "applied")
+        .collect();
+    for d in &applied {
+        assert!(!d.reason.is_empty() && !d.detail.is_empty(), "{d:?}");
+    }
+    for (path, _, now) in m.changed() {
+        let path = path.to_string_lossy().into_owned();
+        let target = if let Some(irq) = path
+            .strip_prefix("proc/irq/")
+            .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+        {
+            format!("irq {irq} affinity")
+        } else if let Some((device, queue, file)) = queue_file(&path) {
+            format!("{device} {queue} {file}")
+        } else if path == "proc/sys/net/core/rps_sock_flow_entries" {
+            "rps_sock_flow_entries".to_string()
+        } else {
+            panic!("steerd changed an unexpected file: {path} = {now:?}");
+        };
+        let last = applied
+            .iter()
+            .rev()
+            .find(|d| d.target == target)
+            .unwrap_or_else(|| panic!("no applied decision for {target} ({path}): {decisions:#?}"));
+        if path.ends_with("smp_affinity_list") {
+            assert_eq!(last.new, now.trim(), "{target}");
+        }
+    }
+    let rps_on = applied
+        .iter()
+        .find(|d| d.target == "eth1 rx-0 rps_cpus")
+        .unwrap();
+    assert_eq!(rps_on.reason, "rps_on");
+    assert_eq!(rps_on.old, "none");
+    assert_eq!(rps_on.new, mask.to_list());
+
+    // The counters agree with the log (read between two equal reads of the log, so no
+    // tick ran in between).
+    let (decisions, metrics) = (0..50)
+        .find_map(|_| {
+            let before = daemon.decisions();
+            let metrics = daemon.metrics();
+            (daemon.decisions() == before).then_some((before, metrics))
+        })
+        .expect("the decision log never held still for two reads");
+    let actions = daemon_support::family_sum(&metrics, "steerd_actions_total");
+    assert_eq!(actions as usize, decisions.len(), "{metrics}");
+    let rps_on = decisions
+        .iter()
+        .filter(|d| d.action == "rps_cpus" && d.reason == "rps_on")
+        .count();
+    assert!(rps_on >= 1);
+    assert_eq!(
+        daemon_support::sample(
+            &metrics,
+            "steerd_actions_total{action=\"rps_cpus\",reason=\"rps_on\"}"
+        ),
+        Some(rps_on as f64),
+        "{metrics}"
+    );
+    let irq_actions: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("steerd_actions_total{action=\"irq_affinity\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(irq_actions >= moved as f64, "{metrics}");
+    assert_eq!(
+        daemon_support::family_sum(&metrics, "steerd_write_errors_total"),
+        0.0
+    );
+    // Placement metrics follow the writes.
+    for &irq in &eth0 {
+        let cpu = m.irq_cpus(irq).first().unwrap();
+        let series = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("steerd_irq_effective_cpu{{irq=\"{irq}\",")))
+            .unwrap_or_else(|| panic!("no effective CPU series for irq {irq}\n{metrics}"));
+        assert!(
+            series.ends_with(&format!(" {cpu}")),
+            "{series}: file says {cpu}"
+        );
+    }
+    assert_eq!(
+        daemon_support::sample(
+            &metrics,
+            "steerd_rx_queue_rps_cpus{device=\"eth1\",queue=\"0\"}"
+        ),
+        Some(mask.len() as f64)
+    );
+}
+
+/// 2. Banned (config) and isolated / nohz_full (kernel) CPUs never appear in a file
+///    steerd writes, while IRQs found on them are moved off.
+#[test]
+fn never_writes_banned_or_isolated_cpus() {
+    let mut machine = two_nics(4);
+    machine.isolated = CpuSet::parse_list("3").unwrap();
+    machine.nohz_full = CpuSet::parse_list("7").unwrap();
+    let m = Machine::new(machine, |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        // One queue IRQ on a banned CPU, one on the isolated one.
+        let eth0 = &tree.queue_irqs[0];
+        write_file(
+            root,
+            &format!("proc/irq/{}/smp_affinity_list", eth0[1]),
+            "1\n",
+        );
+        write_file(
+            root,
+            &format!("proc/irq/{}/smp_affinity_list", eth0[2]),
+            "3\n",
+        );
+    });
+    let config = m.config("cpus:\n  banned: \"1,6\"\n");
+    let forbidden = CpuSet::parse_list("1,3,6,7").unwrap();
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    let check = || {
+        for (path, _, now) in m.changed() {
+            if let Some(cpus) = cpus_named_by(&path, &now) {
+                assert!(
+                    !cpus.intersects(&forbidden),
+                    "{} = {now:?} names a forbidden CPU\n--- stderr ---\n{}",
+                    path.display(),
+                    daemon.stderr_text()
+                );
+            }
+        }
+    };
+    wait_until(
+        WAIT,
+        "queue IRQs off forbidden CPUs and RPS on for eth1",
+        Some(&daemon),
+        || {
+            check();
+            eth0.iter()
+                .all(|&irq| !m.irq_cpus(irq).intersects(&forbidden))
+                && !m.rps("eth1", 0).0.is_empty()
+        },
+    );
+    // Keep watching for a while under load.
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        check();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for d in daemon.decisions() {
+        if let Ok(cpus) = CpuSet::parse_list(&d.new) {
+            assert!(!cpus.intersects(&forbidden), "{d:?}");
+        }
+    }
+    // The non-queue vectors were moved off the forbidden CPUs too (keeping wide masks).
+    let misc = m.irq_cpus(m.tree.misc_irqs[0]);
+    assert!(
+        !misc.intersects(&forbidden) && misc.len() > 1,
+        "{}",
+        misc.to_list()
+    );
+}
+
+/// 3. SIGTERM: exit 0, every file steerd changed has its original text again, and the
+///    state file is gone.
+#[test]
+fn sigterm_restores_every_file_and_removes_the_state_file() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let mut kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    wait_until(
+        WAIT,
+        "IRQ moves, RPS and RFS written",
+        Some(&daemon),
+        || {
+            let changed: Vec<String> = m
+                .changed()
+                .iter()
+                .map(|c| c.0.to_string_lossy().into_owned())
+                .collect();
+            [
+                "smp_affinity_list",
+                "rps_cpus",
+                "rps_flow_cnt",
+                "rps_sock_flow_entries",
+            ]
+            .iter()
+            .all(|name| changed.iter().any(|p| p.ends_with(name)))
+        },
+    );
+    let state = m.root().join(STATE_FILE);
+    assert!(state.exists(), "no state file while values are changed");
+    let changed = m.changed().len();
+    let status = daemon.stop(Signal::SIGTERM);
+    kernel.stop();
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
+    m.assert_all_restored(&daemon);
+    assert!(!state.exists(), "the state file is still there");
+    let log = daemon.stderr_text();
+    let restored = log
+        .lines()
+        .find(|l| l.contains("restored original values"))
+        .unwrap_or_else(|| panic!("no restore line:\n{log}"));
+    assert!(restored.contains("failed=0"), "{restored}");
+    let count: usize = restored
+        .split("restored=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(count >= changed, "{restored}: {changed} files were changed");
+}
+
+/// 4. kill -9, then a new run on the same tree: it reads the state file, takes its own
+///    earlier writes as its own (no external change; it turns off the RPS it set once the
+///    load is gone) and on SIGTERM restores the values from before the FIRST run.
+#[test]
+fn recovers_after_kill_9() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut first = Steerd::start(m.root(), None);
+    wait_until(WAIT, "RPS on for eth1", Some(&first), || {
+        !m.rps("eth1", 0).0.is_empty()
+            && read_file(m.root(), "proc/sys/net/core/rps_sock_flow_entries") != "0"
+    });
+    let status = first.stop(Signal::SIGKILL);
+    assert_eq!(status.code(), None, "killed by a signal");
+    let state = m.root().join(STATE_FILE);
+    let saved: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state).expect("state file left behind")).unwrap();
+    let entries = saved["entries"].as_array().unwrap();
+    let after_first = m.changed();
+    assert!(
+        entries.len() >= after_first.len(),
+        "{} entries for {} changed files: {saved:#}",
+        entries.len(),
+        after_first.len()
+    );
+
+    let mut second = Steerd::start(m.root(), None);
+    second.wait_ticks(10);
+    // Load keeps going: nothing steerd wrote looks foreign to it.
+    assert_eq!(
+        second.metric("steerd_external_changes_total"),
+        Some(0.0),
+        "{}",
+        second.stderr_text()
+    );
+    // The load stops: RPS it set goes off again, as for masks set in this run.
+    kernel.set_loads(Vec::new());
+    wait_until(
+        Duration::from_secs(15),
+        "RPS off for eth1 once calm",
+        Some(&second),
+        || m.rps("eth1", 0).0.is_empty(),
+    );
+    let log = second.stderr_text();
+    for word in ["external_change", "foreign_mask"] {
+        assert!(!log.contains(word), "second run logged {word}:\n{log}");
+    }
+    assert_eq!(second.metric("steerd_external_changes_total"), Some(0.0));
+    let status = second.stop(Signal::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+    m.assert_all_restored(&second);
+    assert!(!state.exists());
+}
+
+/// 5. SIGHUP: a valid new config (a newly banned core) takes effect at the next ticks; a
+///    broken one is refused as a whole, with its key and line logged and counted, and the
+///    old one stays in force.
+#[test]
+fn sighup_reloads_good_and_refuses_bad_configs() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let config = m.config("# test config\nrps:\n  mode: auto\n");
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    let machine = &m.tree.machine;
+    // Cores (other than CPU 0's) that carry one of eth0's vectors now.
+    let used_cores = || -> Vec<u32> {
+        let cores: BTreeSet<u32> = eth0
+            .iter()
+            .filter_map(|&irq| m.irq_cpus(irq).first())
+            .map(|cpu| core_of(machine, cpu))
+            .filter(|&core| core != 0)
+            .collect();
+        cores.into_iter().collect()
+    };
+    let whole_core = |core: u32| -> CpuSet { [core, core + machine.cores].into_iter().collect() };
+    wait_until(
+        WAIT,
+        "eth0 on two cores besides CPU 0's",
+        Some(&daemon),
+        || used_cores().len() >= 2,
+    );
+
+    // Ban a whole core that one of eth0's vectors uses.
+    let banned = whole_core(used_cores()[0]);
+    fs::write(
+        &config,
+        format!(
+            "rps:\n  mode: auto\ncpus:\n  banned: \"{}\"\n",
+            banned.to_list()
+        ),
+    )
+    .unwrap();
+    let reloaded_at = Instant::now();
+    daemon.signal(Signal::SIGHUP);
+    wait_until(WAIT, "eth0 off the banned core", Some(&daemon), || {
+        eth0.iter().all(|&irq| !m.irq_cpus(irq).intersects(&banned))
+    });
+    assert!(
+        reloaded_at.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        reloaded_at.elapsed()
+    );
+    assert_eq!(
+        daemon.metric("steerd_config_reloads_total{result=\"ok\"}"),
+        Some(1.0)
+    );
+    assert!(
+        daemon
+            .decisions()
+            .iter()
+            .any(|d| d.reason == "forbidden_cpu" && d.outcome == "applied"),
+        "{:#?}",
+        daemon.decisions()
+    );
+
+    // A broken file that would also ban another used core: refused as a whole, so that
+    // core keeps its vectors and the first ban stays.
+    let other = whole_core(
+        *used_cores()
+            .iter()
+            .find(|&&core| !banned.contains(core))
+            .expect("another used core"),
+    );
+    let other_vectors: Vec<(u32, String)> = eth0
+        .iter()
+        .map(|&irq| (irq, m.irq_cpus(irq).to_list()))
+        .filter(|(irq, _)| m.irq_cpus(*irq).intersects(&other))
+        .collect();
+    fs::write(
+        &config,
+        format!(
+            "rps:\n  mode: auto\ncpus:\n  banned: \"{}\"\nhysteresis:\n  confirm_ticks: lots\n",
+            banned.union(&other).to_list()
+        ),
+    )
+    .unwrap();
+    daemon.signal(Signal::SIGHUP);
+    wait_until(WAIT, "the reload error counted", Some(&daemon), || {
+        daemon.metric("steerd_config_reloads_total{result=\"error\"}") == Some(1.0)
+    });
+    let log = daemon.stderr_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("configuration not reloaded"))
+        .unwrap_or_else(|| panic!("no reload error logged:\n{log}"));
+    assert!(
+        line.contains("hysteresis.confirm_ticks") && line.contains("line 6"),
+        "{line}"
+    );
+    daemon.wait_ticks(10);
+    for (irq, cpus) in &other_vectors {
+        assert_eq!(
+            &m.irq_cpus(*irq).to_list(),
+            cpus,
+            "irq {irq} moved: part of the broken config was applied\n{}",
+            daemon.stderr_text()
+        );
+    }
+    for &irq in &eth0 {
+        assert!(
+            !m.irq_cpus(irq).intersects(&banned),
+            "irq {irq} on {} after a failed reload\n{}",
+            m.irq_cpus(irq).to_list(),
+            daemon.stderr_text()
+        );
+    }
+    assert_eq!(
+        daemon.metric("steerd_config_reloads_total{result=\"ok\"}"),
+        Some(1.0)
+    );
+}
+
+/// 6. A device vanishes while steerd runs and still has it in its model: no crash, no
+///    error storm, `/metrics` keeps answering, the device is dropped from the model, and
+///    SIGTERM still restores the rest.
+#[test]
+fn survives_a_device_vanishing() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let config = m.config("rps:\n  mode: auto\n");
+    let mut kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), Some(&config));
+    wait_until(WAIT, "RPS and RFS on for eth1", Some(&daemon), || {
+        !m.rps("eth1", 0).0.is_empty()
+            && read_file(m.root(), "sys/class/net/eth1/queues/rx-0/rps_flow_cnt") != "0"
+            && read_file(m.root(), "proc/sys/net/core/rps_sock_flow_entries") != "0"
+    });
+    // Steady: no write to eth1 in flight.
+    daemon.wait_ticks(3);
+    let eth1_irq = m.queue_irqs(1)[0];
+    let eth1_cpu = m.irq_cpus(eth1_irq).first().unwrap();
+    let lines_before = daemon.stderr_lines().len();
+    let unplugged_at = Instant::now();
+    kernel.unplug("eth1");
+    // Ban the CPU eth1's vector was on: the next tick wants to move the vanished IRQ,
+    // finds it gone (ENOENT) and rediscovers.
+    fs::write(
+        &config,
+        format!("rps:\n  mode: auto\ncpus:\n  banned: \"{eth1_cpu}\"\n"),
+    )
+    .unwrap();
+    daemon.signal(Signal::SIGHUP);
+    wait_until(WAIT, "eth1 dropped from the metrics", Some(&daemon), || {
+        !daemon.metrics().contains("device=\"eth1\"")
+    });
+    // Three more seconds of ticks, /metrics answering all along.
+    let until = unplugged_at + Duration::from_secs(3);
+    let ticks_at_unplug = daemon.metric("steerd_ticks_total").unwrap();
+    while Instant::now() < until {
+        assert!(
+            daemon.is_running(),
+            "steerd died:\n{}",
+            daemon.stderr_text()
+        );
+        assert!(daemon.metric("steerd_ticks_total").is_some());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(daemon.metric("steerd_ticks_total").unwrap() >= ticks_at_unplug + 10.0);
+    let lines = daemon.stderr_lines();
+    let after: Vec<&str> = lines[lines_before..]
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect();
+    assert!(
+        after.len() <= 12,
+        "{} log lines in 3 s after the unplug:\n{}",
+        after.len(),
+        after.join("\n")
+    );
+    // One failed write found the device gone; the rest of that plan (eth1's other
+    // vector) was dropped with the old model instead of failing one write at a time.
+    let metrics = daemon.metrics();
+    assert_eq!(
+        daemon_support::family_sum(&metrics, "steerd_write_errors_total"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        daemon_support::sample(
+            &metrics,
+            "steerd_write_errors_total{kind=\"vanished\",errno=\"ENOENT\"}"
+        ),
+        Some(1.0)
+    );
+    let status = daemon.stop(Signal::SIGTERM);
+    kernel.stop();
+    assert_eq!(status.code(), Some(0));
+    let log = daemon.stderr_text();
+    assert!(log.contains("failed=0"), "{log}");
+    // What is left of the tree has its original text again.
+    let changed = m.changed();
+    assert!(changed.is_empty(), "not restored: {changed:#?}");
+    for irq in m.queue_irqs(0) {
+        assert_eq!(m.irq_cpus(irq).to_list(), "0");
+    }
+}
+
+/// 7. A queue IRQ the kernel manages (read-only `smp_affinity*`, as on kernels since
+///    6.12): never written, counted once in `steerd_unmanageable_irqs`, reported once,
+///    and the device's other vectors placed around it.
+#[test]
+fn leaves_a_managed_irq_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut managed = 0;
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        managed = tree.queue_irqs[0][1];
+        for name in ["smp_affinity", "smp_affinity_list"] {
+            let path = root.join(format!("proc/irq/{managed}/{name}"));
+            fs::set_permissions(path, fs::Permissions::from_mode(0o444)).unwrap();
+        }
+    });
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), None);
+    let others: Vec<u32> = m
+        .queue_irqs(0)
+        .into_iter()
+        .filter(|&irq| irq != managed)
+        .collect();
+    wait_until(
+        WAIT,
+        "the other vectors off CPU 0's core",
+        Some(&daemon),
+        || {
+            others
+                .iter()
+                .filter(|&&irq| core_of(&m.tree.machine, m.irq_cpus(irq).first().unwrap()) != 0)
+                .count()
+                == others.len()
+        },
+    );
+    daemon.wait_ticks(10);
+    assert_eq!(m.irq_cpus(managed).to_list(), "0");
+    assert_eq!(daemon.metric("steerd_unmanageable_irqs"), Some(1.0));
+    assert!(
+        daemon
+            .decisions()
+            .iter()
+            .all(|d| d.target != format!("irq {managed} affinity")),
+        "{:#?}",
+        daemon.decisions()
+    );
+    let log = daemon.stderr_text();
+    let reports = log
+        .lines()
+        .filter(|l| l.contains("kind=\"managed\""))
+        .count();
+    assert_eq!(
+        reports, 1,
+        "the managed IRQ reported {reports} times:\n{log}"
+    );
+    assert_eq!(daemon.repeated_notes(), vec![]);
+    assert_eq!(daemon.metric_sum("steerd_write_errors_total"), 0.0);
+}
+
+/// 8. A value someone else changes after steerd wrote it is theirs: noticed at the next
+///    rediscovery (every 30 s when no event says so: this test waits for it), counted and
+///    logged once, never reverted while steerd runs, and left as they set it on exit.
+#[test]
+fn respects_an_operators_change() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    let eth0 = m.queue_irqs(0);
+    wait_until(WAIT, "eth0 rx-1 moved off CPU 0", Some(&daemon), || {
+        m.irq_cpus(eth0[1]).to_list() != "0"
+    });
+    daemon.wait_ticks(3);
+    let path = format!("proc/irq/{}/smp_affinity_list", eth0[1]);
+    // Onto the CPU of another of eth0's vectors: steerd's own placement rules would move
+    // it away at once, were it steerd's.
+    let theirs = m.irq_cpus(eth0[2]).to_list();
+    write_file(m.root(), &path, &format!("{theirs}\n"));
+    wait_until(
+        steerd::daemon::REDISCOVER_EVERY + Duration::from_secs(10),
+        "the external change noticed",
+        Some(&daemon),
+        || daemon.metric("steerd_external_changes_total") == Some(1.0),
+    );
+    daemon.wait_ticks(10);
+    assert_eq!(read_file(m.root(), &path), theirs, "reverted");
+    assert_eq!(
+        daemon.metric("steerd_external_changes_total"),
+        Some(1.0),
+        "counted more than once:\n{}",
+        daemon.stderr_text()
+    );
+    let log = daemon.stderr_text();
+    let notes = log
+        .lines()
+        .filter(|l| l.contains("external_change"))
+        .count();
+    assert_eq!(notes, 1, "{log}");
+    assert_eq!(daemon.repeated_notes(), vec![]);
+    let status = daemon.stop(Signal::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(read_file(m.root(), &path), theirs, "undone on exit");
+    for (changed, _, _) in m.changed() {
+        assert_eq!(changed.to_string_lossy(), path, "not restored");
+    }
+}
+
+/// 9. `--dry-run` decides and reports everything and writes nothing (no state file either).
+#[test]
+fn dry_run_writes_nothing() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start_with(m.root(), None, &["--dry-run"]);
+    wait_until(WAIT, "dry-run decisions", Some(&daemon), || {
+        daemon.decisions().len() >= 3
+    });
+    daemon.wait_ticks(5);
+    assert!(daemon.decisions().iter().all(|d| d.outcome == "dry_run"));
+    assert_eq!(daemon.metric("steerd_observe_only"), Some(1.0));
+    assert!(m.changed().is_empty(), "{:#?}", m.changed());
+    assert!(!m.root().join(STATE_FILE).exists());
+    assert_eq!(daemon.stop(Signal::SIGTERM).code(), Some(0));
+    assert!(m.changed().is_empty());
+}
