@@ -37,6 +37,9 @@ pub enum FailureKind {
     NotAllowed,
     /// The write succeeded but reading back shows another value.
     NotTaken,
+    /// The value is no longer what steerd last wrote: someone else changed it since. Not
+    /// overwritten; it is theirs now (and no longer restored on exit).
+    ChangedByOthers,
     /// Anything else.
     Other,
 }
@@ -52,6 +55,7 @@ impl FailureKind {
             FailureKind::Bug => "bug",
             FailureKind::NotAllowed => "not_allowed",
             FailureKind::NotTaken => "not_taken",
+            FailureKind::ChangedByOthers => "changed_by_others",
             FailureKind::Other => "other",
         }
     }
@@ -277,6 +281,21 @@ impl Actuator {
         mask_words: u32,
     ) -> Result<Written, WriteFailure> {
         let (original_text, before) = self.read(knob)?;
+        // The daemon's model learns of others' changes only at the next discovery; until
+        // then it may ask to change again a value someone else has set since. Theirs wins.
+        if let Some(entry) = self.remembered.get_mut(knob)
+            && let Some(ours) = entry.written.take_if(|ours| *ours != before)
+        {
+            let _ = self.save();
+            return Err(WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::ChangedByOthers,
+                errno: None,
+                message: format!(
+                    "steerd wrote {ours}, now {before}: changed by someone else; not overwritten"
+                ),
+            });
+        }
         let text = knob
             .format(value, mask_words)
             .map_err(|message| WriteFailure {
@@ -513,6 +532,24 @@ mod tests {
         assert!(actuator.may_try(&knob, BACKOFF_MAX_NS + 1));
         let bad = actuator.write(&rps(), &cpus("40"), 1, 0).unwrap_err();
         assert_eq!(bad.kind, FailureKind::Bug);
+    }
+
+    #[test]
+    fn a_value_someone_else_changed_is_not_overwritten() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        let file = dir.path().join("proc/irq/30/smp_affinity_list");
+        fs::write(&file, "5\n").unwrap();
+        let refused = actuator.write(&irq, &cpus("4"), 1, 0).unwrap_err();
+        assert_eq!(refused.kind, FailureKind::ChangedByOthers);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "5\n");
+        // Theirs now: not restored, not held against a later write (override).
+        assert_eq!(actuator.last_written(&irq), None);
+        assert!(actuator.may_try(&irq, 0));
+        actuator.write(&irq, &cpus("4"), 1, 0).unwrap();
+        actuator.restore_all(false);
+        assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
     }
 
     #[test]

@@ -398,6 +398,15 @@ impl Daemon {
     }
 
     fn on_failure(&mut self, action: &Action, failure: &WriteFailure) {
+        if failure.kind == FailureKind::ChangedByOthers {
+            // Not an error: someone else set the value since steerd wrote it, and the
+            // model has not seen it yet. Show the policy what is there; it notes the
+            // change and follows on_external_change from the next tick.
+            if let Ok((_, now)) = self.actuator.read(&failure.knob) {
+                self.record_written(&action.target, &now);
+            }
+            return;
+        }
         self.shared
             .metrics
             .count_write_error(failure.kind.label(), &failure.errno_name());
@@ -437,6 +446,7 @@ impl Daemon {
             FailureKind::Transient | FailureKind::Other => {
                 warn!(error = %failure, "write failed; retrying later with backoff")
             }
+            FailureKind::ChangedByOthers => {}
         }
     }
 
@@ -475,8 +485,9 @@ impl Daemon {
         }
     }
 
-    /// Keeps the in-memory model in step with a successful write (the value read back),
-    /// so the next decision starts from what is really there.
+    /// Keeps the in-memory model in step with a value read back (after a successful
+    /// write, or found changed by someone else), so the next decision starts from what
+    /// is really there.
     fn record_written(&mut self, target: &Target, after: &KnobValue) {
         let value = policy_value_of(after);
         self.placement.set(target, &value);
