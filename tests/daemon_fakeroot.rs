@@ -786,6 +786,46 @@ fn respects_an_operators_change() {
     }
 }
 
+/// 8b. Until the next rediscovery steerd's model still holds the value it wrote. If it
+///     wants to change that value again in the meantime (here: a reload bans its CPU),
+///     it must find that someone else changed it and leave it to them, not overwrite it.
+#[test]
+fn does_not_overwrite_an_operators_change_it_has_not_seen_yet() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let config = m.config("rps:\n  mode: auto\n");
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    wait_until(WAIT, "eth0 rx-1 moved off CPU 0", Some(&daemon), || {
+        m.irq_cpus(eth0[1]).to_list() != "0"
+    });
+    daemon.wait_ticks(3);
+    let ours = m.irq_cpus(eth0[1]).first().unwrap();
+    let path = format!("proc/irq/{}/smp_affinity_list", eth0[1]);
+    let theirs = if ours == 7 { "6" } else { "7" };
+    write_file(m.root(), &path, &format!("{theirs}\n"));
+    fs::write(
+        &config,
+        format!("rps:\n  mode: auto\ncpus:\n  banned: \"{ours}\"\n"),
+    )
+    .unwrap();
+    daemon.signal(Signal::SIGHUP);
+    wait_until(WAIT, "the external change noticed", Some(&daemon), || {
+        assert_eq!(
+            read_file(m.root(), &path),
+            theirs,
+            "overwritten\n{}",
+            daemon.stderr_text()
+        );
+        daemon.metric("steerd_external_changes_total") == Some(1.0)
+    });
+    daemon.wait_ticks(10);
+    assert_eq!(read_file(m.root(), &path), theirs, "overwritten");
+    assert_eq!(daemon.metric("steerd_external_changes_total"), Some(1.0));
+    assert_eq!(daemon.metric_sum("steerd_write_errors_total"), 0.0);
+    assert_eq!(daemon.repeated_notes(), vec![]);
+}
+
 /// 9. `--dry-run` decides and reports everything and writes nothing (no state file either).
 #[test]
 fn dry_run_writes_nothing() {
