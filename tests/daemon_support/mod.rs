@@ -631,10 +631,17 @@ pub fn write_file(root: &Path, relative: &str, text: &str) {
     fs::write(root.join(relative), text).unwrap_or_else(|e| panic!("write {relative}: {e}"));
 }
 
-/// Reads `relative` under `root`, trimmed.
+/// Reads a knob under `root`, trimmed. On a fake root steerd's write (open with
+/// `O_TRUNC`, then `write`) can be seen half done, as an empty file, where a kernel file
+/// would show the old value: an empty read is retried (bounded) until the write lands.
 pub fn read_file(root: &Path, relative: &str) -> String {
-    fs::read_to_string(root.join(relative))
-        .unwrap_or_else(|e| panic!("read {relative}: {e}"))
-        .trim()
-        .to_string()
+    for _ in 0..200 {
+        let text = fs::read_to_string(root.join(relative))
+            .unwrap_or_else(|e| panic!("read {relative}: {e}"));
+        if !text.trim().is_empty() {
+            return text.trim().to_string();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("{relative} stayed empty");
 }
