@@ -1,4 +1,5 @@
-//! The HTTP endpoint: `/metrics` (OpenMetrics text) and `/decisions` (JSON).
+//! The HTTP endpoint: `/metrics` (OpenMetrics text for clients that ask for it in
+//! `Accept`, as Prometheus does; the classic text format otherwise) and `/decisions` (JSON).
 //!
 //! Loopback by default. axum with only its HTTP/1 and tokio features: a small, well-kept
 //! server that shares the daemon's current-thread runtime.
@@ -53,17 +54,32 @@ pub async fn serve(
     let app = Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |headers: axum::http::HeaderMap| {
                 let shared = metrics_state.clone();
                 async move {
-                    (
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        shared.metrics.encode(),
-                    )
-                        .into_response()
+                    let wants_openmetrics = headers
+                        .get(header::ACCEPT)
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|v| v.contains("application/openmetrics-text"));
+                    if wants_openmetrics {
+                        (
+                            [(
+                                header::CONTENT_TYPE,
+                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                            )],
+                            shared.metrics.encode(),
+                        )
+                            .into_response()
+                    } else {
+                        (
+                            [(
+                                header::CONTENT_TYPE,
+                                "text/plain; version=0.0.4; charset=utf-8",
+                            )],
+                            shared.metrics.encode_classic(),
+                        )
+                            .into_response()
+                    }
                 }
             }),
         )

@@ -12,7 +12,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 /// The default metrics address: loopback only, on a port no well-known exporter uses
@@ -175,12 +174,18 @@ impl Metrics {
             "Values found changed by someone else since steerd wrote them",
             metrics.external_changes.clone(),
         );
-        registry.register(
-            "build",
-            "steerd build information",
-            Info::new(BuildLabels {
+        // A gauge fixed at 1 rather than an OpenMetrics `info`: the classic Prometheus
+        // text parsers (promtool check metrics) do not know the `info` type.
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info
+            .get_or_create(&BuildLabels {
                 version: env!("CARGO_PKG_VERSION").to_string(),
-            }),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "steerd build information (always 1)",
+            build_info,
         );
         Metrics {
             registry,
@@ -194,6 +199,13 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// The classic Prometheus text exposition (format 0.0.4), for clients that do not ask
+    /// for OpenMetrics: the same samples, with counters' HELP and TYPE named like their
+    /// `_total` samples and no `# EOF`/`# UNIT` lines, as promtool and older scrapers expect.
+    pub fn encode_classic(&self) -> String {
+        to_classic(&self.encode())
     }
 
     /// Counts an applied action.
@@ -227,6 +239,40 @@ impl Metrics {
     }
 }
 
+/// Rewrites an OpenMetrics text exposition into the classic text format.
+fn to_classic(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let rest = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("# HELP ", r))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("# TYPE ", r)));
+        match rest {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(tail);
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,8 +296,16 @@ mod tests {
         assert!(text.contains("steerd_actions_total{action=\"rps_on\",reason=\"cpu_hot\"} 1"));
         assert!(text.contains("steerd_write_errors_total{kind=\"managed\",errno=\"EPERM\"} 1"));
         assert!(text.contains("steerd_config_reloads_total{result=\"error\"} 1"));
-        assert!(text.contains("steerd_build_info{version="));
+        assert!(text.contains("steerd_build_info{version=\""));
         assert!(text.trim_end().ends_with("# EOF"));
+        let classic = metrics.encode_classic();
+        assert!(
+            classic.contains("# TYPE steerd_actions_total counter\n"),
+            "{classic}"
+        );
+        assert!(classic.contains("# HELP steerd_actions_total Changes applied"));
+        assert!(classic.contains("# TYPE steerd_tick_duration_seconds histogram"));
+        assert!(!classic.contains("# EOF"));
     }
 }
 
