@@ -290,6 +290,7 @@ measure() {
     echo "$(($(date +%s%N) - start_ns))" >"$WORK/$name.life"
 }
 
+VERSION=$(cd "$REPO" && git describe --always --dirty=' with uncommitted changes' 2>/dev/null || echo unknown)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 STEERD_PORT=$(free_port)
 steerd_after_window() {
@@ -325,6 +326,7 @@ life_cpu() {
 
 echo
 echo "steerd budget, $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs, window ${DURATION}s after ${WARMUP}s warm-up"
+echo "steerd $VERSION; $("$IRQBALANCE" --version 2>&1 | head -n1)"
 echo "CPU = sum of /proc/PID/task/*/schedstat (ns on CPU, all threads) over the window; RSS = VmHWM"
 echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine inflates CPU time)"
 echo
