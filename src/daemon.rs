@@ -25,7 +25,7 @@ use crate::discover::{Machine, discover};
 use crate::http::{self, Shared};
 use crate::kernel::link_events::LinkEvents;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
-use crate::kernel::sampler::{KeptOpenFile, TickSampler};
+use crate::kernel::sampler::TickSampler;
 use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
 use crate::metrics::{CpuLabels, IrqLabels, QueueLabels};
@@ -90,7 +90,6 @@ struct Daemon {
     config: Config,
     machine: Machine,
     sampler: TickSampler,
-    online_file: Option<KeptOpenFile>,
     previous: Snapshot,
     current: Snapshot,
     have_previous: bool,
@@ -139,7 +138,6 @@ impl Daemon {
             warn!(warning = %warning, "discovery");
         }
         let sampler = TickSampler::open(&root).map_err(|e| e.to_string())?;
-        let online_file = KeptOpenFile::open(root.path("sys/devices/system/cpu/online")).ok();
         let state_file = options
             .state_file
             .clone()
@@ -203,7 +201,6 @@ impl Daemon {
             config,
             machine,
             sampler,
-            online_file,
             previous: Snapshot::default(),
             current: Snapshot::default(),
             have_previous: false,
@@ -285,9 +282,7 @@ impl Daemon {
     fn tick_once(&mut self) {
         let started = Instant::now();
         self.tick += 1;
-        if self.online_changed() {
-            self.rediscover("CPU hot-plug");
-        } else if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
+        if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover("periodic");
         }
         std::mem::swap(&mut self.previous, &mut self.current);
@@ -295,6 +290,9 @@ impl Daemon {
             error!(error = %e, "sampling failed; skipping this tick");
             std::mem::swap(&mut self.previous, &mut self.current);
             return;
+        }
+        if self.have_previous && online_cpus_changed(&self.previous, &self.current) {
+            self.rediscover("CPU hot-plug");
         }
         self.sample_queues();
         if self.have_previous {
@@ -538,17 +536,6 @@ impl Daemon {
         }
     }
 
-    fn online_changed(&mut self) -> bool {
-        let Some(file) = self.online_file.as_mut() else {
-            return false;
-        };
-        let before = file.contents().to_vec();
-        match file.read() {
-            Ok(now) => !before.is_empty() && now != before.as_slice(),
-            Err(_) => false,
-        }
-    }
-
     fn rediscover(&mut self, why: &str) {
         if let Some(events) = self.link_events.as_mut() {
             let _ = events.get_mut().drain();
@@ -747,6 +734,18 @@ fn rx_queue_mut<'a>(
         .find(|q| q.index == queue)
 }
 
+/// Whether the set of online CPUs changed between two samples. `softnet_stat` has one row
+/// per online CPU, so the rows the tick already read tell hot-plug without reading
+/// `sys/devices/system/cpu/online` as well.
+fn online_cpus_changed(previous: &Snapshot, current: &Snapshot) -> bool {
+    previous.softnet.len() != current.softnet.len()
+        || previous
+            .softnet
+            .iter()
+            .zip(&current.softnet)
+            .any(|(a, b)| a.cpu != b.cpu)
+}
+
 /// Devices whose per-queue rates tell the policy something: several rx queues served by
 /// distinct IRQs. Single-queue and IRQ-less devices (veth) are left out.
 fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(String, u32)> {
@@ -849,6 +848,24 @@ fn policy_value_of(value: &KnobValue) -> Value {
 mod tests {
     use super::*;
     use crate::fakeroot::{FakeMachine, FakeNic};
+
+    #[test]
+    fn hot_plug_is_read_off_the_softnet_rows() {
+        use crate::model::snapshot::SoftnetRow;
+        let rows = |cpus: &[u32]| Snapshot {
+            softnet: cpus
+                .iter()
+                .map(|&cpu| SoftnetRow {
+                    cpu,
+                    ..SoftnetRow::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        assert!(!online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 3])));
+        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1])));
+        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 2])));
+    }
 
     #[test]
     fn per_queue_counters_only_for_multi_vector_devices() {
