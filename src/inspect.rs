@@ -165,52 +165,55 @@ fn device_table(
         device.numa_node.map_or("-".to_string(), |n| n.to_string()),
         show(&device.local_cpus),
     );
-    let _ = writeln!(
+    queue_row(
         out,
-        "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
-        "queue", "irq", "vector", "fires on", "allowed", "rps/xps cpus", "flow cnt"
+        [
+            "queue",
+            "irq",
+            "vector",
+            "fires on",
+            "allowed",
+            "rps/xps cpus",
+            "flow cnt",
+        ]
+        .map(String::from),
     );
     let irq_cells = |number: Option<u32>| match number.and_then(|n| inventory.irq(n)) {
-        Some(irq) => (
+        Some(irq) => [
             irq.irq.to_string(),
             truncate(&irq.name, 24),
             show(&irq.effective_affinity),
             show(&irq.affinity),
-        ),
-        None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        ],
+        None => ["-", "-", "-", "-"].map(String::from),
     };
     for queue in &device.rx_queues {
-        let (irq, name, fires, allowed) = irq_cells(queue.irq);
-        let _ = writeln!(
+        let [irq, name, fires, allowed] = irq_cells(queue.irq);
+        let flow_cnt = queue
+            .rps_flow_cnt
+            .map_or("-".to_string(), |v| v.to_string());
+        let rx = format!("rx-{}", queue.index);
+        queue_row(
             out,
-            "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
-            format!("rx-{}", queue.index),
-            irq,
-            name,
-            fires,
-            allowed,
-            show(&queue.rps_cpus),
-            queue
-                .rps_flow_cnt
-                .map_or("-".to_string(), |v| v.to_string())
+            [
+                rx,
+                irq,
+                name,
+                fires,
+                allowed,
+                show(&queue.rps_cpus),
+                flow_cnt,
+            ],
         );
     }
     for queue in &device.tx_queues {
-        let (irq, name, fires, allowed) = irq_cells(queue.irq);
-        let _ = writeln!(
-            out,
-            "  {:<8} {:>5}  {:<24} {:<10} {:<12} {:<14} {:>8}",
-            format!("tx-{}", queue.index),
-            irq,
-            name,
-            fires,
-            allowed,
-            queue
-                .xps_cpus
-                .as_ref()
-                .map_or("n/a".to_string(), |s| s.to_string()),
-            ""
-        );
+        let [irq, name, fires, allowed] = irq_cells(queue.irq);
+        let xps = queue
+            .xps_cpus
+            .as_ref()
+            .map_or("n/a".to_string(), |s| s.to_string());
+        let tx = format!("tx-{}", queue.index);
+        queue_row(out, [tx, irq, name, fires, allowed, xps, String::new()]);
     }
     let others: Vec<&Irq> = device
         .irqs
@@ -230,6 +233,18 @@ fn device_table(
             if irq.managed { "  managed" } else { "" }
         );
     }
+}
+
+/// One line of a device's queue table: queue, IRQ, vector, fires on, allowed, RPS or XPS
+/// CPUs, flow count.
+fn queue_row(
+    out: &mut String,
+    [queue, irq, vector, fires, allowed, steering, flow_cnt]: [String; 7],
+) {
+    let _ = writeln!(
+        out,
+        "  {queue:<8} {irq:>5}  {vector:<24} {fires:<10} {allowed:<12} {steering:<14} {flow_cnt:>8}"
+    );
 }
 
 fn cpu_label(cpu: &Cpu) -> String {
