@@ -53,6 +53,10 @@ pub enum Command {
         /// Configuration file (default: the built-in configuration). Re-read on SIGHUP.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Also re-read the configuration file whenever it changes (an edit, a rename over
+        /// it, a Kubernetes ConfigMap update), as if SIGHUP had been sent.
+        #[arg(long, requires = "config")]
+        watch_config: bool,
         /// Decide and report everything, write nothing.
         #[arg(long)]
         dry_run: bool,

@@ -110,6 +110,10 @@ pub struct CpuRules {
     /// Never a target; what someone else put there is left alone.
     #[serde(with = "values::cpulist")]
     pub reserved: CpuSet,
+    /// Also ban the CPUs irqbalance's environment file bans (`IRQBALANCE_BANNED_CPULIST` or
+    /// `IRQBALANCE_BANNED_CPUS` in `/etc/default/irqbalance` or `/etc/sysconfig/irqbalance`),
+    /// following the file as it changes: for tools that steer irqbalance that way (CRI-O).
+    pub irqbalance_banned_cpus: bool,
 }
 
 /// NUMA placement of a device's IRQs and RPS masks.

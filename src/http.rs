@@ -38,9 +38,63 @@ impl Shared {
     }
 }
 
-/// Binds the listener now (so a port clash is an error at start-up, not later).
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
+/// The metrics endpoint on a thread of its own, with its own current-thread runtime.
+///
+/// The daemon's tick loop is a blocking `poll` loop (see `daemon::wakeups`); the HTTP
+/// server is the only async part. On its own thread it sleeps in `epoll_wait` until a
+/// scrape arrives, so it costs nothing between scrapes and never delays a tick.
+pub struct ServerThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stopped: std::sync::mpsc::Receiver<()>,
+}
+
+impl ServerThread {
+    /// Binds `addr` on the calling thread (a port in use is an error now, not later) and
+    /// serves `/metrics` and `/decisions` from a new thread.
+    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<ServerThread, String> {
+        let listener = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+        let (stop, stop_requested) = tokio::sync::oneshot::channel::<()>();
+        let (done, stopped) = std::sync::mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("steerd-http".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let served = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => {
+                            serve(listener, shared, async {
+                                let _ = stop_requested.await;
+                            })
+                            .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = served {
+                        tracing::error!(error = %e, "metrics endpoint stopped");
+                    }
+                });
+                let _ = done.send(());
+            })
+            .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
+        Ok(ServerThread {
+            stop: Some(stop),
+            stopped,
+        })
+    }
+
+    /// Asks the server to finish the requests in flight and waits up to `patience`.
+    pub fn stop(mut self, patience: std::time::Duration) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = self.stopped.recv_timeout(patience);
+    }
 }
 
 /// Serves until `shutdown` resolves.

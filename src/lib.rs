@@ -16,6 +16,7 @@ pub mod error;
 pub mod fakeroot;
 pub mod http;
 pub mod inspect;
+pub mod irqbalance_compat;
 pub mod kernel;
 pub mod knob;
 pub mod load;

@@ -75,6 +75,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
         }
         Command::Run {
             config,
+            watch_config,
             dry_run,
             interval,
             metrics_listen,
@@ -84,6 +85,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             steerd::daemon::run(steerd::daemon::Options {
                 root: root.clone(),
                 config_path: config.clone(),
+                watch_config: *watch_config,
                 dry_run: *dry_run,
                 interval: *interval,
                 metrics_listen: *metrics_listen,

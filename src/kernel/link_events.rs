@@ -6,7 +6,7 @@
 //! the messages are drained, not parsed.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
@@ -44,6 +44,12 @@ impl LinkEvents {
                 Err(err) => return Err(err),
             }
         }
+    }
+}
+
+impl AsFd for LinkEvents {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
     }
 }
 

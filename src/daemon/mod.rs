@@ -1,28 +1,34 @@
-//! The daemon: one tick loop on a current-thread tokio runtime.
+//! The daemon: one tick loop, on a thread that waits with one `poll` (see [`wakeups`]),
+//! beside the HTTP endpoint on a current-thread tokio runtime of its own.
 //!
 //! Each tick samples the per-tick counters, updates the load model, asks the policy for a
 //! plan and hands the plan to the actuator, then reports (metrics, decision log, journal).
 //! Around the loop: discovery at start, again on link events, CPU hot-plug and a slow
-//! timer; SIGHUP reloads the configuration; SIGTERM/SIGINT restore what steerd changed and
-//! exit 0; systemd hears READY, RELOADING, WATCHDOG and STOPPING.
+//! timer; SIGHUP (and, with `--watch-config`, a changed file) reloads the configuration;
+//! irqbalance's ban file is followed when `cpus.irqbalance_banned_cpus` is on;
+//! SIGTERM/SIGINT restore what steerd changed and exit 0; systemd hears READY, RELOADING,
+//! WATCHDOG and STOPPING.
 //!
 //! The loop is deliberately sequential: one tick never overlaps the next, a reload lands
 //! between ticks, and shutdown happens after the tick in flight.
+
+pub mod wakeups;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::io::unix::AsyncFd;
-use tokio::signal::unix::{SignalKind, signal};
+use std::os::fd::AsFd;
+
 use tracing::{error, info, warn};
 
 use crate::apply::{Actuator, DEFAULT_STATE_FILE, FailureKind, WriteFailure};
 use crate::config::{Config, check_config_for};
 use crate::decisions::Decision;
 use crate::discover::{Machine, discover};
-use crate::http::{self, Shared};
+use crate::http::{ServerThread, Shared};
+use crate::irqbalance_compat::{self, IrqbalanceBan};
 use crate::kernel::link_events::LinkEvents;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
@@ -34,9 +40,15 @@ use crate::model::snapshot::Snapshot;
 use crate::policy::{self, Action, DecideInput, Placement, PolicyState, Target, Value};
 use crate::root::Root;
 
-/// How often the machine is rediscovered when nothing announced a change: catches
-/// changes no event reports (a value someone else wrote, a driver's channel change).
-pub const REDISCOVER_EVERY: Duration = Duration::from_secs(30);
+/// How often the machine is rediscovered when nothing announced a change: catches what
+/// neither a link event nor [`RECHECK_EVERY`] reports (an IRQ steerd never wrote moved by
+/// someone else, a new `effective_affinity`). A full discovery costs 2-3 ms of CPU on a
+/// small machine, so every 30 s would be most of the daemon's idle CPU budget.
+pub const REDISCOVER_EVERY: Duration = Duration::from_secs(300);
+
+/// How often the values steerd wrote are read back to notice someone else's change: one
+/// small read per value, and a rediscovery only when one differs.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// The shortest gap between ticks while a hot signal is being confirmed.
 pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
@@ -46,6 +58,8 @@ pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
 pub struct Options {
     pub root: Root,
     pub config_path: Option<PathBuf>,
+    /// Reload when the configuration file changes, not only on SIGHUP.
+    pub watch_config: bool,
     pub dry_run: bool,
     pub interval: Option<Duration>,
     pub metrics_listen: SocketAddr,
@@ -55,27 +69,37 @@ pub struct Options {
 /// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (unreadable config, no
 /// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
 pub fn run(options: Options) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    runtime.block_on(async move {
-        let mut daemon = Daemon::start(options).await?;
-        daemon.run().await
-    })
+    // Before any thread starts, so that every thread inherits the blocked mask.
+    let mut signals = wakeups::Signals::block_and_open()
+        .map_err(|e| format!("cannot set up signal handling: {e}"))?;
+    let shared = Shared::new();
+    let server = ServerThread::start(options.metrics_listen, shared.clone())?;
+    let mut daemon = Daemon::start(options, shared, server)?;
+    daemon.run(&mut signals)
 }
 
-/// Reads and checks a configuration file (without the machine: used before discovery).
-fn load_config(path: &Option<PathBuf>, machine: Option<&Machine>) -> Result<Config, Vec<String>> {
+/// The configuration file's text (`None`: no file, the built-in default).
+fn read_config_text(path: &Option<PathBuf>) -> Result<Option<String>, Vec<String>> {
     let Some(path) = path else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|e| vec![format!("{}: {e}", path.display())])
+}
+
+/// Checks a configuration text (without the machine: used before discovery).
+fn check_config_text(
+    path: &Option<PathBuf>,
+    text: &Option<String>,
+    machine: Option<&Machine>,
+) -> Result<Config, Vec<String>> {
+    let (Some(path), Some(text)) = (path, text) else {
         return Ok(Config::default());
     };
-    let text =
-        std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
     let checked = match machine {
-        Some(machine) => check_config_for(&text, &machine.topology),
-        None => crate::config::check_config(&text),
+        Some(machine) => check_config_for(text, &machine.topology),
+        None => crate::config::check_config(text),
     };
     checked.map_err(|errors| {
         errors
@@ -87,7 +111,20 @@ fn load_config(path: &Option<PathBuf>, machine: Option<&Machine>) -> Result<Conf
 
 struct Daemon {
     options: Options,
+    /// The configuration in effect: the file's (or the default), with `--interval` and
+    /// irqbalance's ban applied.
     config: Config,
+    /// The configuration as read from the file (or the default), before the overlays.
+    file_config: Config,
+    /// The text `file_config` was read from, to tell a real change from a touched file.
+    config_text: Option<String>,
+    /// irqbalance's ban, when `cpus.irqbalance_banned_cpus` is on.
+    irqbalance_ban: IrqbalanceBan,
+    /// The configuration file and irqbalance's ban files, when followed.
+    files: Option<wakeups::FileWatch>,
+    /// A followed file changed: look at it at the start of the next tick (an editor's
+    /// burst of events becomes one reload, of the finished file).
+    files_changed: bool,
     machine: Machine,
     sampler: TickSampler,
     previous: Snapshot,
@@ -101,7 +138,7 @@ struct Daemon {
     shared: Arc<Shared>,
     /// Why steerd does not write, when it does not.
     observe_only: Option<String>,
-    link_events: Option<AsyncFd<LinkEvents>>,
+    link_events: Option<LinkEvents>,
     /// Per-queue packet counters (netdev qstats, else `ethtool -S`), on the host only.
     queue_source: Option<QueueCounterSource>,
     /// Devices whose per-queue rates tell the policy something: several rx queues served
@@ -110,30 +147,29 @@ struct Daemon {
     tick: u64,
     started: Instant,
     last_discovery: Instant,
+    last_recheck: Instant,
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
     /// Set when this tick rediscovered the machine after a write found its target gone.
     plan_stale: bool,
-    server: Option<tokio::task::JoinHandle<()>>,
-    stop_server: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<ServerThread>,
 }
 
 impl Daemon {
-    async fn start(options: Options) -> Result<Daemon, String> {
+    fn start(
+        options: Options,
+        shared: Arc<Shared>,
+        server: ServerThread,
+    ) -> Result<Daemon, String> {
         let root = options.root.clone();
-        let mut config = load_config(&options.config_path, None).map_err(|e| e.join("\n"))?;
-        if let Some(interval) = options.interval {
-            config.interval = interval;
-        }
+        let config_text = read_config_text(&options.config_path).map_err(|e| e.join("\n"))?;
+        // Syntax and values first: a broken file is reported before the machine is read.
+        check_config_text(&options.config_path, &config_text, None).map_err(|e| e.join("\n"))?;
         let machine = discover(&root).map_err(|e| format!("discovery failed: {e}"))?;
         // Now that the machine is known, check the CPU lists against it.
-        if options.config_path.is_some() {
-            config = load_config(&options.config_path, Some(&machine)).map_err(|e| e.join("\n"))?;
-            if let Some(interval) = options.interval {
-                config.interval = interval;
-            }
-        }
+        let file_config = check_config_text(&options.config_path, &config_text, Some(&machine))
+            .map_err(|e| e.join("\n"))?;
         for warning in &machine.warnings {
             warn!(warning = %warning, "discovery");
         }
@@ -154,15 +190,8 @@ impl Daemon {
             warn!(reason = %why, "observe-only mode: deciding and reporting, writing nothing");
         }
         let link_events = if root.is_host() {
-            let registered = LinkEvents::subscribe().and_then(|events| {
-                // SAFETY: the AsyncFd owns the LinkEvents and so the socket: the file
-                // descriptor stays open for as long as it is registered, and AsyncFd
-                // deregisters it before dropping its inner value.
-                unsafe { AsyncFd::register_with_interest(events, tokio::io::Interest::READABLE) }
-                    .map_err(|e| std::io::Error::other(e.to_string()))
-            });
-            match registered {
-                Ok(fd) => Some(fd),
+            match LinkEvents::subscribe() {
+                Ok(events) => Some(events),
                 Err(e) => {
                     warn!(error = %e, "no link events; rediscovering every {}s only", REDISCOVER_EVERY.as_secs());
                     None
@@ -171,23 +200,6 @@ impl Daemon {
         } else {
             None
         };
-        let shared = Shared::new();
-        let listener = http::bind(options.metrics_listen)
-            .await
-            .map_err(|e| format!("cannot listen on {}: {e}", options.metrics_listen))?;
-        let (stop_server, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn({
-            let shared = shared.clone();
-            async move {
-                if let Err(e) = http::serve(listener, shared, async {
-                    let _ = stopped.await;
-                })
-                .await
-                {
-                    error!(error = %e, "metrics endpoint stopped");
-                }
-            }
-        });
         shared
             .metrics
             .observe_only
@@ -197,8 +209,13 @@ impl Daemon {
             policy: policy_state_from(&actuator),
             placement: Placement::default(),
             load: Load::new(),
+            config: file_config.clone(),
+            file_config,
+            config_text,
+            irqbalance_ban: IrqbalanceBan::default(),
+            files: None,
+            files_changed: false,
             options,
-            config,
             machine,
             sampler,
             previous: Snapshot::default(),
@@ -213,13 +230,16 @@ impl Daemon {
             tick: 0,
             started: now,
             last_discovery: now,
+            last_recheck: now,
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),
             plan_stale: false,
             server: Some(server),
-            stop_server: Some(stop_server),
         };
+        daemon.read_irqbalance_ban();
+        daemon.apply_overlays();
+        daemon.follow_files();
         daemon.after_discovery();
         info!(
             devices = daemon.machine.inventory.devices.len(),
@@ -236,34 +256,68 @@ impl Daemon {
         Ok(daemon)
     }
 
-    async fn run(&mut self) -> Result<(), String> {
-        let mut hangup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-        let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-        let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-        let mut next_tick = tokio::time::Instant::now();
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(next_tick) => {
-                    self.tick_once();
-                    next_tick += self.next_tick_in();
-                    // A tick that overran its slot starts the next one a full gap later
-                    // rather than firing a burst of catch-up ticks.
-                    let now = tokio::time::Instant::now();
-                    if next_tick < now {
-                        next_tick = now + self.next_tick_in();
+    fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), String> {
+        let mut timer =
+            wakeups::TickTimer::new().map_err(|e| format!("cannot create the tick timer: {e}"))?;
+        // The first tick at once: it takes the baseline sample the next one measures from.
+        self.tick_once();
+        timer
+            .every(self.next_tick_in())
+            .map_err(|e| format!("cannot arm the tick timer: {e}"))?;
+        'ticking: loop {
+            let ready = wakeups::wait(
+                &timer,
+                signals,
+                self.link_events.as_ref().map(AsFd::as_fd),
+                self.files.as_ref().map(AsFd::as_fd),
+                self.until_watchdog_ping(),
+            );
+            let ready = match ready {
+                Ok(ready) => ready,
+                Err(e) => {
+                    // Not expected (poll fails only on bad arguments or no memory); wait
+                    // a tick rather than spin.
+                    error!(error = %e, "poll failed");
+                    std::thread::sleep(self.config.interval);
+                    wakeups::Ready {
+                        tick: true,
+                        ..Default::default()
                     }
                 }
-                _ = hangup.recv() => self.reload(),
-                _ = terminate.recv() => break,
-                _ = interrupt.recv() => break,
-                changed = link_event(&mut self.link_events) => {
-                    if changed {
-                        self.rediscover("link event");
+            };
+            if ready.signal {
+                for request in signals.pending() {
+                    match request {
+                        wakeups::Request::Reload => self.reload("SIGHUP"),
+                        wakeups::Request::Stop(signal) => {
+                            info!(signal, "stopping");
+                            break 'ticking;
+                        }
                     }
                 }
             }
+            if ready.link {
+                let changed = self
+                    .link_events
+                    .as_mut()
+                    .map_or(0, |events| events.drain().unwrap_or(1));
+                if changed > 0 {
+                    self.rediscover("link event");
+                }
+            }
+            if ready.files && self.files.as_mut().is_some_and(|files| files.drain()) {
+                self.files_changed = true;
+            }
+            if ready.tick {
+                timer.acknowledge();
+                self.tick_once();
+                if let Err(e) = timer.every(self.next_tick_in()) {
+                    error!(error = %e, "cannot re-arm the tick timer");
+                }
+            }
+            self.ping_watchdog();
         }
-        self.shutdown().await;
+        self.shutdown();
         Ok(())
     }
 
@@ -282,8 +336,14 @@ impl Daemon {
     fn tick_once(&mut self) {
         let started = Instant::now();
         self.tick += 1;
+        if self.files_changed {
+            self.files_changed = false;
+            self.look_at_followed_files();
+        }
         if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover("periodic");
+        } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
+            self.recheck_written();
         }
         std::mem::swap(&mut self.previous, &mut self.current);
         if let Err(e) = self.sampler.sample(&mut self.current) {
@@ -538,7 +598,7 @@ impl Daemon {
 
     fn rediscover(&mut self, why: &str) {
         if let Some(events) = self.link_events.as_mut() {
-            let _ = events.get_mut().drain();
+            let _ = events.drain();
         }
         match discover(&self.options.root) {
             Ok(machine) => {
@@ -654,21 +714,31 @@ impl Daemon {
         }
     }
 
-    fn reload(&mut self) {
+    /// Re-reads the configuration file. Invalid: the running configuration stays, every
+    /// error is logged with its key and line, and the failure is counted.
+    fn reload(&mut self, why: &str) {
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
-        match load_config(&self.options.config_path, Some(&self.machine)) {
-            Ok(mut config) => {
-                if let Some(interval) = self.options.interval {
-                    config.interval = interval;
+        let checked = read_config_text(&self.options.config_path).and_then(|text| {
+            check_config_text(&self.options.config_path, &text, Some(&self.machine))
+                .map(|config| (config, text))
+        });
+        match checked {
+            Ok((config, text)) => {
+                let follow_ban_before = self.file_config.cpus.irqbalance_banned_cpus;
+                self.file_config = config;
+                self.config_text = text;
+                if self.file_config.cpus.irqbalance_banned_cpus && !follow_ban_before {
+                    self.read_irqbalance_ban();
                 }
-                self.config = config;
+                self.apply_overlays();
+                self.follow_files();
                 self.shared.metrics.count_reload(true);
-                info!(path = ?self.options.config_path, "configuration reloaded");
+                info!(why, path = ?self.options.config_path, "configuration reloaded");
             }
             Err(errors) => {
                 self.shared.metrics.count_reload(false);
                 for e in &errors {
-                    error!(error = %e, "configuration not reloaded; keeping the previous one");
+                    error!(why, error = %e, "configuration not reloaded; keeping the previous one");
                 }
             }
         }
@@ -678,6 +748,118 @@ impl Daemon {
         ]);
     }
 
+    /// The configuration in effect: the file's, with `--interval` and irqbalance's ban laid
+    /// over it. A ban that would leave no CPU allowed is refused (logged) and not applied.
+    fn apply_overlays(&mut self) {
+        let mut config = self.file_config.clone();
+        if let Some(interval) = self.options.interval {
+            config.interval = interval;
+        }
+        if config.cpus.irqbalance_banned_cpus && !self.irqbalance_ban.cpus.is_empty() {
+            let ban = self
+                .irqbalance_ban
+                .cpus
+                .intersection(&self.machine.topology.possible);
+            let mut banned = config.clone();
+            banned.cpus.banned = banned.cpus.banned.union(&ban);
+            let problems = banned.validate(&self.machine.topology);
+            if problems.is_empty() {
+                config = banned;
+            } else {
+                for problem in problems {
+                    error!(sources = ?self.irqbalance_ban.sources, error = %problem, "irqbalance's ban not applied");
+                }
+            }
+        }
+        self.config = config;
+    }
+
+    /// Reads irqbalance's ban files (when `cpus.irqbalance_banned_cpus` is on). Returns
+    /// whether the ban changed. A file that cannot be read or parsed keeps the last ban.
+    fn read_irqbalance_ban(&mut self) -> bool {
+        if !self.file_config.cpus.irqbalance_banned_cpus {
+            let had_one = !self.irqbalance_ban.cpus.is_empty();
+            self.irqbalance_ban = IrqbalanceBan::default();
+            return had_one;
+        }
+        match irqbalance_compat::read_ban(&self.options.root) {
+            Ok(ban) if ban == self.irqbalance_ban => false,
+            Ok(ban) => {
+                info!(
+                    cpus = %ban.cpus.to_list(),
+                    sources = ?ban.sources,
+                    "irqbalance's banned CPUs"
+                );
+                self.irqbalance_ban = ban;
+                true
+            }
+            Err(e) => {
+                error!(error = %e, "cannot read irqbalance's ban; keeping the previous one");
+                false
+            }
+        }
+    }
+
+    /// Sets up (again) the watch on the files steerd follows: the configuration file with
+    /// `--watch-config`, irqbalance's ban files with `cpus.irqbalance_banned_cpus`.
+    fn follow_files(&mut self) {
+        let mut files = Vec::new();
+        if self.options.watch_config
+            && let Some(path) = &self.options.config_path
+        {
+            files.push(path.clone());
+        }
+        if self.file_config.cpus.irqbalance_banned_cpus {
+            files.extend(irqbalance_compat::ban_file_paths(&self.options.root));
+        }
+        self.files = if files.is_empty() {
+            None
+        } else {
+            match wakeups::FileWatch::new(files) {
+                Ok(watch) => watch,
+                Err(e) => {
+                    warn!(error = %e, "cannot watch files; reload with SIGHUP");
+                    None
+                }
+            }
+        };
+    }
+
+    /// A followed file changed: reload a configuration whose text changed, and apply a
+    /// changed irqbalance ban from this tick on.
+    fn look_at_followed_files(&mut self) {
+        if self.options.watch_config {
+            match read_config_text(&self.options.config_path) {
+                Ok(text) if text != self.config_text => self.reload("file changed"),
+                Ok(_) => {}
+                // Between a delete and a create: the next event brings the new file.
+                Err(errors) => {
+                    for e in errors {
+                        warn!(error = %e, "configuration file changed but cannot be read");
+                    }
+                }
+            }
+        }
+        if self.read_irqbalance_ban() {
+            self.apply_overlays();
+        }
+    }
+
+    /// Reads back every value steerd wrote; if one is not what steerd wrote, someone else
+    /// changed it (or the device was re-created): rediscover, so the policy sees it.
+    fn recheck_written(&mut self) {
+        self.last_recheck = Instant::now();
+        let changed = self.actuator.changed().any(|(knob, _)| {
+            let now = self.actuator.read(knob).ok().map(|(_, value)| value);
+            now.as_ref() != self.actuator.last_written(knob)
+        });
+        if changed {
+            self.rediscover("a value steerd wrote changed");
+        }
+    }
+
+    /// Pings systemd's watchdog at half its timeout. Called from the loop, after whatever
+    /// woke it: a loop stuck in a tick stops the pings and systemd restarts steerd.
     fn ping_watchdog(&mut self) {
         if let Some(timeout) = self.watchdog
             && self.last_watchdog.elapsed() >= timeout / 2
@@ -687,7 +869,14 @@ impl Daemon {
         }
     }
 
-    async fn shutdown(&mut self) {
+    /// How long the loop may sleep before the next watchdog ping is due (with a tick
+    /// interval longer than half the watchdog timeout, the loop wakes just to ping).
+    fn until_watchdog_ping(&self) -> Option<Duration> {
+        let timeout = self.watchdog?;
+        Some((timeout / 2).saturating_sub(self.last_watchdog.elapsed()))
+    }
+
+    fn shutdown(&mut self) {
         let _ = sd_notify::notify(&[
             sd_notify::NotifyState::Stopping,
             sd_notify::NotifyState::Status("restoring"),
@@ -706,11 +895,8 @@ impl Daemon {
             self.actuator.forget_all();
             info!("leaving the tuning in place (restore_on_exit: false)");
         }
-        if let Some(stop) = self.stop_server.take() {
-            let _ = stop.send(());
-        }
         if let Some(server) = self.server.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+            server.stop(Duration::from_secs(2));
         }
         info!(
             ticks = self.tick,
@@ -760,21 +946,6 @@ fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(Stri
         })
         .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
         .collect()
-}
-
-/// Waits for a link event; never resolves when there is no link-event socket.
-async fn link_event(events: &mut Option<AsyncFd<LinkEvents>>) -> bool {
-    let Some(fd) = events.as_mut() else {
-        return std::future::pending().await;
-    };
-    match fd.readable_mut().await {
-        Ok(mut guard) => {
-            let count = guard.get_inner_mut().drain().unwrap_or(1);
-            guard.clear_ready();
-            count > 0
-        }
-        Err(_) => false,
-    }
 }
 
 fn monotonic_now() -> sd_notify::NotifyState<'static> {

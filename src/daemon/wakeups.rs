@@ -1,0 +1,324 @@
+//! What the daemon's tick thread waits on, all at once, with one `poll(2)`: a timerfd for
+//! the tick, a signalfd for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, and an
+//! inotify descriptor for the files steerd follows.
+//!
+//! Why a plain blocking `poll` and not the async runtime: on an idle 1 s tick the runtime's
+//! own work per wake-up (its timer wheel waking early at a slot boundary and again at the
+//! deadline, an eventfd round trip, re-polling every `select!` branch) cost more than the
+//! whole CPU budget of the daemon (docs/performance.md). Here an idle tick is one `poll`
+//! return, one 8-byte `read` of the timerfd and the tick's own `pread`s.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+
+/// A periodic `CLOCK_MONOTONIC` timer. Periodic, so an idle tick needs no re-arming; the
+/// expirations of an overrun coalesce into one tick instead of a burst of catch-up ticks.
+pub struct TickTimer {
+    fd: TimerFd,
+    armed: Option<Duration>,
+}
+
+impl TickTimer {
+    pub fn new() -> io::Result<TickTimer> {
+        let fd = TimerFd::new(
+            ClockId::CLOCK_MONOTONIC,
+            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
+        )?;
+        Ok(TickTimer { fd, armed: None })
+    }
+
+    /// Fires every `gap` from now on. Does nothing when the timer already runs with this
+    /// gap, so calling it after every tick costs nothing while the gap stays the same.
+    pub fn every(&mut self, gap: Duration) -> io::Result<()> {
+        if self.armed == Some(gap) {
+            return Ok(());
+        }
+        let gap = gap.max(Duration::from_millis(1));
+        self.fd.set(
+            Expiration::Interval(TimeSpec::from_duration(gap)),
+            TimerSetTimeFlags::empty(),
+        )?;
+        self.armed = Some(gap);
+        Ok(())
+    }
+
+    /// Takes the expirations the timer has counted, so `poll` blocks again until the next.
+    pub fn acknowledge(&self) {
+        let mut count = [0u8; 8];
+        // EAGAIN (nothing expired: a spurious wake-up) and EINTR change nothing here.
+        let _ = nix::unistd::read(&self.fd, &mut count);
+    }
+}
+
+impl AsFd for TickTimer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// What a signal asks of the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// SIGHUP: re-read the configuration.
+    Reload,
+    /// SIGTERM or SIGINT: restore and exit.
+    Stop(&'static str),
+}
+
+/// SIGHUP, SIGTERM and SIGINT, read from a signalfd instead of run as handlers.
+pub struct Signals {
+    fd: SignalFd,
+    mask: SigSet,
+}
+
+impl Signals {
+    /// Blocks the three signals in the calling thread and opens a signalfd for them. Call
+    /// it before any other thread starts: threads inherit the mask, so no thread ever runs
+    /// the default action (exit without restoring) for them.
+    pub fn block_and_open() -> io::Result<Signals> {
+        let mut mask = SigSet::empty();
+        for signal in [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGINT] {
+            mask.add(signal);
+        }
+        mask.thread_block()?;
+        let fd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+        Ok(Signals { fd, mask })
+    }
+
+    /// The requests of every signal that arrived, in order. Two SIGHUPs that arrive
+    /// between two reads are one (the kernel keeps one pending signal per number).
+    pub fn pending(&mut self) -> Vec<Request> {
+        let mut requests = Vec::new();
+        while let Ok(Some(info)) = self.fd.read_signal() {
+            let request = match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGHUP) => Request::Reload,
+                Ok(Signal::SIGTERM) => Request::Stop("SIGTERM"),
+                Ok(Signal::SIGINT) => Request::Stop("SIGINT"),
+                _ => continue,
+            };
+            requests.push(request);
+        }
+        requests
+    }
+}
+
+impl AsFd for Signals {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        let _ = self.mask.thread_unblock();
+    }
+}
+
+/// Follows files by watching their directories: a file that is replaced (an editor's
+/// rename, a Kubernetes ConfigMap's `..data` symlink swap, CRI-O rewriting
+/// `/etc/sysconfig/irqbalance`) is seen as well as one written in place. The watch only
+/// says "something changed near these files"; the daemon reads them and compares.
+pub struct FileWatch {
+    inotify: Inotify,
+    files: Vec<PathBuf>,
+    watches: Vec<(PathBuf, WatchDescriptor)>,
+}
+
+impl FileWatch {
+    /// Watches the directories of `files` (and, for a symbolic link, of its target). A
+    /// directory that does not exist is skipped; `None` when nothing could be watched.
+    pub fn new(files: Vec<PathBuf>) -> io::Result<Option<FileWatch>> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        let mut watch = FileWatch {
+            inotify,
+            files,
+            watches: Vec::new(),
+        };
+        watch.rewatch();
+        Ok((!watch.watches.is_empty()).then_some(watch))
+    }
+
+    /// Reads every pending event; true when there was one. Watches are set up again
+    /// afterwards, since a symbolic link may now point into another directory.
+    pub fn drain(&mut self) -> bool {
+        let mut any = false;
+        while let Ok(events) = self.inotify.read_events() {
+            if events.is_empty() {
+                break;
+            }
+            // IN_IGNORED only says a watch went away (its directory was removed, or
+            // `rewatch` dropped it); the directory's own events came before it.
+            any |= events
+                .iter()
+                .any(|event| event.mask != AddWatchFlags::IN_IGNORED);
+        }
+        if any {
+            self.rewatch();
+        }
+        any
+    }
+
+    fn rewatch(&mut self) {
+        let flags = AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_ATTRIB;
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for file in &self.files {
+            dirs.extend(file.parent().map(Path::to_path_buf));
+            if let Ok(target) = std::fs::canonicalize(file) {
+                dirs.extend(target.parent().map(Path::to_path_buf));
+            }
+        }
+        dirs.sort();
+        dirs.dedup();
+        let (kept, gone): (Vec<_>, Vec<_>) = self
+            .watches
+            .drain(..)
+            .partition(|(dir, _)| dirs.contains(dir));
+        for (_, watch) in gone {
+            let _ = self.inotify.rm_watch(watch);
+        }
+        self.watches = kept;
+        for dir in dirs {
+            // Adding a directory already watched returns its descriptor again (no event);
+            // one that vanished since is watched anew if it came back.
+            if let Ok(watch) = self.inotify.add_watch(&dir, flags) {
+                self.watches.retain(|(d, _)| d != &dir);
+                self.watches.push((dir, watch));
+            } else {
+                self.watches.retain(|(d, _)| d != &dir);
+            }
+        }
+    }
+}
+
+impl AsFd for FileWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inotify.as_fd()
+    }
+}
+
+/// Which of the sources are ready after [`wait`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Ready {
+    pub tick: bool,
+    pub signal: bool,
+    pub link: bool,
+    pub files: bool,
+}
+
+/// Blocks until one of the sources is readable or `timeout` (for the watchdog) passes.
+pub fn wait(
+    timer: &TickTimer,
+    signals: &Signals,
+    link: Option<BorrowedFd<'_>>,
+    files: Option<BorrowedFd<'_>>,
+    timeout: Option<Duration>,
+) -> io::Result<Ready> {
+    let readable = PollFlags::POLLIN;
+    let mut fds = Vec::with_capacity(4);
+    fds.push(PollFd::new(timer.as_fd(), readable));
+    fds.push(PollFd::new(signals.as_fd(), readable));
+    let link_at = link.map(|fd| {
+        fds.push(PollFd::new(fd, readable));
+        fds.len() - 1
+    });
+    let files_at = files.map(|fd| {
+        fds.push(PollFd::new(fd, readable));
+        fds.len() - 1
+    });
+    let timeout = match timeout {
+        None => PollTimeout::NONE,
+        Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
+    };
+    match poll(&mut fds, timeout) {
+        Ok(_) => {}
+        Err(nix::errno::Errno::EINTR) => return Ok(Ready::default()),
+        Err(e) => return Err(e.into()),
+    }
+    let is_ready = |at: Option<usize>| {
+        at.and_then(|i| fds.get(i))
+            .and_then(PollFd::revents)
+            .is_some_and(|r| !r.is_empty())
+    };
+    Ok(Ready {
+        tick: is_ready(Some(0)),
+        signal: is_ready(Some(1)),
+        link: is_ready(link_at),
+        files: is_ready(files_at),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_periodic_timer_wakes_poll_and_is_acknowledged() {
+        let mut timer = TickTimer::new().unwrap();
+        timer.every(Duration::from_millis(20)).unwrap();
+        let started = std::time::Instant::now();
+        let fd = timer.as_fd();
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(2000u16)).unwrap();
+        assert!(fds[0].revents().unwrap().contains(PollFlags::POLLIN));
+        assert!(started.elapsed() >= Duration::from_millis(15));
+        timer.acknowledge();
+        // Acknowledged: not readable again at once.
+        let mut fds = [PollFd::new(timer.as_fd(), PollFlags::POLLIN)];
+        assert_eq!(poll(&mut fds, PollTimeout::ZERO).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_file_replaced_by_rename_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("steerd.yaml");
+        std::fs::write(&file, "interval: 1s\n").unwrap();
+        let mut watch = FileWatch::new(vec![file.clone()]).unwrap().unwrap();
+        assert!(!watch.drain(), "nothing happened yet");
+        let staged = dir.path().join(".steerd.yaml.tmp");
+        std::fs::write(&staged, "interval: 2s\n").unwrap();
+        std::fs::rename(&staged, &file).unwrap();
+        assert!(watch.drain());
+        assert!(!watch.drain(), "drained");
+    }
+
+    #[test]
+    fn a_kubernetes_style_symlink_swap_is_seen() {
+        // kubelet: steerd.yaml -> ..data/steerd.yaml, ..data -> ..<timestamp>; an update
+        // writes a new timestamped directory and renames a new ..data over the old one.
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("..2026_11_23_01");
+        std::fs::create_dir(&first).unwrap();
+        std::fs::write(first.join("steerd.yaml"), "interval: 1s\n").unwrap();
+        std::os::unix::fs::symlink("..2026_11_23_01", dir.path().join("..data")).unwrap();
+        let file = dir.path().join("steerd.yaml");
+        std::os::unix::fs::symlink("..data/steerd.yaml", &file).unwrap();
+        let mut watch = FileWatch::new(vec![file.clone()]).unwrap().unwrap();
+        let second = dir.path().join("..2026_11_23_02");
+        std::fs::create_dir(&second).unwrap();
+        std::fs::write(second.join("steerd.yaml"), "interval: 2s\n").unwrap();
+        std::os::unix::fs::symlink("..2026_11_23_02", dir.path().join("..data_tmp")).unwrap();
+        std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+        assert!(watch.drain());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "interval: 2s\n");
+    }
+
+    #[test]
+    fn nothing_to_watch_is_none() {
+        let watch = FileWatch::new(vec![PathBuf::from("/nonexistent-steerd-dir/x")]).unwrap();
+        assert!(watch.is_none());
+    }
+}
