@@ -118,6 +118,19 @@ fn smooth(value: &mut f64, sample: f64, alpha: f64, warm: bool) {
     }
 }
 
+/// Like [`smooth`], but a rise is taken at once: new receive work is acted on a tick
+/// sooner (the policy's `confirm_ticks` still guard against a one-tick spike), while a
+/// fall is smoothed, so a dip does not narrow RPS masks early. Used for every measure of
+/// receive work (per CPU, per IRQ, per queue) alike: the policy compares a CPU's work with
+/// the work of the IRQs on it, and the two must rise together.
+fn smooth_rising_fast(value: &mut f64, sample: f64, alpha: f64, warm: bool) {
+    if warm && sample < *value {
+        *value += alpha * (sample - *value);
+    } else {
+        *value = sample;
+    }
+}
+
 impl Load {
     /// An empty model.
     pub fn new() -> Self {
@@ -207,7 +220,7 @@ impl Load {
             };
             let cpu = &mut self.cpus[index];
             let processed = rate_u32(before.processed, now.processed, secs);
-            smooth(&mut cpu.processed_pps, processed, alpha, cpu.warm);
+            smooth_rising_fast(&mut cpu.processed_pps, processed, alpha, cpu.warm);
             cpu.dropped_per_sec = rate_u32(before.dropped, now.dropped, secs);
             cpu.squeezed_per_sec = rate_u32(before.time_squeeze, now.time_squeeze, secs);
             if let (Some(b), Some(n)) = (before.received_rps, now.received_rps) {
@@ -241,7 +254,7 @@ impl Load {
                 continue;
             };
             if let Some(rate) = rate_intr(before, now, secs) {
-                smooth(&mut self.irq_rates[irq], rate, alpha, warm);
+                smooth_rising_fast(&mut self.irq_rates[irq], rate, alpha, warm);
             }
         }
     }
@@ -289,7 +302,7 @@ impl Load {
                 rates.resize(slot + 1, None);
             }
             match &mut rates[slot] {
-                Some(value) => smooth(value, rate, alpha, true),
+                Some(value) => smooth_rising_fast(value, rate, alpha, true),
                 empty => *empty = Some(rate),
             }
         }
@@ -430,16 +443,23 @@ mod tests {
     }
 
     #[test]
-    fn smoothing_weights_the_newest_sample() {
+    fn receive_work_rises_at_once_and_falls_smoothed() {
         let mut load = Load::new();
         let s = [
             snapshot(0, &[(0, 0, 0, 0)]),
             snapshot(1, &[(0, 100, 0, 100)]),
             snapshot(2, &[(0, 400, 0, 200)]),
+            snapshot(3, &[(0, 500, 0, 300)]),
         ];
         load.update(&s[0], &s[1], 0.5);
         load.update(&s[1], &s[2], 0.5);
-        assert_eq!(load.cpu(0).unwrap().processed_pps, 200.0);
+        assert_eq!(load.cpu(0).unwrap().processed_pps, 300.0, "a rise at once");
+        load.update(&s[2], &s[3], 0.5);
+        assert_eq!(
+            load.cpu(0).unwrap().processed_pps,
+            200.0,
+            "a fall weighted by the smoothing: 300 + 0.5 * (100 - 300)"
+        );
     }
 
     #[test]
