@@ -115,6 +115,11 @@ struct Remembered {
     original: String,
     /// The value steerd wrote last (as read back), if any.
     written: Option<KnobValue>,
+    /// The value steerd is about to write, saved before the write: after a crash between
+    /// the write and the next save, the next start can tell its own write (the file holds
+    /// this value) from no write (it holds the old one) and from someone else's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    intended: Option<KnobValue>,
 }
 
 /// The state file's content.
@@ -182,7 +187,35 @@ impl Actuator {
             Err(err) if crate::root::is_absent(&err) => {}
             Err(err) => return Err(crate::Error::io(&actuator.state_path, err)),
         }
+        actuator.settle_interrupted_writes();
         Ok(actuator)
+    }
+
+    /// Resolves the writes a previous run started but did not record (it died between
+    /// the write and the save): if the file holds the value it meant to write, the write
+    /// happened and the value is steerd's; otherwise it did not (or someone else has
+    /// changed it since), and what steerd last recorded stands.
+    fn settle_interrupted_writes(&mut self) {
+        let interrupted: Vec<Knob> = self
+            .remembered
+            .values()
+            .filter(|r| r.intended.is_some())
+            .map(|r| r.knob.clone())
+            .collect();
+        if interrupted.is_empty() {
+            return;
+        }
+        for knob in interrupted {
+            let now = self.read(&knob).ok().map(|(_, value)| value);
+            if let Some(entry) = self.remembered.get_mut(&knob)
+                && let Some(intended) = entry.intended.take()
+                && let Some(now) = now
+                && knob.took_effect(&intended, &now)
+            {
+                entry.written = Some(now);
+            }
+        }
+        let _ = self.save();
     }
 
     /// The state file's path.
@@ -304,16 +337,22 @@ impl Actuator {
                 errno: None,
                 message,
             })?;
-        if !self.remembered.contains_key(knob) {
-            self.remembered.insert(
-                knob.clone(),
-                Remembered {
-                    knob: knob.clone(),
-                    original: original_text,
-                    written: None,
-                },
-            );
-            self.save().map_err(|err| WriteFailure {
+        // The original (first write only) and the value about to be written reach the
+        // state file before the kernel does.
+        let created = !self.remembered.contains_key(knob);
+        let entry = self
+            .remembered
+            .entry(knob.clone())
+            .or_insert_with(|| Remembered {
+                knob: knob.clone(),
+                original: original_text,
+                written: None,
+                intended: None,
+            });
+        entry.intended = Some(value.clone());
+        if let Err(err) = self.save() {
+            self.forget_intent(knob, created);
+            return Err(WriteFailure {
                 knob: knob.clone(),
                 kind: FailureKind::NotAllowed,
                 errno: err.raw_os_error(),
@@ -321,13 +360,25 @@ impl Actuator {
                     "cannot record the original value in {} ({err}); not writing",
                     self.state_path.display()
                 ),
-            })?;
+            });
         }
         let path = self.root.path(knob.relative_path());
-        write_file(&path, &text).map_err(|err| failure(knob, &err, "write"))?;
-        let (_, after) = self.read(knob)?;
+        if let Err(err) = write_file(&path, &text) {
+            self.forget_intent(knob, created);
+            let _ = self.save();
+            return Err(failure(knob, &err, "write"));
+        }
+        let after = match self.read(knob) {
+            Ok((_, after)) => after,
+            Err(failure) => {
+                self.forget_intent(knob, created);
+                let _ = self.save();
+                return Err(failure);
+            }
+        };
         if let Some(entry) = self.remembered.get_mut(knob) {
             entry.written = Some(after.clone());
+            entry.intended = None;
         }
         // Losing this save loses only the "written" marker, never an original.
         let _ = self.save();
@@ -344,6 +395,16 @@ impl Actuator {
             before,
             after,
         })
+    }
+
+    /// Drops the intent recorded before a write that did not happen; an entry made just
+    /// for it (`created`: nothing was ever written, no original to keep) goes too.
+    fn forget_intent(&mut self, knob: &Knob, created: bool) {
+        if created {
+            self.remembered.remove(knob);
+        } else if let Some(entry) = self.remembered.get_mut(knob) {
+            entry.intended = None;
+        }
     }
 
     /// Puts back every value steerd changed. Values changed by someone else since
@@ -566,6 +627,40 @@ mod tests {
         assert_eq!(kind(libc::ENOENT), FailureKind::Vanished);
         let eperm_rps = FailureKind::of(&rps(), &io::Error::from_raw_os_error(libc::EPERM));
         assert_eq!(eperm_rps, FailureKind::NotAllowed);
+    }
+
+    #[test]
+    fn a_crash_between_write_and_save_is_settled_at_the_next_start() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        let path = dir.path().join("proc/irq/30/smp_affinity_list");
+        let state = actuator.state_path().to_path_buf();
+        // Record an intent as write_once does, then "crash" before writing or saving again.
+        let interrupted = |actuator: &mut Actuator, value: &str| {
+            actuator.remembered.insert(
+                irq.clone(),
+                Remembered {
+                    knob: irq.clone(),
+                    original: "0-7".into(),
+                    written: None,
+                    intended: Some(cpus(value)),
+                },
+            );
+            actuator.save().unwrap();
+        };
+        // 1. The write reached the kernel: the value is steerd's, and restored on stop.
+        interrupted(&mut actuator, "3");
+        fs::write(&path, "3\n").unwrap();
+        let mut after_crash = Actuator::open(Root::new(dir.path()), state.clone()).unwrap();
+        assert_eq!(after_crash.last_written(&irq), Some(&cpus("3")));
+        let (restored, failures) = after_crash.restore_all(false);
+        assert_eq!((restored.len(), failures.len()), (1, 0));
+        assert_eq!(fs::read_to_string(&path).unwrap().trim(), "0-7");
+        // 2. It did not: nothing is steerd's, nothing to restore.
+        interrupted(&mut actuator, "5");
+        let after_crash = Actuator::open(Root::new(dir.path()), state).unwrap();
+        assert_eq!(after_crash.last_written(&irq), None);
+        assert_eq!(after_crash.changed().count(), 0);
     }
 
     #[test]
