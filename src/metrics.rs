@@ -76,6 +76,7 @@ pub struct Metrics {
     pub config_reloads: Family<ResultLabels, Counter>,
     pub tick_duration: Histogram,
     pub ticks: Counter,
+    pub ticks_skipped: Counter,
     pub unmanageable_irqs: Gauge,
     pub observe_only: Gauge,
     pub external_changes: Counter,
@@ -103,6 +104,7 @@ impl Metrics {
             // 10 µs .. ~10 s
             tick_duration: Histogram::new(exponential_buckets(0.00001, 4.0, 11)),
             ticks: Counter::default(),
+            ticks_skipped: Counter::default(),
             unmanageable_irqs: Gauge::default(),
             observe_only: Gauge::default(),
             external_changes: Counter::default(),
@@ -159,6 +161,11 @@ impl Metrics {
             metrics.tick_duration.clone(),
         );
         registry.register("ticks", "Ticks run", metrics.ticks.clone());
+        registry.register(
+            "idle_ticks",
+            "Ticks on which nothing could change, so the policy did not run",
+            metrics.ticks_skipped.clone(),
+        );
         registry.register(
             "unmanageable_irqs",
             "IRQs of network devices that user space cannot move (kernel-managed)",

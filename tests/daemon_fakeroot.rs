@@ -865,3 +865,108 @@ fn dry_run_writes_nothing() {
     assert_eq!(daemon.stop(Signal::SIGTERM).code(), Some(0));
     assert!(m.changed().is_empty());
 }
+
+/// 11. irqbalance's ban file (`cpus.irqbalance_banned_cpus: true`) and the configuration
+///     file (`--watch-config`) are followed while running: a CPU that CRI-O bans in
+///     `/etc/sysconfig/irqbalance` is left by steerd's IRQs within a few ticks, and a
+///     configuration renamed over the old one is applied, with no restart and no SIGHUP.
+#[test]
+fn follows_irqbalances_ban_file_and_a_watched_config_without_restart() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let config = m.config("cpus:\n  irqbalance_banned_cpus: true\n");
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start_with(m.root(), Some(&config), &["--watch-config"]);
+    let pid = daemon.pid();
+    let eth0 = m.queue_irqs(0);
+    let machine = &m.tree.machine;
+    let cpus_of_eth0 = || -> CpuSet {
+        eth0.iter()
+            .filter_map(|&irq| m.irq_cpus(irq).first())
+            .collect()
+    };
+    wait_until(WAIT, "eth0's queue IRQs spread", Some(&daemon), || {
+        let cores: BTreeSet<u32> = cpus_of_eth0()
+            .iter()
+            .map(|cpu| core_of(machine, cpu))
+            .collect();
+        cores.len() == eth0.len()
+    });
+
+    // What CRI-O does: write the mask of the CPUs to keep IRQs off (here every CPU eth0's
+    // IRQs are on but the lowest), by writing a new file and renaming it into place.
+    let occupied = cpus_of_eth0();
+    let banned: CpuSet = occupied.iter().skip(1).collect();
+    assert!(!banned.is_empty());
+    let sysconfig = m.root().join("etc/sysconfig");
+    fs::create_dir_all(&sysconfig).unwrap();
+    let staged = sysconfig.join(".irqbalance.new");
+    fs::write(
+        &staged,
+        format!(
+            "# written by a test as CRI-O would\nIRQBALANCE_BANNED_CPUS=\"{}\"\n",
+            banned.to_mask(machine.cpu_count()).unwrap()
+        ),
+    )
+    .unwrap();
+    let written_at = Instant::now();
+    fs::rename(&staged, sysconfig.join("irqbalance")).unwrap();
+    wait_until(
+        WAIT,
+        "eth0's queue IRQs off the banned CPUs",
+        Some(&daemon),
+        || !cpus_of_eth0().intersects(&banned),
+    );
+    let took = written_at.elapsed();
+    eprintln!(
+        "ban of CPUs {} followed in {} ms (100 ms ticks)",
+        banned.to_list(),
+        took.as_millis()
+    );
+    assert!(
+        daemon.stderr_text().contains("irqbalance's banned CPUs"),
+        "{}",
+        daemon.stderr_text()
+    );
+    // No IRQ steerd moved goes back onto a banned CPU, under load, for a while.
+    let until = Instant::now() + Duration::from_millis(1000);
+    while Instant::now() < until {
+        assert!(!cpus_of_eth0().intersects(&banned));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // A new configuration renamed over the old one: CPU 0 banned as well.
+    let staged = config.with_extension("yaml.new");
+    fs::write(
+        &staged,
+        "cpus:\n  irqbalance_banned_cpus: true\n  banned: \"0\"\n",
+    )
+    .unwrap();
+    fs::rename(&staged, &config).unwrap();
+    wait_until(
+        WAIT,
+        "eth0's queue IRQs off CPU 0 too",
+        Some(&daemon),
+        || {
+            let now = cpus_of_eth0();
+            !now.contains(0) && !now.intersects(&banned)
+        },
+    );
+    assert_eq!(
+        daemon.metric("steerd_config_reloads_total{result=\"ok\"}"),
+        Some(1.0),
+        "{}",
+        daemon.metrics()
+    );
+    assert_eq!(daemon.pid(), pid, "no restart");
+    // Touching the file without changing it reloads nothing.
+    fs::write(
+        &config,
+        "cpus:\n  irqbalance_banned_cpus: true\n  banned: \"0\"\n",
+    )
+    .unwrap();
+    daemon.wait_ticks(5);
+    assert_eq!(
+        daemon.metric("steerd_config_reloads_total{result=\"ok\"}"),
+        Some(1.0)
+    );
+}

@@ -397,3 +397,31 @@ fn the_table_in_docs_policy_md_is_current() {
         "docs/policy.md has a stale table; regenerate with\n  cargo run --release --example policy_table\nand paste:\n{table}"
     );
 }
+
+/// Skipping `decide` on idle ticks (as the daemon does) changes no action in any
+/// scenario, and does skip in the ones with idle stretches.
+#[test]
+fn skipping_idle_ticks_changes_nothing() {
+    for scenario in scenarios::all() {
+        let mut always = Steerd::new(scenario.config.clone());
+        always.skip_idle = false;
+        let decided = run(&scenario, &mut always);
+        let mut skipping = Steerd::new(scenario.config.clone());
+        let skipped = run(&scenario, &mut skipping);
+        let a: Vec<_> = decided.changes().collect();
+        let b: Vec<_> = skipped.changes().collect();
+        assert_eq!(
+            a, b,
+            "scenario {}: skipping idle ticks changed the actions",
+            scenario.id
+        );
+        eprintln!(
+            "scenario {:2}: {:3} of {} ticks skipped decide",
+            scenario.id, skipping.skipped, scenario.ticks
+        );
+        if scenario.id == 7 {
+            // Idle before the load and again after RPS is off.
+            assert!(skipping.skipped > 100, "{}", skipping.skipped);
+        }
+    }
+}

@@ -153,6 +153,9 @@ struct Daemon {
     reported_managed: std::collections::BTreeSet<u32>,
     /// Set when this tick rediscovered the machine after a write found its target gone.
     plan_stale: bool,
+    /// Something `decide` reads besides the load changed since it last ran (discovery,
+    /// configuration, a write): the next tick must decide (see `policy::can_skip`).
+    decide_needed: bool,
     server: Option<ServerThread>,
 }
 
@@ -235,6 +238,7 @@ impl Daemon {
             last_watchdog: now,
             reported_managed: Default::default(),
             plan_stale: false,
+            decide_needed: true,
             server: Some(server),
         };
         daemon.read_irqbalance_ban();
@@ -366,6 +370,14 @@ impl Daemon {
                 placement: &self.placement,
                 now_ns: self.current.taken_at_ns,
             };
+            if policy::can_skip(&input, &self.policy, !self.decide_needed) {
+                policy::skip_tick(&mut self.policy);
+                self.shared.metrics.ticks_skipped.inc();
+                self.export_load();
+                self.finish_tick(started);
+                return;
+            }
+            self.decide_needed = false;
             let plan = policy::decide(&input, &mut self.policy);
             // A plan repeats every standing note (a managed IRQ, a value someone else
             // set) on every tick, flagged `new` only the first time: log and count
@@ -389,6 +401,10 @@ impl Daemon {
             }
             self.export_load();
         }
+        self.finish_tick(started);
+    }
+
+    fn finish_tick(&mut self, started: Instant) {
         self.have_previous = true;
         let metrics = &self.shared.metrics;
         metrics.ticks.inc();
@@ -399,6 +415,7 @@ impl Daemon {
     }
 
     fn apply(&mut self, action: Action) {
+        self.decide_needed = true;
         let knob = knob_of(&action.target);
         let wanted = knob_value_of(&action.new);
         let mask_words = self.mask_words(&knob);
@@ -624,8 +641,17 @@ impl Daemon {
     /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
     /// policy compares it with what steerd wrote to notice values someone else changed.
     fn after_discovery(&mut self) {
+        self.decide_needed = true;
         self.placement = Placement::from_inventory(&self.machine.inventory);
         self.choose_queue_devices();
+        let irq_limit = self
+            .machine
+            .inventory
+            .irqs
+            .iter()
+            .map(|i| i.irq as usize + 1)
+            .max();
+        self.sampler.set_irq_limit(irq_limit.unwrap_or(0));
         for irq in self
             .machine
             .inventory
@@ -772,6 +798,7 @@ impl Daemon {
             }
         }
         self.config = config;
+        self.decide_needed = true;
     }
 
     /// Reads irqbalance's ban files (when `cpus.irqbalance_banned_cpus` is on). Returns

@@ -134,8 +134,10 @@ pub struct FileWatch {
 }
 
 impl FileWatch {
-    /// Watches the directories of `files` (and, for a symbolic link, of its target). A
-    /// directory that does not exist is skipped; `None` when nothing could be watched.
+    /// Watches the directories of `files` (and, for a symbolic link, of its target). For a
+    /// directory that does not exist yet (`/etc/sysconfig` on Debian until CRI-O writes
+    /// there), its nearest existing ancestor is watched, and the directory itself once it
+    /// appears. `None` when nothing could be watched.
     pub fn new(files: Vec<PathBuf>) -> io::Result<Option<FileWatch>> {
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         let mut watch = FileWatch {
@@ -176,7 +178,7 @@ impl FileWatch {
             | AddWatchFlags::IN_ATTRIB;
         let mut dirs: Vec<PathBuf> = Vec::new();
         for file in &self.files {
-            dirs.extend(file.parent().map(Path::to_path_buf));
+            dirs.extend(file.parent().and_then(nearest_existing));
             if let Ok(target) = std::fs::canonicalize(file) {
                 dirs.extend(target.parent().map(Path::to_path_buf));
             }
@@ -202,6 +204,11 @@ impl FileWatch {
             }
         }
     }
+}
+
+/// `dir`, or its nearest ancestor that exists.
+fn nearest_existing(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().find(|d| d.is_dir()).map(Path::to_path_buf)
 }
 
 impl AsFd for FileWatch {
@@ -317,8 +324,16 @@ mod tests {
     }
 
     #[test]
-    fn nothing_to_watch_is_none() {
-        let watch = FileWatch::new(vec![PathBuf::from("/nonexistent-steerd-dir/x")]).unwrap();
-        assert!(watch.is_none());
+    fn a_file_in_a_directory_created_later_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("etc/sysconfig/irqbalance");
+        let mut watch = FileWatch::new(vec![file.clone()]).unwrap().unwrap();
+        std::fs::create_dir(dir.path().join("etc")).unwrap();
+        assert!(watch.drain(), "etc/ appeared");
+        std::fs::create_dir(dir.path().join("etc/sysconfig")).unwrap();
+        assert!(watch.drain(), "etc/sysconfig/ appeared");
+        assert!(!watch.drain());
+        std::fs::write(&file, "IRQBALANCE_BANNED_CPUS=2\n").unwrap();
+        assert!(watch.drain(), "the file itself");
     }
 }

@@ -9,7 +9,7 @@
 //!   offset 0 (a seq_file restarts when read at offset 0), until `pread` returns 0 — a
 //!   seq_file may hand out less than a full buffer before the end;
 //! * each file has its own byte buffer, grown (doubled) only when the file outgrew it;
-//! * parsing fills the snapshot's existing vectors in place ([`parse_stat`],
+//! * parsing fills the snapshot's existing vectors in place ([`parse_stat_up_to`],
 //!   [`parse_softnet`]), so in steady state a tick allocates nothing.
 //!
 //! `taken_at_ns` is the raw `CLOCK_MONOTONIC` (not a per-sampler `Instant` base), so
@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 use crate::kernel::procfs::softnet::{SOFTNET_PATH, parse_softnet};
-use crate::kernel::procfs::stat::{STAT_PATH, parse_stat};
+use crate::kernel::procfs::stat::{STAT_PATH, parse_stat_up_to};
 use crate::model::snapshot::Snapshot;
 use crate::root::Root;
 
@@ -43,6 +43,8 @@ pub struct TickSampler {
     stat: KeptOpenFile,
     softnet: KeptOpenFile,
     follow_replaced_files: bool,
+    /// IRQ numbers below this are counted (see [`TickSampler::set_irq_limit`]).
+    irq_limit: usize,
 }
 
 impl TickSampler {
@@ -53,7 +55,14 @@ impl TickSampler {
             stat: KeptOpenFile::open(root.path(STAT_PATH))?,
             softnet: KeptOpenFile::open(root.path(SOFTNET_PATH))?,
             follow_replaced_files: !root.is_host(),
+            irq_limit: usize::MAX,
         })
+    }
+
+    /// Counts only IRQ numbers below `limit` in `snapshot.irq_totals` (default: all).
+    /// The daemon sets it to one past the highest IRQ it knows of after each discovery.
+    pub fn set_irq_limit(&mut self, limit: usize) {
+        self.irq_limit = limit;
     }
 
     /// Whether each tick checks that the paths still name the open files and reopens
@@ -75,11 +84,12 @@ impl TickSampler {
         self.stat.read()?;
         self.softnet.read()?;
         snapshot.taken_at_ns = monotonic_now_ns();
-        parse_stat(
+        parse_stat_up_to(
             self.stat.contents(),
             &self.stat.path,
             &mut snapshot.cpu_times,
             &mut snapshot.irq_totals,
+            self.irq_limit,
         )?;
         parse_softnet(
             self.softnet.contents(),

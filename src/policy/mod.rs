@@ -68,11 +68,63 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     rps::plan(&mut p, false);
     rfs::settle(&mut p);
     p.restart_streaks();
+    p.state.settled = p.actions.is_empty() && p.waiting.is_empty();
     let idle_reason = p.actions.is_empty().then(|| p.idle_reason());
     Plan {
         actions: p.actions,
         notes: p.notes,
         idle_reason,
+    }
+}
+
+/// Whether this tick can go without [`decide`], because deciding could not do anything:
+/// the last decision was settled (no action, nothing waiting), the caller has changed
+/// nothing since (`model_unchanged`: no rediscovery, reload or write), steerd has no
+/// RPS mask or RFS table of its own in place (turning those off again is a matter of
+/// calm ticks and dwell times, which need `decide`), and every online CPU is calm for
+/// long enough and far from any hot signal (no drops or squeezes, softirq share under the
+/// low watermark, receive work under `busy_pps`).
+///
+/// On an idle server this is almost every tick: the daemon then samples and updates the
+/// load only, which is what keeps an idle tick within the CPU budget
+/// (docs/performance.md). [`skip_tick`] keeps the hysteresis streaks as `decide` would.
+pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: bool) -> bool {
+    if !(model_unchanged && state.settled) {
+        return false;
+    }
+    let temporary_in_place = state
+        .written
+        .iter()
+        .any(|(target, value)| match (target, value) {
+            (Target::RpsCpus { .. }, Value::Cpus(cpus)) => !cpus.is_empty(),
+            (Target::RpsFlowCnt { .. } | Target::RpsSockFlowEntries, Value::Count(n)) => *n > 0,
+            _ => false,
+        });
+    if temporary_in_place {
+        return false;
+    }
+    let w = &input.config.watermarks;
+    let calm_ticks = input.config.hysteresis.calm_ticks;
+    input.load.cpus.iter().enumerate().all(|(cpu, load)| {
+        if !load.online {
+            return true;
+        }
+        let calm_for = state.streaks.get(cpu).map_or(0, |s| s.calm);
+        load.warm
+            && calm_for >= calm_ticks
+            && load.dropped_per_sec == 0.0
+            && load.squeezed_per_sec == 0.0
+            && load.net_share < w.low
+            && load.processed_pps < w.busy_pps
+    })
+}
+
+/// Accounts for a tick [`can_skip`] allowed to go without [`decide`]: every CPU stayed
+/// calm, so the calm streaks grow and nothing else changes.
+pub fn skip_tick(state: &mut PolicyState) {
+    state.ticks += 1;
+    for streak in &mut state.streaks {
+        streak.calm = streak.calm.saturating_add(1);
     }
 }
 

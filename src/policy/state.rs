@@ -27,6 +27,9 @@ pub struct PolicyState {
     pub(crate) reported: HashSet<(NoteKind, String)>,
     /// Ticks decided so far.
     pub(crate) ticks: u64,
+    /// The last decision had no action and nothing waiting (a dwell time, the action
+    /// budget): deciding again on the same model could differ only through the load.
+    pub(crate) settled: bool,
 }
 
 impl PolicyState {

@@ -8,7 +8,9 @@ use crate::config::Config;
 use crate::load::Load;
 use crate::model::inventory::Inventory;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{DecideInput, Note, PolicyState, Target, Value, decide};
+use crate::policy::{
+    DecideInput, Note, Placement, PolicyState, Target, Value, can_skip, decide, skip_tick,
+};
 
 /// One write a policy made (or tried) in a tick.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,8 +49,17 @@ pub struct Steerd {
     pub config: Config,
     pub state: PolicyState,
     pub load: Load,
+    /// Skip `decide` on ticks where `policy::can_skip` allows it, as the daemon does
+    /// (on by default; off to check that skipping changes nothing).
+    pub skip_idle: bool,
+    /// Ticks that skipped `decide`.
+    pub skipped: u32,
     inventory: Inventory,
     prev: Option<Snapshot>,
+    /// The placement `decide` last saw and whether anything was written since: what the
+    /// daemon learns from rediscovery and its own writes.
+    decided_on: Option<Placement>,
+    wrote: bool,
 }
 
 impl Steerd {
@@ -57,8 +68,12 @@ impl Steerd {
             config,
             state: PolicyState::new(),
             load: Load::new(),
+            skip_idle: true,
+            skipped: 0,
             inventory: Inventory::default(),
             prev: None,
+            decided_on: None,
+            wrote: false,
         }
     }
 }
@@ -87,9 +102,17 @@ impl Controller for Steerd {
             placement: &placement,
             now_ns: snapshot.taken_at_ns,
         };
+        let model_unchanged = !self.wrote && self.decided_on.as_ref() == Some(&placement);
+        if self.skip_idle && can_skip(&input, &self.state, model_unchanged) {
+            skip_tick(&mut self.state);
+            self.skipped += 1;
+            return TickActions::default();
+        }
         let started = Instant::now();
         let plan = decide(&input, &mut self.state);
         let decide_ns = started.elapsed().as_nanos() as u64;
+        self.wrote = !plan.actions.is_empty();
+        self.decided_on = Some(placement.clone());
         let mut changes = Vec::with_capacity(plan.actions.len());
         for action in &plan.actions {
             let accepted = match sim.write(&action.target, &action.new) {
