@@ -60,7 +60,7 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
     }
 
     let parsed = interrupts::read(root)?;
-    let mut irqs = read_irqs(root, &parsed, topology.nr_cpu_ids)?;
+    let mut irqs = read_irqs(root, &parsed, topology.nr_cpu_ids, &mut warnings);
     let attributions = attribute(&devices, &parsed);
 
     let mut inventory = Inventory {
@@ -249,10 +249,28 @@ fn also_served_by(inventory: &mut Inventory, irq: u32, vector: &Vector) {
 }
 
 /// Joins `proc/interrupts` rows with their `proc/irq/<N>/` settings.
-fn read_irqs(root: &Root, parsed: &Interrupts, nr_cpu_ids: u32) -> Result<Vec<Irq>, Error> {
+///
+/// An IRQ whose settings cannot be read or make no sense (a malformed file, a directory
+/// where a file should be) is kept, as managed (steerd never writes it), with a warning:
+/// one odd IRQ must not stop steerd from steering all the others.
+fn read_irqs(
+    root: &Root,
+    parsed: &Interrupts,
+    nr_cpu_ids: u32,
+    warnings: &mut Vec<String>,
+) -> Vec<Irq> {
     let mut irqs = Vec::with_capacity(parsed.lines.len());
     for line in &parsed.lines {
-        let settings = irq::read_irq(root, line.irq)?.unwrap_or_default();
+        let settings = match irq::read_irq(root, line.irq) {
+            Ok(settings) => settings.unwrap_or_default(),
+            Err(e) => {
+                warnings.push(format!("irq {}: {e}; left alone", line.irq));
+                irq::IrqSettings {
+                    managed: true,
+                    ..Default::default()
+                }
+            }
+        };
         let mut per_cpu = line.per_cpu.clone();
         if per_cpu.len() < nr_cpu_ids as usize {
             per_cpu.resize(nr_cpu_ids as usize, 0);
@@ -273,7 +291,7 @@ fn read_irqs(root: &Root, parsed: &Interrupts, nr_cpu_ids: u32) -> Result<Vec<Ir
             total: line.total,
         });
     }
-    Ok(irqs)
+    irqs
 }
 
 /// Attributes IRQs to devices: `msi_irqs/` first, names second. Returns (IRQ, vector)

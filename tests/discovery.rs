@@ -1271,3 +1271,44 @@ fn generated_1152_cpu_tree() {
     assert!(!inv.irq(tree.other_irqs[1]).unwrap().managed);
     assert_eq!(inv.irqs[0].per_cpu.len(), 1152);
 }
+
+/// A directory where an IRQ's `smp_affinity_list` should be (a broken or odd tree) costs
+/// that IRQ only: discovery goes on, warns, and marks it as never to be written.
+#[test]
+fn an_unreadable_irq_is_left_alone_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut machine = steerd::fakeroot::FakeMachine::new(4);
+    machine.nics.push(steerd::fakeroot::FakeNic {
+        name: "eth0".into(),
+        driver: "ixgbe".into(),
+        node: None,
+        queues: 4,
+    });
+    let tree = machine.write(dir.path()).unwrap();
+    let broken = tree.queue_irqs[0][1];
+    let path = dir
+        .path()
+        .join(format!("proc/irq/{broken}/smp_affinity_list"));
+    fs::remove_file(&path).unwrap();
+    fs::create_dir(&path).unwrap();
+    let found = discover(&Root::new(dir.path())).expect("discovery goes on");
+    let warning = found
+        .warnings
+        .iter()
+        .find(|w| w.starts_with(&format!("irq {broken}:")))
+        .unwrap_or_else(|| panic!("no warning for irq {broken}: {:?}", found.warnings));
+    assert!(warning.contains("smp_affinity_list"), "{warning}");
+    let irq = found
+        .inventory
+        .irqs
+        .iter()
+        .find(|i| i.irq == broken)
+        .unwrap();
+    assert!(irq.managed, "never written");
+    let others = found
+        .inventory
+        .irqs
+        .iter()
+        .filter(|i| tree.queue_irqs[0].contains(&i.irq) && i.irq != broken);
+    assert_eq!(others.filter(|i| !i.managed).count(), 3);
+}
