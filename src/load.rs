@@ -165,8 +165,16 @@ impl Load {
         let alpha = smoothing.clamp(f64::MIN_POSITIVE, 1.0);
         self.interval_secs = secs;
         self.samples += 1;
+        // `proc/stat` may be older than the rest (carried over on an idle tick): its
+        // rates span their own interval, and a carried-over reading adds nothing.
+        let stat_secs = cur
+            .stat_taken_at_ns()
+            .saturating_sub(prev.stat_taken_at_ns()) as f64
+            / 1e9;
         self.update_cpus(prev, cur, secs, alpha);
-        self.update_irqs(prev, cur, secs, alpha);
+        if stat_secs > 0.0 {
+            self.update_irqs(prev, cur, stat_secs, alpha);
+        }
         self.update_queues(prev, cur, secs, alpha);
     }
 
@@ -401,7 +409,32 @@ mod tests {
                 .collect(),
             irq_totals: Vec::new(),
             queues: Vec::new(),
+            stat_taken_at_ns: None,
         }
+    }
+
+    #[test]
+    fn a_carried_over_proc_stat_changes_nothing_and_the_next_reading_spans_its_interval() {
+        let mut a = snapshot(10, &[(0, 0, 10, 90)]);
+        a.irq_totals = vec![0, 1000];
+        let mut b = snapshot(11, &[(0, 100, 20, 180)]);
+        b.irq_totals = vec![0, 2000];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.irq_rate(1), 1000.0);
+        let share = load.cpu(0).unwrap().net_share;
+        // Second 12: softnet only, proc/stat carried over from second 11.
+        let mut c = snapshot(12, &[(0, 300, 0, 0)]);
+        c.carry_stat_from(&b);
+        load.update(&b, &c, 1.0);
+        assert_eq!(load.irq_rate(1), 1000.0, "not pulled to 0 by the copy");
+        assert_eq!(load.cpu(0).unwrap().net_share, share);
+        assert_eq!(load.cpu(0).unwrap().processed_pps, 200.0, "softnet is fresh");
+        // Second 13: proc/stat read again; its IRQ rate spans seconds 11 to 13.
+        let mut d = snapshot(13, &[(0, 400, 40, 360)]);
+        d.irq_totals = vec![0, 8000];
+        load.update(&c, &d, 1.0);
+        assert_eq!(load.irq_rate(1), 3000.0);
     }
 
     #[test]

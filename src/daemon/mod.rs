@@ -46,6 +46,12 @@ use crate::root::Root;
 /// small machine, so every 30 s would be most of the daemon's idle CPU budget.
 pub const REDISCOVER_EVERY: Duration = Duration::from_secs(300);
 
+/// While idle (the policy had nothing to decide), `proc/stat` is read on every this many
+/// ticks, `softnet_stat` on every tick. New receive work shows in `softnet_stat` at once
+/// and ends the idle stretch; only a rise of interrupt time without packets (another
+/// device's IRQs) is seen up to this many ticks later.
+pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
+
 /// How often the values steerd wrote are read back to notice someone else's change: one
 /// small read per value, and a rediscovery only when one differs.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
@@ -156,6 +162,9 @@ struct Daemon {
     /// Something `decide` reads besides the load changed since it last ran (discovery,
     /// configuration, a write): the next tick must decide (see `policy::can_skip`).
     decide_needed: bool,
+    /// Consecutive ticks that skipped `decide`; while idle, `proc/stat` is read on every
+    /// [`STAT_EVERY_IDLE_TICKS`]th tick only.
+    idle_ticks: u64,
     server: Option<ServerThread>,
 }
 
@@ -239,6 +248,7 @@ impl Daemon {
             reported_managed: Default::default(),
             plan_stale: false,
             decide_needed: true,
+            idle_ticks: 0,
             server: Some(server),
         };
         daemon.read_irqbalance_ban();
@@ -350,7 +360,13 @@ impl Daemon {
             self.recheck_written();
         }
         std::mem::swap(&mut self.previous, &mut self.current);
-        if let Err(e) = self.sampler.sample(&mut self.current) {
+        let sampled = if self.idle_ticks > 0 && self.idle_ticks % STAT_EVERY_IDLE_TICKS != 0 {
+            self.current.carry_stat_from(&self.previous);
+            self.sampler.sample_softnet_only(&mut self.current)
+        } else {
+            self.sampler.sample(&mut self.current)
+        };
+        if let Err(e) = sampled {
             error!(error = %e, "sampling failed; skipping this tick");
             std::mem::swap(&mut self.previous, &mut self.current);
             return;
@@ -372,12 +388,14 @@ impl Daemon {
             };
             if policy::can_skip(&input, &self.policy, !self.decide_needed) {
                 policy::skip_tick(&mut self.policy);
+                self.idle_ticks += 1;
                 self.shared.metrics.ticks_skipped.inc();
                 self.export_load();
                 self.finish_tick(started);
                 return;
             }
             self.decide_needed = false;
+            self.idle_ticks = 0;
             let plan = policy::decide(&input, &mut self.policy);
             // A plan repeats every standing note (a managed IRQ, a value someone else
             // set) on every tick, flagged `new` only the first time: log and count

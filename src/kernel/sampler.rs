@@ -84,6 +84,7 @@ impl TickSampler {
         self.stat.read()?;
         self.softnet.read()?;
         snapshot.taken_at_ns = monotonic_now_ns();
+        snapshot.stat_taken_at_ns = None;
         parse_stat_up_to(
             self.stat.contents(),
             &self.stat.path,
@@ -97,6 +98,24 @@ impl TickSampler {
             &mut snapshot.softnet,
         )?;
         Ok(())
+    }
+
+    /// Re-reads `softnet_stat` only, and fills `snapshot.softnet` and
+    /// `snapshot.taken_at_ns`; the caller carries the `proc/stat` part over
+    /// ([`Snapshot::carry_stat_from`]). `proc/stat` is the expensive file of the two
+    /// (the kernel sums every IRQ's count over every CPU to print it): an idle daemon
+    /// reads it every few ticks only.
+    pub fn sample_softnet_only(&mut self, snapshot: &mut Snapshot) -> Result<(), Error> {
+        if self.follow_replaced_files {
+            self.softnet.reopen_if_replaced()?;
+        }
+        self.softnet.read()?;
+        snapshot.taken_at_ns = monotonic_now_ns();
+        parse_softnet(
+            self.softnet.contents(),
+            &self.softnet.path,
+            &mut snapshot.softnet,
+        )
     }
 
     /// Bytes read by the last [`TickSampler::sample`] (both files together).

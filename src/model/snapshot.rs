@@ -18,6 +18,25 @@ pub struct Snapshot {
     pub irq_totals: Vec<u64>,
     /// Per-queue packet counters, where the driver exposes them.
     pub queues: Vec<QueueCounters>,
+    /// When `cpu_times` and `irq_totals` were read, if not at `taken_at_ns`: the daemon
+    /// re-reads `proc/stat` only every few ticks while idle and carries the last reading
+    /// over (see [`Snapshot::stat_taken_at_ns`]).
+    pub stat_taken_at_ns: Option<u64>,
+}
+
+impl Snapshot {
+    /// When `cpu_times` and `irq_totals` were read.
+    pub fn stat_taken_at_ns(&self) -> u64 {
+        self.stat_taken_at_ns.unwrap_or(self.taken_at_ns)
+    }
+
+    /// Carries `previous`'s `proc/stat` part over into this snapshot (for a tick that
+    /// read `softnet_stat` only). Reuses this snapshot's vectors: no allocation.
+    pub fn carry_stat_from(&mut self, previous: &Snapshot) {
+        self.cpu_times.clone_from(&previous.cpu_times);
+        self.irq_totals.clone_from(&previous.irq_totals);
+        self.stat_taken_at_ns = Some(previous.stat_taken_at_ns());
+    }
 }
 
 /// One `cpuN` line of `proc/stat`, in USER_HZ ticks.

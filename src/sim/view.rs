@@ -181,6 +181,7 @@ impl SimMachine {
             softnet,
             irq_totals: self.counters.irq_totals.clone(),
             queues,
+            stat_taken_at_ns: None,
         }
     }
 }
