@@ -360,12 +360,13 @@ impl Daemon {
             self.recheck_written();
         }
         std::mem::swap(&mut self.previous, &mut self.current);
-        let sampled = if self.idle_ticks > 0 && self.idle_ticks % STAT_EVERY_IDLE_TICKS != 0 {
-            self.current.carry_stat_from(&self.previous);
-            self.sampler.sample_softnet_only(&mut self.current)
-        } else {
-            self.sampler.sample(&mut self.current)
-        };
+        let sampled =
+            if self.idle_ticks > 0 && !self.idle_ticks.is_multiple_of(STAT_EVERY_IDLE_TICKS) {
+                self.current.carry_stat_from(&self.previous);
+                self.sampler.sample_softnet_only(&mut self.current)
+            } else {
+                self.sampler.sample(&mut self.current)
+            };
         if let Err(e) = sampled {
             error!(error = %e, "sampling failed; skipping this tick");
             std::mem::swap(&mut self.previous, &mut self.current);
