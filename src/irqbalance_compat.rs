@@ -52,9 +52,10 @@ pub fn read_ban(root: &Root) -> Result<IrqbalanceBan, Error> {
     Ok(ban)
 }
 
-/// The ban one file declares: `IRQBALANCE_BANNED_CPULIST` (a cpulist) when set and not
-/// empty, else `IRQBALANCE_BANNED_CPUS` (a hex mask, comma-separated 32-bit words), as
-/// irqbalance 1.9 reads them. `Err((line, why))` for a value that is neither.
+/// The ban one file declares, read as irqbalance 1.9 reads it (`cputree.c`):
+/// `IRQBALANCE_BANNED_CPUS` (a hex mask, comma-separated 32-bit words; deprecated, but
+/// what CRI-O writes) when set and not empty, else `IRQBALANCE_BANNED_CPULIST` (a
+/// cpulist). `Err((line, why))` for a value that is neither.
 fn ban_in(text: &str) -> Result<Option<(&'static str, CpuSet)>, (usize, String)> {
     let mut list = None;
     let mut mask = None;
@@ -68,15 +69,15 @@ fn ban_in(text: &str) -> Result<Option<(&'static str, CpuSet)>, (usize, String)>
             _ => {}
         }
     }
-    if let Some((line, value)) = list.filter(|(_, v)| !v.is_empty()) {
-        let cpus = CpuSet::parse_list(&value)
-            .map_err(|e| (line, format!("IRQBALANCE_BANNED_CPULIST={value:?}: {e}")))?;
-        return Ok(Some(("IRQBALANCE_BANNED_CPULIST", cpus)));
-    }
     if let Some((line, value)) = mask.filter(|(_, v)| !v.is_empty()) {
         let cpus = CpuSet::parse_mask(&value)
             .map_err(|e| (line, format!("IRQBALANCE_BANNED_CPUS={value:?}: {e}")))?;
         return Ok(Some(("IRQBALANCE_BANNED_CPUS", cpus)));
+    }
+    if let Some((line, value)) = list.filter(|(_, v)| !v.is_empty()) {
+        let cpus = CpuSet::parse_list(&value)
+            .map_err(|e| (line, format!("IRQBALANCE_BANNED_CPULIST={value:?}: {e}")))?;
+        return Ok(Some(("IRQBALANCE_BANNED_CPULIST", cpus)));
     }
     Ok(None)
 }
@@ -147,15 +148,15 @@ mod tests {
     }
 
     #[test]
-    fn cpulist_wins_over_mask_and_quotes_exports_comments_are_read() {
-        let text = "export IRQBALANCE_BANNED_CPUS=ff\nIRQBALANCE_BANNED_CPULIST='1,4-5' # pods\n";
+    fn mask_wins_over_list_as_in_irqbalance_and_quotes_exports_comments_are_read() {
+        let text = "export IRQBALANCE_BANNED_CPUS=3\nIRQBALANCE_BANNED_CPULIST='1,4-5' # pods\n";
         assert_eq!(
             ban_in(text).unwrap(),
-            Some(("IRQBALANCE_BANNED_CPULIST", CpuSet::from_iter([1, 4, 5])))
+            Some(("IRQBALANCE_BANNED_CPUS", CpuSet::from_iter([0, 1])))
         );
         assert_eq!(
-            ban_in("IRQBALANCE_BANNED_CPULIST=\nIRQBALANCE_BANNED_CPUS=3 # two\n").unwrap(),
-            Some(("IRQBALANCE_BANNED_CPUS", CpuSet::from_iter([0, 1])))
+            ban_in("IRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST='1,4-5' # pods\n").unwrap(),
+            Some(("IRQBALANCE_BANNED_CPULIST", CpuSet::from_iter([1, 4, 5])))
         );
     }
 
