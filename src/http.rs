@@ -19,6 +19,8 @@ use crate::metrics::Metrics;
 pub struct Shared {
     pub metrics: Metrics,
     pub decisions: Mutex<DecisionLog>,
+    /// The tick loop's heartbeat, for `/healthz`.
+    pub health: Health,
 }
 
 impl Shared {
@@ -26,6 +28,7 @@ impl Shared {
         Arc::new(Shared {
             metrics: Metrics::new(),
             decisions: Mutex::new(DecisionLog::default()),
+            health: Health::default(),
         })
     }
 
@@ -97,6 +100,50 @@ impl ServerThread {
     }
 }
 
+/// When the tick loop last finished a tick, and how long a gap still counts as healthy:
+/// `/healthz` fails when the loop is stuck (the HTTP thread answers on its own, so
+/// `/metrics` answering says nothing about the loop).
+#[derive(Debug, Default)]
+pub struct Health {
+    /// CLOCK_MONOTONIC milliseconds at the end of the last tick; 0 before the first.
+    last_tick_ms: std::sync::atomic::AtomicU64,
+    /// The longest healthy gap between ticks, in milliseconds.
+    max_gap_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Health {
+    /// Records a finished tick; `max_gap` is how long until the loop counts as stuck.
+    pub fn beat(&self, max_gap: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.last_tick_ms.store(monotonic_ms(), Relaxed);
+        self.max_gap_ms.store(max_gap.as_millis() as u64, Relaxed);
+    }
+
+    /// `Ok` with the time since the last tick, or `Err` saying why the loop is unhealthy.
+    pub fn check(&self) -> Result<String, String> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let last = self.last_tick_ms.load(Relaxed);
+        if last == 0 {
+            return Err("no tick yet".into());
+        }
+        let age = monotonic_ms().saturating_sub(last);
+        let max = self.max_gap_ms.load(Relaxed);
+        if age > max {
+            Err(format!(
+                "tick loop stalled: last tick {age} ms ago (limit {max} ms)"
+            ))
+        } else {
+            Ok(format!("ok: last tick {age} ms ago"))
+        }
+    }
+}
+
+fn monotonic_ms() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| (t.tv_sec() as u64).saturating_mul(1000) + t.tv_nsec() as u64 / 1_000_000)
+        .unwrap_or(0)
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -104,6 +151,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let metrics_state = shared.clone();
+    let health_state = shared.clone();
     let decisions_state = shared;
     let app = Router::new()
         .route(
@@ -151,10 +199,40 @@ pub async fn serve(
             }),
         )
         .route(
+            "/healthz",
+            get(move || {
+                let shared = health_state.clone();
+                async move {
+                    match shared.health.check() {
+                        Ok(text) => (axum::http::StatusCode::OK, text + "\n").into_response(),
+                        Err(text) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, text + "\n")
+                            .into_response(),
+                    }
+                }
+            }),
+        )
+        .route(
             "/",
-            get(|| async { "steerd: see /metrics and /decisions\n" }),
+            get(|| async { "steerd: see /metrics, /decisions and /healthz\n" }),
         );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_fails_before_the_first_tick_and_when_ticks_stop() {
+        let health = Health::default();
+        assert_eq!(health.check(), Err("no tick yet".to_string()));
+        health.beat(std::time::Duration::from_secs(60));
+        assert!(health.check().is_ok());
+        health.beat(std::time::Duration::ZERO);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let why = health.check().unwrap_err();
+        assert!(why.starts_with("tick loop stalled"), "{why}");
+    }
 }

@@ -112,17 +112,17 @@ impl Metrics {
         };
         registry.register(
             "cpu_softnet_processed_per_second",
-            "Packets processed per second on the CPU (softnet_stat processed, smoothed)",
+            "Packets processed per second on the CPU (softnet_stat processed; rises at once, falls smoothed)",
             metrics.cpu_processed.clone(),
         );
         registry.register(
             "cpu_softnet_dropped_per_second",
-            "Packets dropped per second because the CPU's backlog was full (smoothed)",
+            "Packets dropped per second because the CPU's backlog was full (last interval)",
             metrics.cpu_dropped.clone(),
         );
         registry.register(
             "cpu_softnet_squeezed_per_second",
-            "NET_RX runs per second that ran out of budget or time (time_squeeze, smoothed)",
+            "NET_RX runs per second that ran out of budget or time (time_squeeze, last interval)",
             metrics.cpu_squeezed.clone(),
         );
         registry.register(
@@ -152,7 +152,7 @@ impl Metrics {
         );
         registry.register(
             "config_reloads",
-            "Configuration reloads, by result (ok, error)",
+            "Configuration reloads (SIGHUP, or a changed file with --watch-config), by result (ok, error)",
             metrics.config_reloads.clone(),
         );
         registry.register(
@@ -160,6 +160,13 @@ impl Metrics {
             "Time one tick took: sample, decide, apply",
             metrics.tick_duration.clone(),
         );
+        // Both results exist from the start, so an alert on the first failed reload
+        // sees a change from 0 rather than a new series.
+        for result in ["ok", "error"] {
+            drop(metrics.config_reloads.get_or_create(&ResultLabels {
+                result: result.to_string(),
+            }));
+        }
         registry.register("ticks", "Ticks run", metrics.ticks.clone());
         registry.register(
             "idle_ticks",

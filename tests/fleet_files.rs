@@ -440,17 +440,14 @@ fn exposition_with_every_family() -> String {
         "a failed write and an accepted reload",
         Some(&daemon),
         || {
-            let text = daemon.metrics();
-            text.contains("steerd_write_errors_total{")
-                && text.contains("steerd_config_reloads_total{result=\"ok\"}")
+            daemon.metrics().contains("steerd_write_errors_total{")
+                && daemon.metric("steerd_config_reloads_total{result=\"ok\"}") == Some(1.0)
         },
     );
     fs::write(&config, "interval: 1s\nbogus: true\n").unwrap();
     daemon.signal(Signal::SIGHUP);
     wait_until(WAIT, "a refused reload", Some(&daemon), || {
-        daemon
-            .metrics()
-            .contains("steerd_config_reloads_total{result=\"error\"}")
+        daemon.metric("steerd_config_reloads_total{result=\"error\"}") == Some(1.0)
     });
     daemon.wait_ticks(2);
     daemon.metrics()

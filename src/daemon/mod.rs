@@ -430,6 +430,11 @@ impl Daemon {
         metrics
             .tick_duration
             .observe(started.elapsed().as_secs_f64());
+        // Healthy while the next tick comes within three intervals (a tick may take a
+        // rediscovery longer than usual).
+        self.shared
+            .health
+            .beat(self.config.interval * 3 + Duration::from_secs(2));
         self.ping_watchdog();
     }
 
@@ -470,7 +475,11 @@ impl Daemon {
             detail = %action.reason.text,
             expected = %action.expected,
             outcome = %outcome,
-            "decision"
+            // The message says it all on its own: `journalctl -u steerd` shows only it.
+            "{knob}: {} -> {} ({reason}: {}) {outcome}",
+            action.old,
+            action.new,
+            action.reason.text
         );
         let unix_time = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -237,6 +237,12 @@ impl Steerd {
         counts.into_iter().filter(|(_, n)| *n > 1).collect()
     }
 
+    /// GET `path` from the daemon's HTTP endpoint: the body, or the status line.
+    #[allow(dead_code)]
+    pub fn get(&self, path: &str) -> Result<String, String> {
+        steerd::status::get(self.addr, path)
+    }
+
     /// The `/metrics` exposition.
     pub fn metrics(&self) -> String {
         steerd::status::get(self.addr, "/metrics")
