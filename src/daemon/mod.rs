@@ -273,25 +273,26 @@ impl Daemon {
     fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), String> {
         let mut timer =
             wakeups::TickTimer::new().map_err(|e| format!("cannot create the tick timer: {e}"))?;
+        let mut waiter =
+            wakeups::Waiter::new(&timer, signals, self.link_events.as_ref().map(AsFd::as_fd))
+                .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
         // The first tick at once: it takes the baseline sample the next one measures from.
         self.tick_once();
         timer
             .every(self.next_tick_in())
             .map_err(|e| format!("cannot arm the tick timer: {e}"))?;
         'ticking: loop {
-            let ready = wakeups::wait(
-                &timer,
-                signals,
-                self.link_events.as_ref().map(AsFd::as_fd),
-                self.files.as_ref().map(AsFd::as_fd),
-                self.until_watchdog_ping(),
-            );
+            if let Err(e) = waiter.follow(self.files.as_ref().map(AsFd::as_fd)) {
+                warn!(error = %e, "cannot follow the watched files; reload with SIGHUP");
+                self.files = None;
+            }
+            let ready = waiter.wait(self.until_watchdog_ping());
             let ready = match ready {
                 Ok(ready) => ready,
                 Err(e) => {
-                    // Not expected (poll fails only on bad arguments or no memory); wait
-                    // a tick rather than spin.
-                    error!(error = %e, "poll failed");
+                    // Not expected (epoll_wait fails only on bad arguments); wait a
+                    // tick rather than spin.
+                    error!(error = %e, "epoll_wait failed");
                     std::thread::sleep(self.config.interval);
                     wakeups::Ready {
                         tick: true,
