@@ -271,33 +271,28 @@ impl Daemon {
     }
 
     fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), String> {
-        let mut timer =
-            wakeups::TickTimer::new().map_err(|e| format!("cannot create the tick timer: {e}"))?;
-        let mut waiter =
-            wakeups::Waiter::new(&timer, signals, self.link_events.as_ref().map(AsFd::as_fd))
-                .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
+        let mut waiter = wakeups::Waiter::new(signals, self.link_events.as_ref().map(AsFd::as_fd))
+            .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
         // The first tick at once: it takes the baseline sample the next one measures from.
         self.tick_once();
-        timer
-            .every(self.next_tick_in())
-            .map_err(|e| format!("cannot arm the tick timer: {e}"))?;
+        let mut next_tick = Instant::now() + self.next_tick_in();
         'ticking: loop {
             if let Err(e) = waiter.follow(self.files.as_ref().map(AsFd::as_fd)) {
                 warn!(error = %e, "cannot follow the watched files; reload with SIGHUP");
                 self.files = None;
             }
-            let ready = waiter.wait(self.until_watchdog_ping());
-            let ready = match ready {
+            let mut timeout = next_tick.saturating_duration_since(Instant::now());
+            if let Some(ping) = self.until_watchdog_ping() {
+                timeout = timeout.min(ping);
+            }
+            let ready = match waiter.wait(timeout) {
                 Ok(ready) => ready,
                 Err(e) => {
                     // Not expected (epoll_wait fails only on bad arguments); wait a
                     // tick rather than spin.
                     error!(error = %e, "epoll_wait failed");
-                    std::thread::sleep(self.config.interval);
-                    wakeups::Ready {
-                        tick: true,
-                        ..Default::default()
-                    }
+                    std::thread::sleep(timeout);
+                    wakeups::Ready::default()
                 }
             };
             if ready.signal {
@@ -323,11 +318,16 @@ impl Daemon {
             if ready.files && self.files.as_mut().is_some_and(|files| files.drain()) {
                 self.files_changed = true;
             }
-            if ready.tick {
-                timer.acknowledge();
+            let now = Instant::now();
+            if now >= next_tick {
                 self.tick_once();
-                if let Err(e) = timer.every(self.next_tick_in()) {
-                    error!(error = %e, "cannot re-arm the tick timer");
+                // The next deadline keeps the tick's phase; a tick that overran its slot
+                // starts the next one a full gap later rather than a burst of catch-ups.
+                let gap = self.next_tick_in();
+                next_tick += gap;
+                let now = Instant::now();
+                if next_tick <= now {
+                    next_tick = now + gap;
                 }
             }
             self.ping_watchdog();

@@ -1,12 +1,14 @@
-//! What the daemon's tick thread waits on, all at once, with one `epoll_wait`: a timerfd for
-//! the tick, a signalfd for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, and an
-//! inotify descriptor for the files steerd follows.
+//! What the daemon's tick thread waits on, all at once, with one `epoll_wait`: a signalfd
+//! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, an inotify descriptor for the
+//! files steerd follows, and, as the wait's timeout, the next tick's deadline.
 //!
 //! Why a plain blocking wait and not the async runtime: on an idle 1 s tick the runtime's
 //! own work per wake-up (its timer wheel waking early at a slot boundary and again at the
 //! deadline, an eventfd round trip, re-polling every `select!` branch) cost more than the
 //! whole CPU budget of the daemon (docs/performance.md). Here an idle tick is one
-//! `epoll_wait` return, one 8-byte `read` of the timerfd and the tick's own `pread`s.
+//! `epoll_wait` that times out at the tick's deadline, and the tick's own `pread`s. (A
+//! timerfd would add a wake-up source and an 8-byte `read` per tick, a tenth of an idle
+//! tick's CPU time as measured with perf.)
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -18,53 +20,6 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::time::TimeSpec;
-use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-
-/// A periodic `CLOCK_MONOTONIC` timer. Periodic, so an idle tick needs no re-arming; the
-/// expirations of an overrun coalesce into one tick instead of a burst of catch-up ticks.
-pub struct TickTimer {
-    fd: TimerFd,
-    armed: Option<Duration>,
-}
-
-impl TickTimer {
-    pub fn new() -> io::Result<TickTimer> {
-        let fd = TimerFd::new(
-            ClockId::CLOCK_MONOTONIC,
-            TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
-        )?;
-        Ok(TickTimer { fd, armed: None })
-    }
-
-    /// Fires every `gap` from now on. Does nothing when the timer already runs with this
-    /// gap, so calling it after every tick costs nothing while the gap stays the same.
-    pub fn every(&mut self, gap: Duration) -> io::Result<()> {
-        if self.armed == Some(gap) {
-            return Ok(());
-        }
-        let gap = gap.max(Duration::from_millis(1));
-        self.fd.set(
-            Expiration::Interval(TimeSpec::from_duration(gap)),
-            TimerSetTimeFlags::empty(),
-        )?;
-        self.armed = Some(gap);
-        Ok(())
-    }
-
-    /// Takes the expirations the timer has counted, so `poll` blocks again until the next.
-    pub fn acknowledge(&self) {
-        let mut count = [0u8; 8];
-        // EAGAIN (nothing expired: a spurious wake-up) and EINTR change nothing here.
-        let _ = nix::unistd::read(&self.fd, &mut count);
-    }
-}
-
-impl AsFd for TickTimer {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
 
 /// What a signal asks of the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,16 +173,14 @@ impl AsFd for FileWatch {
     }
 }
 
-/// Which of the sources are ready after [`Waiter::wait`].
+/// Which of the sources are ready after [`Waiter::wait`] (none: the timeout passed).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Ready {
-    pub tick: bool,
     pub signal: bool,
     pub link: bool,
     pub files: bool,
 }
 
-const TICK: u64 = 0;
 const SIGNAL: u64 = 1;
 const LINK: u64 = 2;
 const FILES: u64 = 3;
@@ -242,13 +195,8 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    pub fn new(
-        timer: &TickTimer,
-        signals: &Signals,
-        link: Option<BorrowedFd<'_>>,
-    ) -> io::Result<Waiter> {
+    pub fn new(signals: &Signals, link: Option<BorrowedFd<'_>>) -> io::Result<Waiter> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
-        epoll.add(timer, EpollEvent::new(EpollFlags::EPOLLIN, TICK))?;
         epoll.add(signals, EpollEvent::new(EpollFlags::EPOLLIN, SIGNAL))?;
         if let Some(link) = link {
             epoll.add(link, EpollEvent::new(EpollFlags::EPOLLIN, LINK))?;
@@ -271,12 +219,12 @@ impl Waiter {
         Ok(())
     }
 
-    /// Blocks until a source is readable or `timeout` (for the watchdog) passes.
-    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<Ready> {
-        let timeout = match timeout {
-            None => PollTimeout::NONE,
-            Some(t) => PollTimeout::try_from(t).unwrap_or(PollTimeout::MAX),
-        };
+    /// Blocks until a source is readable or `timeout` passes. The timeout is rounded up
+    /// to whole milliseconds (what `epoll_wait` takes), so the wait never ends before it:
+    /// an early end would cost a second wake-up for the remaining fraction.
+    pub fn wait(&self, timeout: Duration) -> io::Result<Ready> {
+        let millis = timeout.as_nanos().div_ceil(1_000_000);
+        let timeout = PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX);
         let mut events = [EpollEvent::empty(); 4];
         let count = match self.epoll.wait(&mut events, timeout) {
             Ok(count) => count,
@@ -286,7 +234,6 @@ impl Waiter {
         let mut ready = Ready::default();
         for event in events.iter().take(count) {
             match event.data() {
-                TICK => ready.tick = true,
                 SIGNAL => ready.signal = true,
                 LINK => ready.link = true,
                 FILES => ready.files = true,
@@ -302,19 +249,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_periodic_timer_wakes_poll_and_is_acknowledged() {
-        let mut timer = TickTimer::new().unwrap();
-        timer.every(Duration::from_millis(20)).unwrap();
+    fn a_wait_never_ends_before_its_timeout() {
         let signals = Signals::block_and_open().unwrap();
-        let waiter = Waiter::new(&timer, &signals, None).unwrap();
-        let started = std::time::Instant::now();
-        let ready = waiter.wait(Some(Duration::from_secs(2))).unwrap();
-        assert!(ready.tick && !ready.signal && !ready.files);
-        assert!(started.elapsed() >= Duration::from_millis(15));
-        timer.acknowledge();
-        // Acknowledged: not ready again at once.
-        let ready = waiter.wait(Some(Duration::ZERO)).unwrap();
-        assert!(!ready.tick);
+        let waiter = Waiter::new(&signals, None).unwrap();
+        for timeout in [Duration::from_micros(300), Duration::from_micros(20_500)] {
+            let started = std::time::Instant::now();
+            let ready = waiter.wait(timeout).unwrap();
+            assert!(!ready.signal && !ready.link && !ready.files);
+            assert!(started.elapsed() >= timeout, "{timeout:?}");
+        }
     }
 
     #[test]
