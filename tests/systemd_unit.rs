@@ -126,10 +126,10 @@ fn steerd_service_under_real_systemd() {
         eprintln!("SKIP {TEST}: `ip` (iproute2) is not installed");
         return;
     }
+    let report = Report(Instant::now());
     let Some(machine) = systemd_ns::boot_or_skip(TEST) else {
         return;
     };
-    let report = Report(Instant::now());
     report.ok("booted the host's systemd as PID 1 of fresh namespaces");
 
     machine.copy_in(
