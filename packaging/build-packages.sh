@@ -3,7 +3,11 @@
 # completions generated from the CLI definition (examples/gen_assets.rs), then `cargo deb`
 # and `cargo generate-rpm`. Prints the two package paths, one per line, last.
 #
-# Needs: cargo install --locked cargo-deb cargo-generate-rpm; gzip.
+# It builds in its own target directory (target/packaging, or $CARGO_TARGET_DIR), so that
+# it can run while another cargo command holds target/ (the package tests call it from
+# `cargo test`, which keeps target/ locked).
+#
+# Needs: cargo install --locked cargo-deb cargo-generate-rpm; gzip; strip (binutils).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,13 +18,16 @@ for tool in cargo-deb cargo-generate-rpm; do
     fi
 done
 
-cargo build --release --locked
-cargo run --release --locked --quiet --example gen_assets -- target/assets >/dev/null
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/packaging}"
+assets=target/assets   # relative to the package root: Cargo.toml's asset lists name it
+
+cargo build --release --locked --quiet
+cargo run --release --locked --quiet --example gen_assets -- "$assets" >/dev/null
 # --strip: the release profile keeps debug info (for perf); the package does not.
 deb=$(cargo deb --no-build --locked --strip 2>/dev/null | tail -n 1)
 # cargo generate-rpm does not strip: package a stripped copy.
-strip --strip-debug -o target/assets/steerd target/release/steerd
-cargo generate-rpm >/dev/null
-rpm=$(ls -t target/generate-rpm/steerd-*.rpm | head -n 1)
+strip --strip-debug -o "$assets/steerd" "$CARGO_TARGET_DIR/release/steerd"
+cargo generate-rpm --target-dir "$CARGO_TARGET_DIR" >/dev/null
+rpm=$(ls -t "$CARGO_TARGET_DIR"/generate-rpm/steerd-*.rpm | head -n 1)
 echo "$deb"
 echo "$rpm"
