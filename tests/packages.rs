@@ -1,0 +1,237 @@
+//! The Debian and RPM packages, built by `packaging/build-packages.sh`: every promised file
+//! is in both, the configuration is a conffile / `%config(noreplace)`, the maintainer
+//! scripts are there, `lintian` reports no error, and the man page renders.
+//!
+//! Skips, saying why, when cargo-deb or cargo-generate-rpm is missing (CI installs them:
+//! `.ci/run`). Installing the package is tested in a real systemd by
+//! `tests/package_install.rs`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Files both packages install, by their path in the Debian package (the RPM differs only
+/// where the distributions do: see `rpm_path`).
+const PROMISED: &[&str] = &[
+    "/usr/sbin/steerd",
+    "/usr/lib/systemd/system/steerd.service",
+    "/etc/steerd/steerd.yaml",
+    "/usr/share/man/man8/steerd.8.gz",
+    "/usr/share/bash-completion/completions/steerd",
+    "/usr/share/zsh/vendor-completions/_steerd",
+    "/usr/share/fish/vendor_completions.d/steerd.fish",
+    "/usr/share/doc/steerd/README.md",
+    "/usr/share/doc/steerd/config.md",
+    "/usr/share/doc/steerd/metrics.md",
+    "/usr/share/doc/steerd/systemd.md",
+    "/usr/share/doc/steerd/operations.md",
+    "/usr/share/doc/steerd/migrating-from-irqbalance.md",
+    "/usr/share/doc/steerd/copyright",
+    "/usr/share/steerd/grafana/steerd.json",
+    "/usr/share/steerd/prometheus/steerd-rules.yml",
+    "/usr/share/steerd/kubernetes/steerd-daemonset.yaml",
+];
+
+fn rpm_path(deb_path: &str) -> Option<&str> {
+    Some(match deb_path {
+        "/usr/share/zsh/vendor-completions/_steerd" => "/usr/share/zsh/site-functions/_steerd",
+        // RPM keeps the license apart from the docs.
+        "/usr/share/doc/steerd/copyright" => "/usr/share/licenses/steerd/LICENSE",
+        other => other,
+    })
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Builds both packages once for all tests; `None` (with the reason printed) when the
+/// tools are missing.
+fn packages() -> Option<&'static (PathBuf, PathBuf)> {
+    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            for tool in ["cargo-deb", "cargo-generate-rpm", "dpkg-deb"] {
+                if !have(tool) {
+                    eprintln!(
+                        "SKIPPED: {tool} not found (cargo install --locked cargo-deb cargo-generate-rpm; apt-get install dpkg)"
+                    );
+                    return None;
+                }
+            }
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/build-packages.sh");
+            let out = Command::new(&script).output().expect("run build-packages.sh");
+            assert!(
+                out.status.success(),
+                "build-packages.sh failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let mut lines = stdout.lines().rev();
+            let rpm = PathBuf::from(lines.next().expect("rpm path"));
+            let deb = PathBuf::from(lines.next().expect("deb path"));
+            assert!(deb.is_file() && rpm.is_file(), "{deb:?} {rpm:?}");
+            eprintln!("built {} and {}", deb.display(), rpm.display());
+            Some((deb, rpm))
+        })
+        .as_ref()
+}
+
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_deb_holds_every_promised_file_and_marks_the_config_as_a_conffile() {
+    let Some((deb, _)) = packages() else { return };
+    let deb = deb.to_str().unwrap();
+    let listing = run("dpkg-deb", &["-c", deb]);
+    let files: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .map(|p| p.trim_start_matches('.'))
+        .collect();
+    for promised in PROMISED {
+        assert!(
+            files.contains(promised),
+            "{promised} missing from the .deb:\n{listing}"
+        );
+    }
+    let conffiles = run("dpkg-deb", &["--info", deb, "conffiles"]);
+    assert_eq!(conffiles.trim(), "/etc/steerd/steerd.yaml");
+    for script in ["postinst", "postrm", "prerm"] {
+        let text = run("dpkg-deb", &["--info", deb, script]);
+        assert!(text.starts_with("#!/bin/sh"), "{script}: {text}");
+    }
+    let postinst = run("dpkg-deb", &["--info", deb, "postinst"]);
+    assert!(postinst.contains("systemctl disable --quiet irqbalance.service"));
+    assert!(
+        postinst.contains("deb-systemd-helper"),
+        "cargo-deb's unit snippet"
+    );
+    let postrm = run("dpkg-deb", &["--info", deb, "postrm"]);
+    assert!(postrm.contains("systemctl enable --quiet irqbalance.service"));
+    // The packaged configuration is the embedded default, byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    run("dpkg-deb", &["-x", deb, dir.path().to_str().unwrap()]);
+    let shipped = std::fs::read_to_string(dir.path().join("etc/steerd/steerd.yaml")).unwrap();
+    assert_eq!(shipped, steerd::config::DEFAULT_YAML);
+    // The binary in the package runs.
+    let version = run(
+        dir.path().join("usr/sbin/steerd").to_str().unwrap(),
+        &["--version"],
+    );
+    assert_eq!(
+        version.trim(),
+        format!("steerd {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn lintian_reports_no_error() {
+    let Some((deb, _)) = packages() else { return };
+    if !have("lintian") {
+        eprintln!("SKIPPED: lintian not found (apt-get install lintian)");
+        return;
+    }
+    let out = Command::new("lintian")
+        .arg(deb)
+        .output()
+        .expect("run lintian");
+    let report = String::from_utf8_lossy(&out.stdout);
+    eprintln!("lintian:\n{report}");
+    let errors: Vec<&str> = report.lines().filter(|l| l.starts_with("E:")).collect();
+    assert!(errors.is_empty(), "lintian errors:\n{}", errors.join("\n"));
+}
+
+#[test]
+fn the_rpm_holds_the_same_files_with_a_noreplace_config() {
+    let Some((_, rpm)) = packages() else { return };
+    if !have("rpm") {
+        eprintln!(
+            "SKIPPED: rpm not found (apt-get install rpm); the RPM was built but not inspected"
+        );
+        return;
+    }
+    let rpm = rpm.to_str().unwrap();
+    let listing = run("rpm", &["-qpl", rpm]);
+    for promised in PROMISED {
+        let path = rpm_path(promised).unwrap();
+        assert!(
+            listing.lines().any(|l| l == path),
+            "{path} missing from the RPM:\n{listing}"
+        );
+    }
+    assert_eq!(run("rpm", &["-qpc", rpm]).trim(), "/etc/steerd/steerd.yaml");
+    let flags = run(
+        "rpm",
+        &["-qp", "--qf", "[%{FILENAMES} %{FILEFLAGS:fflags}\\n]", rpm],
+    );
+    let config = flags
+        .lines()
+        .find(|l| l.starts_with("/etc/steerd/steerd.yaml "))
+        .unwrap();
+    assert!(config.contains('n'), "not %config(noreplace): {config}");
+    let scripts = run("rpm", &["-qp", "--scripts", rpm]);
+    for part in [
+        "postinstall scriptlet",
+        "preuninstall scriptlet",
+        "postuninstall scriptlet",
+    ] {
+        assert!(scripts.contains(part), "{part} missing:\n{scripts}");
+    }
+}
+
+#[test]
+fn the_man_page_renders_with_every_subcommand() {
+    let Some(_) = packages() else { return };
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/assets/steerd.8");
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        text.starts_with(".ie \\n(.g .ds Aq") || text.contains(".TH steerd 8"),
+        "{text}"
+    );
+    if !have("man") {
+        eprintln!(
+            "SKIPPED rendering: man not found (apt-get install man-db); checked the source only"
+        );
+        return;
+    }
+    let out = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(&page)
+        .env("MANWIDTH", "100")
+        .output()
+        .expect("man -l");
+    let rendered = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "NAME",
+        "SYNOPSIS",
+        "inspect",
+        "plan",
+        "check-config",
+        "run",
+        "status",
+        "FILES",
+        "/etc/steerd/steerd.yaml",
+    ] {
+        assert!(
+            rendered.contains(needle),
+            "{needle} not in the rendered page:\n{rendered}"
+        );
+    }
+}
