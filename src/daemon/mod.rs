@@ -183,7 +183,7 @@ impl Daemon {
         let file_config = check_config_text(&options.config_path, &config_text, Some(&machine))
             .map_err(|e| e.join("\n"))?;
         for warning in &machine.warnings {
-            warn!(warning = %warning, "discovery");
+            warn!(warning = %warning, "discovery: {warning}");
         }
         let sampler = TickSampler::open(&root).map_err(|e| e.to_string())?;
         let state_file = options
@@ -199,13 +199,13 @@ impl Daemon {
             None
         };
         if let Some(why) = &observe_only {
-            warn!(reason = %why, "observe-only mode: deciding and reporting, writing nothing");
+            warn!(reason = %why, "observe-only mode ({why}): deciding and reporting, writing nothing");
         }
         let link_events = if root.is_host() {
             match LinkEvents::subscribe() {
                 Ok(events) => Some(events),
                 Err(e) => {
-                    warn!(error = %e, "no link events; rediscovering every {}s only", REDISCOVER_EVERY.as_secs());
+                    warn!(error = %e, "no link events; rediscovering every {}s only: {e}", REDISCOVER_EVERY.as_secs());
                     None
                 }
             }
@@ -278,7 +278,7 @@ impl Daemon {
         let mut next_tick = Instant::now() + self.next_tick_in();
         'ticking: loop {
             if let Err(e) = waiter.follow(self.files.as_ref().map(AsFd::as_fd)) {
-                warn!(error = %e, "cannot follow the watched files; reload with SIGHUP");
+                warn!(error = %e, "cannot follow the watched files; reload with SIGHUP: {e}");
                 self.files = None;
             }
             let mut timeout = next_tick.saturating_duration_since(Instant::now());
@@ -290,7 +290,7 @@ impl Daemon {
                 Err(e) => {
                     // Not expected (epoll_wait fails only on bad arguments); wait a
                     // tick rather than spin.
-                    error!(error = %e, "epoll_wait failed");
+                    error!(error = %e, "epoll_wait failed: {e}");
                     std::thread::sleep(timeout);
                     wakeups::Ready::default()
                 }
@@ -369,7 +369,7 @@ impl Daemon {
                 self.sampler.sample(&mut self.current)
             };
         if let Err(e) = sampled {
-            error!(error = %e, "sampling failed; skipping this tick");
+            error!(error = %e, "sampling failed; skipping this tick: {e}");
             std::mem::swap(&mut self.previous, &mut self.current);
             return;
         }
@@ -403,7 +403,7 @@ impl Daemon {
             // set) on every tick, flagged `new` only the first time: log and count
             // that one, or a 1 s tick logs the same line 86400 times a day.
             for note in plan.notes.iter().filter(|note| note.new) {
-                info!(note = %note.text, kind = note.kind.as_str(), "policy note");
+                info!(note = %note.text, kind = note.kind.as_str(), "policy note ({}): {}", note.kind.as_str(), note.text);
                 if note.kind == policy::NoteKind::ExternalChange {
                     self.shared.metrics.external_changes.inc();
                 }
@@ -518,7 +518,7 @@ impl Daemon {
             FailureKind::Managed => {
                 if let Knob::IrqAffinity { irq } = failure.knob {
                     if self.reported_managed.insert(irq) {
-                        warn!(irq, error = %failure, "IRQ is managed by the kernel; never moving it again");
+                        warn!(irq, error = %failure, "IRQ is managed by the kernel; never moving it again: {failure}");
                     }
                     self.shared
                         .metrics
@@ -529,12 +529,12 @@ impl Daemon {
                     .record_failed(action.target.clone(), failure.message.clone());
             }
             FailureKind::Bug | FailureKind::NotTaken => {
-                error!(error = %failure, "the kernel does not take this value; not proposing it again");
+                error!(error = %failure, "the kernel does not take this value; not proposing it again: {failure}");
                 self.policy
                     .record_failed(action.target.clone(), failure.message.clone());
             }
             FailureKind::NotAllowed => {
-                warn!(error = %failure, "not allowed to write; switching to observe-only mode");
+                warn!(error = %failure, "not allowed to write; switching to observe-only mode: {failure}");
                 self.observe_only = Some(failure.message.clone());
                 self.shared.metrics.observe_only.set(1);
             }
@@ -543,12 +543,12 @@ impl Daemon {
                 self.plan_stale = true;
             }
             FailureKind::NoVectorSpace => {
-                warn!(error = %failure, "the target CPU has no free interrupt vector; not proposing this move again");
+                warn!(error = %failure, "the target CPU has no free interrupt vector; not proposing this move again: {failure}");
                 self.policy
                     .record_failed(action.target.clone(), failure.message.clone());
             }
             FailureKind::Transient | FailureKind::Other => {
-                warn!(error = %failure, "write failed; retrying later with backoff")
+                warn!(error = %failure, "write failed; retrying later with backoff: {failure}")
             }
             FailureKind::ChangedByOthers => {}
         }
@@ -569,7 +569,7 @@ impl Daemon {
             })
             .collect();
         if let Err(e) = source.sample(&ids, &mut self.current.queues) {
-            warn!(error = %e, "per-queue counters");
+            warn!(error = %e, "per-queue counters: {e}");
         }
     }
 
@@ -584,7 +584,9 @@ impl Daemon {
         if self.queue_source.is_none() {
             match QueueCounterSource::new() {
                 Ok(source) => self.queue_source = Some(source),
-                Err(e) => warn!(error = %e, "no per-queue counters; attributing work by IRQ rates"),
+                Err(e) => {
+                    warn!(error = %e, "no per-queue counters; attributing work by IRQ rates: {e}")
+                }
             }
         }
     }
@@ -662,7 +664,7 @@ impl Daemon {
                 self.machine = machine;
                 self.after_discovery();
             }
-            Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model"),
+            Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}"),
         }
         self.last_discovery = Instant::now();
     }
@@ -689,7 +691,7 @@ impl Daemon {
             .filter(|i| i.managed && i.device.is_some())
         {
             if self.reported_managed.insert(irq.irq) {
-                info!(irq = irq.irq, name = %irq.name, "IRQ is managed by the kernel; steerd leaves it alone");
+                info!(irq = irq.irq, name = %irq.name, "IRQ {} ({}) is managed by the kernel; steerd leaves it alone", irq.irq, irq.name);
             }
         }
         self.shared
@@ -793,7 +795,7 @@ impl Daemon {
             Err(errors) => {
                 self.shared.metrics.count_reload(false);
                 for e in &errors {
-                    error!(why, error = %e, "configuration not reloaded; keeping the previous one");
+                    error!(why, error = %e, "configuration not reloaded; keeping the previous one: {e}");
                 }
             }
         }
@@ -822,7 +824,7 @@ impl Daemon {
                 config = banned;
             } else {
                 for problem in problems {
-                    error!(sources = ?self.irqbalance_ban.sources, error = %problem, "irqbalance's ban not applied");
+                    error!(sources = ?self.irqbalance_ban.sources, error = %problem, "irqbalance's ban not applied: {problem}");
                 }
             }
         }
@@ -850,7 +852,7 @@ impl Daemon {
                 true
             }
             Err(e) => {
-                error!(error = %e, "cannot read irqbalance's ban; keeping the previous one");
+                error!(error = %e, "cannot read irqbalance's ban; keeping the previous one: {e}");
                 false
             }
         }
@@ -874,7 +876,7 @@ impl Daemon {
             match wakeups::FileWatch::new(files) {
                 Ok(watch) => watch,
                 Err(e) => {
-                    warn!(error = %e, "cannot watch files; reload with SIGHUP");
+                    warn!(error = %e, "cannot watch files; reload with SIGHUP: {e}");
                     None
                 }
             }
@@ -891,7 +893,7 @@ impl Daemon {
                 // Between a delete and a create: the next event brings the new file.
                 Err(errors) => {
                     for e in errors {
-                        warn!(error = %e, "configuration file changed but cannot be read");
+                        warn!(error = %e, "configuration file changed but cannot be read: {e}");
                     }
                 }
             }
@@ -945,7 +947,7 @@ impl Daemon {
                 "restored original values"
             );
             for failure in failures {
-                error!(error = %failure, "could not restore");
+                error!(error = %failure, "could not restore: {failure}");
             }
         } else {
             self.actuator.forget_all();
