@@ -3,9 +3,9 @@
 # completions generated from the CLI definition (examples/gen_assets.rs), then `cargo deb`
 # and `cargo generate-rpm`. Prints the two package paths, one per line, last.
 #
-# It builds in its own target directory (target/packaging, or $CARGO_TARGET_DIR), so that
-# it can run while another cargo command holds target/ (the package tests call it from
-# `cargo test`, which keeps target/ locked).
+# It builds in its own target directory (target/packaging, or
+# $STEERD_PACKAGING_TARGET_DIR), never in $CARGO_TARGET_DIR: the package tests call it from
+# `cargo test`, which keeps its own target directory locked while the tests run.
 #
 # Needs: cargo install --locked cargo-deb cargo-generate-rpm; gzip; strip (binutils).
 set -euo pipefail
@@ -18,7 +18,7 @@ for tool in cargo-deb cargo-generate-rpm; do
     fi
 done
 
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/packaging}"
+export CARGO_TARGET_DIR="${STEERD_PACKAGING_TARGET_DIR:-$PWD/target/packaging}"
 assets=target/assets   # relative to the package root: Cargo.toml's asset lists name it
 
 cargo build --release --locked --quiet
