@@ -682,16 +682,20 @@ fn daemonset_has_what_steerd_needs() {
     assert!(state_file.is_none(), "default state file under /run/steerd");
     assert_eq!(metrics_listen.to_string(), "10.1.2.3:9847");
 
-    // The metrics port, and probes on /metrics through it.
+    // The metrics port; readiness on /metrics, liveness on /healthz (which fails when the
+    // tick loop stalls), both through it.
     let ports = container["ports"].as_sequence().expect("ports");
     let metrics = ports
         .iter()
         .find(|p| p["containerPort"].as_u64() == Some(9847))
         .expect("port 9847 declared");
     let port_name = metrics["name"].as_str().expect("named port");
-    for probe in ["readinessProbe", "livenessProbe"] {
+    for (probe, path) in [
+        ("readinessProbe", "/metrics"),
+        ("livenessProbe", "/healthz"),
+    ] {
         let get = &container[probe]["httpGet"];
-        assert_eq!(get["path"], "/metrics", "{probe}");
+        assert_eq!(get["path"], path, "{probe}");
         assert!(
             get["port"] == port_name || get["port"].as_u64() == Some(9847),
             "{probe} port"
