@@ -429,7 +429,11 @@ mod tests {
         load.update(&b, &c, 1.0);
         assert_eq!(load.irq_rate(1), 1000.0, "not pulled to 0 by the copy");
         assert_eq!(load.cpu(0).unwrap().net_share, share);
-        assert_eq!(load.cpu(0).unwrap().processed_pps, 200.0, "softnet is fresh");
+        assert_eq!(
+            load.cpu(0).unwrap().processed_pps,
+            200.0,
+            "softnet is fresh"
+        );
         // Second 13: proc/stat read again; its IRQ rate spans seconds 11 to 13.
         let mut d = snapshot(13, &[(0, 400, 40, 360)]);
         d.irq_totals = vec![0, 8000];
