@@ -81,9 +81,9 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
 /// the last decision was settled (no action, nothing waiting), the caller has changed
 /// nothing since (`model_unchanged`: no rediscovery, reload or write), steerd has no
 /// RPS mask or RFS table of its own in place (turning those off again is a matter of
-/// calm ticks and dwell times, which need `decide`), and every online CPU is calm for
-/// long enough and far from any hot signal (no drops or squeezes, softirq share under the
-/// low watermark, receive work under `busy_pps`).
+/// calm ticks and dwell times, which need `decide`; the calm streaks are used for nothing
+/// else), and every online CPU is calm and far from any hot signal (no drops or squeezes,
+/// softirq share under the low watermark, receive work under `busy_pps`).
 ///
 /// On an idle server this is almost every tick: the daemon then samples and updates the
 /// load only, which is what keeps an idle tick within the CPU budget
@@ -104,14 +104,11 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
         return false;
     }
     let w = &input.config.watermarks;
-    let calm_ticks = input.config.hysteresis.calm_ticks;
-    input.load.cpus.iter().enumerate().all(|(cpu, load)| {
+    input.load.cpus.iter().all(|load| {
         if !load.online {
             return true;
         }
-        let calm_for = state.streaks.get(cpu).map_or(0, |s| s.calm);
         load.warm
-            && calm_for >= calm_ticks
             && load.dropped_per_sec == 0.0
             && load.squeezed_per_sec == 0.0
             && load.net_share < w.low
@@ -119,12 +116,15 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
     })
 }
 
-/// Accounts for a tick [`can_skip`] allowed to go without [`decide`]: every CPU stayed
-/// calm, so the calm streaks grow and nothing else changes.
+/// Accounts for a tick [`can_skip`] allowed to go without [`decide`]: every CPU was calm
+/// with no hot signal, so `decide` would have grown every calm streak and reset the hot
+/// and distress streaks (already 0), and changed nothing else.
 pub fn skip_tick(state: &mut PolicyState) {
     state.ticks += 1;
     for streak in &mut state.streaks {
         streak.calm = streak.calm.saturating_add(1);
+        streak.hot = 0;
+        streak.distress = 0;
     }
 }
 
