@@ -6,9 +6,12 @@
 //! `.ci/run`). Installing the package is tested in a real systemd by
 //! `tests/package_install.rs`.
 
-use std::path::{Path, PathBuf};
+mod package_build;
+
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
+
+use package_build::{have, packages};
 
 /// Files both packages install, by their path in the Debian package (the RPM differs only
 /// where the distributions do: see `rpm_path`).
@@ -39,46 +42,6 @@ fn rpm_path(deb_path: &str) -> Option<&str> {
         "/usr/share/doc/steerd/copyright" => "/usr/share/licenses/steerd/LICENSE",
         other => other,
     })
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Builds both packages once for all tests; `None` (with the reason printed) when the
-/// tools are missing.
-fn packages() -> Option<&'static (PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            for tool in ["cargo-deb", "cargo-generate-rpm", "dpkg-deb"] {
-                if !have(tool) {
-                    eprintln!(
-                        "SKIPPED: {tool} not found (cargo install --locked cargo-deb cargo-generate-rpm; apt-get install dpkg)"
-                    );
-                    return None;
-                }
-            }
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/build-packages.sh");
-            let out = Command::new(&script).output().expect("run build-packages.sh");
-            assert!(
-                out.status.success(),
-                "build-packages.sh failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let mut lines = stdout.lines().rev();
-            let rpm = PathBuf::from(lines.next().expect("rpm path"));
-            let deb = PathBuf::from(lines.next().expect("deb path"));
-            assert!(deb.is_file() && rpm.is_file(), "{deb:?} {rpm:?}");
-            eprintln!("built {} and {}", deb.display(), rpm.display());
-            Some((deb, rpm))
-        })
-        .as_ref()
 }
 
 fn run(program: &str, args: &[&str]) -> String {

@@ -1,0 +1,264 @@
+//! Installing the Debian package in a real systemd (the host's, booted as PID 1 of
+//! throwaway namespaces by `systemd_ns`), with dpkg, as an operator would on a server where
+//! irqbalance runs. It checks what the package promises:
+//!
+//! - `dpkg -i` on a machine with irqbalance enabled and running stops and disables it, and
+//!   says so; steerd is then enabled and active, and answers `steerd status`;
+//! - `/etc/steerd/steerd.yaml` is a conffile: an operator's edit survives a reinstall;
+//! - `dpkg -r` stops steerd and keeps its configuration;
+//! - `dpkg --purge` removes the configuration and enables and starts irqbalance again, and
+//!   says so;
+//! - where irqbalance was disabled before steerd came, purging steerd leaves it disabled;
+//! - under a `policy-rc.d` that forbids service actions (an image build), the package starts
+//!   and stops nothing, but still leaves irqbalance disabled and steerd enabled for the
+//!   next boot.
+//!
+//! steerd runs here on the machine's real `/proc` and `/sys`, with the unit as shipped: the
+//! machine's network namespace holds only `lo`, which has no IRQ, so steerd has nothing of
+//! the host's to move; the test checks that every host IRQ's affinity is the same after it.
+//! irqbalance is a stand-in (`sleep`), so that no real irqbalance moves host IRQs either.
+//!
+//! Root only; skips with a printed reason when it is not root, cannot boot systemd, or the
+//! packaging tools are missing. Every command is bounded in time; the machine and
+//! everything installed in it vanish on drop, also when a check fails.
+
+mod package_build;
+mod systemd_ns;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::time::{Duration, Instant};
+
+use systemd_ns::{Machine, Output};
+
+/// Where the package lands in the machine before `dpkg -i`.
+const DEB_INSIDE: &str = "/root/steerd.deb";
+/// dpkg runs maintainer scripts and triggers (man-db): allow more than one command's time.
+const DPKG_TIMEOUT: Duration = Duration::from_secs(180);
+const WAIT: Duration = Duration::from_secs(20);
+/// What postinst says when it stops irqbalance, and postrm when it gives it back.
+const STOPPING_MESSAGE: &str = "steerd: stopping and disabling irqbalance.service";
+const ENABLING_MESSAGE: &str = "steerd: enabling irqbalance.service again";
+/// Debian's way for image builds and chroots to forbid maintainer scripts' service actions.
+const POLICY_RC_D: &str = "/usr/sbin/policy-rc.d";
+/// A stand-in for Debian's irqbalance unit, enabled the way the real one is.
+const IRQBALANCE_STAND_IN: &str = "[Unit]\n\
+    Description=stand-in irqbalance for steerd's package test\n\
+    [Service]\n\
+    ExecStart=/bin/sleep infinity\n\
+    [Install]\n\
+    WantedBy=multi-user.target\n";
+
+/// Prints one check's result, with the time since the test started.
+struct Report(Instant);
+
+impl Report {
+    fn ok(&self, what: &str) {
+        eprintln!("[{:>5.1}s] ok: {what}", self.0.elapsed().as_secs_f64());
+    }
+}
+
+/// Every host IRQ's `smp_affinity_list`, to show the test moved none.
+fn host_irq_affinities() -> BTreeMap<String, String> {
+    let mut affinities = BTreeMap::new();
+    if let Ok(entries) = fs::read_dir("/proc/irq") {
+        for entry in entries.flatten() {
+            if let Ok(list) = fs::read_to_string(entry.path().join("smp_affinity_list")) {
+                affinities.insert(entry.file_name().to_string_lossy().into_owned(), list);
+            }
+        }
+    }
+    affinities
+}
+
+fn dpkg(machine: &Machine, args: &[&str]) -> Output {
+    let mut all = vec!["dpkg", "--force-confold"];
+    all.extend_from_slice(args);
+    let out = machine.run_for(&all, DPKG_TIMEOUT);
+    assert!(out.success(), "{out}");
+    out
+}
+
+fn is_enabled(machine: &Machine, unit: &str) -> String {
+    machine
+        .systemctl(&["is-enabled", unit])
+        .stdout
+        .trim()
+        .to_string()
+}
+
+fn wait_for_state(machine: &Machine, unit: &str, state: &str) {
+    let deadline = Instant::now() + WAIT;
+    while machine.show(unit, "ActiveState") != state {
+        if Instant::now() >= deadline {
+            let status = machine.systemctl(&["status", unit]);
+            panic!("{unit} not {state} after {WAIT:?}:\n{status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn exists(machine: &Machine, inside: &str) -> bool {
+    machine.path(inside).exists()
+}
+
+#[test]
+fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
+    let started = Instant::now();
+    let report = Report(started);
+    let Some((deb, _)) = package_build::packages() else {
+        return;
+    };
+    report.ok(&format!("built {}", deb.display()));
+    let host_irqs_before = host_irq_affinities();
+    let Some(machine) = systemd_ns::boot_or_skip("package_install") else {
+        return;
+    };
+    report.ok("booted systemd in fresh namespaces");
+    machine.copy_in(deb, DEB_INSIDE, 0o644);
+    // A server, not an image build: no policy-rc.d (container images often ship one that
+    // forbids everything; removing it in the machine's overlay leaves the host's alone).
+    if exists(&machine, POLICY_RC_D) {
+        fs::remove_file(machine.path(POLICY_RC_D)).expect("remove policy-rc.d in the machine");
+    }
+
+    // A server where irqbalance is enabled and running.
+    machine.write(
+        "/etc/systemd/system/irqbalance.service",
+        IRQBALANCE_STAND_IN,
+        0o644,
+    );
+    machine
+        .systemctl(&["enable", "--now", "irqbalance.service"])
+        .ok();
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
+    assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
+
+    // dpkg -i: irqbalance stopped and disabled, with a message; steerd enabled and active.
+    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
+    let said = format!("{}{}", install.stdout, install.stderr);
+    eprintln!("--- dpkg -i said ---\n{said}---");
+    assert!(said.contains(STOPPING_MESSAGE), "dpkg -i said:\n{said}");
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    assert_eq!(
+        machine.show("irqbalance.service", "ActiveState"),
+        "inactive"
+    );
+    report.ok(&format!(
+        "dpkg -i stopped and disabled irqbalance, saying {:?}",
+        said.lines()
+            .find(|l| l.contains(STOPPING_MESSAGE))
+            .unwrap_or_default()
+    ));
+    wait_for_state(&machine, "steerd.service", "active");
+    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
+    let status = machine.run(&["steerd", "status"]);
+    assert!(status.success(), "steerd status: {status}");
+    report.ok("steerd.service is enabled and active, and `steerd status` answers");
+    let conffiles = machine
+        .run(&["dpkg-query", "-W", "-f=${Conffiles}", "steerd"])
+        .ok()
+        .to_string();
+    assert!(
+        conffiles.contains("/etc/steerd/steerd.yaml"),
+        "conffiles: {conffiles}"
+    );
+    report.ok("/etc/steerd/steerd.yaml is a conffile");
+
+    // An operator's edit survives a reinstall, which restarts steerd and says nothing
+    // about irqbalance (already disabled).
+    let edited = machine.path("/etc/steerd/steerd.yaml");
+    let mut config = fs::read_to_string(&edited).expect("read the installed config");
+    config.push_str("# edited by the operator\n");
+    fs::write(&edited, &config).expect("edit the installed config");
+    let reinstall = dpkg(&machine, &["-i", DEB_INSIDE]);
+    assert!(
+        !format!("{}{}", reinstall.stdout, reinstall.stderr).contains(STOPPING_MESSAGE),
+        "{reinstall}"
+    );
+    assert_eq!(
+        fs::read_to_string(&edited).expect("read the config after reinstall"),
+        config
+    );
+    wait_for_state(&machine, "steerd.service", "active");
+    report.ok("a reinstall keeps the operator's config, and steerd runs again");
+
+    // dpkg -r: steerd stopped, its configuration kept, irqbalance still off.
+    dpkg(&machine, &["-r", "steerd"]);
+    wait_for_state(&machine, "steerd.service", "inactive");
+    assert!(exists(&machine, "/etc/steerd/steerd.yaml"));
+    assert!(!exists(&machine, "/usr/sbin/steerd"));
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    report.ok("dpkg -r stopped steerd and kept /etc/steerd/steerd.yaml");
+
+    // dpkg --purge: configuration gone, irqbalance enabled and running again, with a message.
+    let purge = dpkg(&machine, &["--purge", "steerd"]);
+    let said = format!("{}{}", purge.stdout, purge.stderr);
+    assert!(
+        said.contains(ENABLING_MESSAGE),
+        "dpkg --purge said:\n{said}"
+    );
+    assert!(!exists(&machine, "/etc/steerd"), "/etc/steerd left behind");
+    assert!(
+        !exists(&machine, "/var/lib/steerd"),
+        "/var/lib/steerd left behind"
+    );
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
+    wait_for_state(&machine, "irqbalance.service", "active");
+    report.ok(&format!(
+        "dpkg --purge removed /etc/steerd and gave irqbalance back, saying {:?}",
+        said.lines()
+            .find(|l| l.contains(ENABLING_MESSAGE))
+            .unwrap_or_default()
+    ));
+
+    // Where irqbalance was off before steerd came, it stays off after the purge.
+    machine
+        .systemctl(&["disable", "--now", "irqbalance.service"])
+        .ok();
+    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
+    assert!(
+        !format!("{}{}", install.stdout, install.stderr).contains(STOPPING_MESSAGE),
+        "{install}"
+    );
+    wait_for_state(&machine, "steerd.service", "active");
+    let purge = dpkg(&machine, &["--purge", "steerd"]);
+    assert!(
+        !format!("{}{}", purge.stdout, purge.stderr).contains(ENABLING_MESSAGE),
+        "{purge}"
+    );
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    assert_eq!(
+        machine.show("irqbalance.service", "ActiveState"),
+        "inactive"
+    );
+    report.ok("with irqbalance disabled beforehand, install and purge leave it disabled");
+
+    // An image build: policy-rc.d forbids starting and stopping services. Nothing is
+    // started or stopped, but the next boot runs steerd and not irqbalance.
+    machine
+        .systemctl(&["enable", "--now", "irqbalance.service"])
+        .ok();
+    machine.write(POLICY_RC_D, "#!/bin/sh\nexit 101\n", 0o755);
+    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
+    let said = format!("{}{}", install.stdout, install.stderr);
+    assert!(said.contains(STOPPING_MESSAGE), "{install}");
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
+    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
+    assert_eq!(machine.show("steerd.service", "ActiveState"), "inactive");
+    dpkg(&machine, &["--purge", "steerd"]);
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
+    report.ok(
+        "under a denying policy-rc.d the package starts and stops nothing, \
+         and leaves steerd enabled and irqbalance disabled for the next boot",
+    );
+
+    machine.poweroff();
+    assert_eq!(
+        host_irq_affinities(),
+        host_irqs_before,
+        "a host IRQ's affinity changed during the test"
+    );
+    report.ok("every host IRQ's smp_affinity_list is as before");
+}
