@@ -60,7 +60,18 @@ struct BuildLabels {
     version: String,
 }
 
-type FloatGauge = Gauge<f64, AtomicU64>;
+pub type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// One online CPU's load gauges, looked up in their families once (when the CPU set is
+/// known) so that a tick only stores four atomics instead of hashing a label set and
+/// taking the family's lock per series.
+pub struct CpuLoadGauges {
+    pub cpu: u32,
+    pub processed: FloatGauge,
+    pub dropped: FloatGauge,
+    pub squeezed: FloatGauge,
+    pub softirq_share: FloatGauge,
+}
 
 /// Every metric steerd exports.
 pub struct Metrics {
@@ -205,6 +216,23 @@ impl Metrics {
             registry,
             ..metrics
         }
+    }
+
+    /// The load gauges of `cpus`, each created in its family if new. They share their
+    /// value with the family's series: setting one is what the next scrape shows.
+    pub fn cpu_load_gauges(&self, cpus: impl IntoIterator<Item = u32>) -> Vec<CpuLoadGauges> {
+        cpus.into_iter()
+            .map(|cpu| {
+                let labels = CpuLabels { cpu };
+                CpuLoadGauges {
+                    cpu,
+                    processed: self.cpu_processed.get_or_create(&labels).clone(),
+                    dropped: self.cpu_dropped.get_or_create(&labels).clone(),
+                    squeezed: self.cpu_squeezed.get_or_create(&labels).clone(),
+                    softirq_share: self.cpu_softirq_share.get_or_create(&labels).clone(),
+                }
+            })
+            .collect()
     }
 
     /// The OpenMetrics text exposition.

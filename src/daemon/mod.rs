@@ -34,7 +34,7 @@ use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
-use crate::metrics::{CpuLabels, IrqLabels, QueueLabels};
+use crate::metrics::{CpuLoadGauges, IrqLabels, QueueLabels};
 use crate::model::inventory::IrqRole;
 use crate::model::snapshot::Snapshot;
 use crate::policy::{self, Action, DecideInput, Placement, PolicyState, Target, Value};
@@ -165,6 +165,8 @@ struct Daemon {
     /// Consecutive ticks that skipped `decide`; while idle, `proc/stat` is read on every
     /// [`STAT_EVERY_IDLE_TICKS`]th tick only.
     idle_ticks: u64,
+    /// The online CPUs' load gauges, refreshed on discovery; every tick sets them.
+    cpu_gauges: Vec<CpuLoadGauges>,
     server: Option<ServerThread>,
 }
 
@@ -249,6 +251,7 @@ impl Daemon {
             plan_stale: false,
             decide_needed: true,
             idle_ticks: 0,
+            cpu_gauges: Vec::new(),
             server: Some(server),
         };
         daemon.read_irqbalance_ban();
@@ -698,6 +701,10 @@ impl Daemon {
             .metrics
             .unmanageable_irqs
             .set(self.reported_managed.len() as i64);
+        self.cpu_gauges = self
+            .shared
+            .metrics
+            .cpu_load_gauges(self.machine.topology.online.iter());
         self.export_placement();
     }
 
@@ -746,28 +753,14 @@ impl Daemon {
     }
 
     fn export_load(&self) {
-        let metrics = &self.shared.metrics;
-        for cpu in self.machine.topology.online.iter() {
-            let Some(load) = self.load.cpu(cpu) else {
+        for gauges in &self.cpu_gauges {
+            let Some(load) = self.load.cpu(gauges.cpu) else {
                 continue;
             };
-            let labels = CpuLabels { cpu };
-            metrics
-                .cpu_processed
-                .get_or_create(&labels)
-                .set(load.processed_pps);
-            metrics
-                .cpu_dropped
-                .get_or_create(&labels)
-                .set(load.dropped_per_sec);
-            metrics
-                .cpu_squeezed
-                .get_or_create(&labels)
-                .set(load.squeezed_per_sec);
-            metrics
-                .cpu_softirq_share
-                .get_or_create(&labels)
-                .set(load.net_share);
+            gauges.processed.set(load.processed_pps);
+            gauges.dropped.set(load.dropped_per_sec);
+            gauges.squeezed.set(load.squeezed_per_sec);
+            gauges.softirq_share.set(load.net_share);
         }
     }
 
