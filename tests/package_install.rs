@@ -1,4 +1,4 @@
-//! Installing the Debian package in a real systemd (the host's, booted as PID 1 of
+//! Installing the Debian package (and the RPM) in a real systemd (the host's, booted as PID 1 of
 //! throwaway namespaces by `systemd_ns`), with dpkg, as an operator would on a server where
 //! irqbalance runs. It checks what the package promises:
 //!
@@ -12,6 +12,9 @@
 //! - under a `policy-rc.d` that forbids service actions (an image build), the package starts
 //!   and stops nothing, but still leaves irqbalance disabled and steerd enabled for the
 //!   next boot.
+//!
+//! The RPM's scriptlets get the same check with `rpm -i` and `rpm -e` (Debian's rpm, its
+//! database inside the machine).
 //!
 //! steerd runs here on the machine's real `/proc` and `/sys`, with the unit as shipped: the
 //! machine's network namespace holds only `lo`, which has no IRQ, so steerd has nothing of
@@ -33,8 +36,10 @@ use systemd_ns::{Machine, Output};
 
 /// Where the package lands in the machine before `dpkg -i`.
 const DEB_INSIDE: &str = "/root/steerd.deb";
+/// Where the RPM lands in the machine.
+const RPM_INSIDE: &str = "/root/steerd.rpm";
 /// dpkg runs maintainer scripts and triggers (man-db): allow more than one command's time.
-const DPKG_TIMEOUT: Duration = Duration::from_secs(180);
+const PACKAGE_TIMEOUT: Duration = Duration::from_secs(180);
 const WAIT: Duration = Duration::from_secs(20);
 /// What postinst says when it stops irqbalance, and postrm when it gives it back.
 const STOPPING_MESSAGE: &str = "steerd: stopping and disabling irqbalance.service";
@@ -74,10 +79,54 @@ fn host_irq_affinities() -> BTreeMap<String, String> {
 fn dpkg(machine: &Machine, args: &[&str]) -> Output {
     let mut all = vec!["dpkg", "--force-confold"];
     all.extend_from_slice(args);
-    let out = machine.run_for(&all, DPKG_TIMEOUT);
+    let out = machine.run_for(&all, PACKAGE_TIMEOUT);
     assert!(out.success(), "{out}");
     out
 }
+
+/// `rpm` in the machine. Debian's rpm keeps its database in `~/.rpmdb` and knows none of
+/// the packages dpkg installed: `--nodeps` (the package needs only /bin/sh and libc).
+fn rpm(machine: &Machine, args: &[&str]) -> Output {
+    let mut all = vec!["rpm", "--nodeps"];
+    all.extend_from_slice(args);
+    let out = machine.run_for(&all, PACKAGE_TIMEOUT);
+    assert!(out.success(), "{out}");
+    out
+}
+
+/// Everything a command printed.
+fn said(out: &Output) -> String {
+    format!("{}{}", out.stdout, out.stderr)
+}
+
+/// The line of `text` holding `message`, for the report.
+fn line_with<'a>(text: &'a str, message: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(message))
+        .unwrap_or_default()
+}
+
+/// A machine where irqbalance (the stand-in) is enabled and running, and service actions
+/// are allowed: no policy-rc.d (container images often ship one that forbids everything;
+/// removing it in the machine's overlay leaves the host's alone).
+fn server_with_irqbalance(machine: &Machine) {
+    if exists(machine, POLICY_RC_D) {
+        fs::remove_file(machine.path(POLICY_RC_D)).expect("remove policy-rc.d in the machine");
+    }
+    machine.write(
+        "/etc/systemd/system/irqbalance.service",
+        IRQBALANCE_STAND_IN,
+        0o644,
+    );
+    machine
+        .systemctl(&["enable", "--now", "irqbalance.service"])
+        .ok();
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
+    assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
+}
+
+/// One machine at a time: the two tests of this file would otherwise boot two at once.
+static ONE_MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn is_enabled(machine: &Machine, unit: &str) -> String {
     machine
@@ -110,35 +159,22 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         return;
     };
     report.ok(&format!("built {}", deb.display()));
+    let _one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let host_irqs_before = host_irq_affinities();
     let Some(machine) = systemd_ns::boot_or_skip("package_install") else {
         return;
     };
     report.ok("booted systemd in fresh namespaces");
     machine.copy_in(deb, DEB_INSIDE, 0o644);
-    // A server, not an image build: no policy-rc.d (container images often ship one that
-    // forbids everything; removing it in the machine's overlay leaves the host's alone).
-    if exists(&machine, POLICY_RC_D) {
-        fs::remove_file(machine.path(POLICY_RC_D)).expect("remove policy-rc.d in the machine");
-    }
-
-    // A server where irqbalance is enabled and running.
-    machine.write(
-        "/etc/systemd/system/irqbalance.service",
-        IRQBALANCE_STAND_IN,
-        0o644,
-    );
-    machine
-        .systemctl(&["enable", "--now", "irqbalance.service"])
-        .ok();
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
-    assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
+    server_with_irqbalance(&machine);
 
     // dpkg -i: irqbalance stopped and disabled, with a message; steerd enabled and active.
     let install = dpkg(&machine, &["-i", DEB_INSIDE]);
-    let said = format!("{}{}", install.stdout, install.stderr);
-    eprintln!("--- dpkg -i said ---\n{said}---");
-    assert!(said.contains(STOPPING_MESSAGE), "dpkg -i said:\n{said}");
+    let printed = said(&install);
+    assert!(
+        printed.contains(STOPPING_MESSAGE),
+        "dpkg -i said:\n{printed}"
+    );
     assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
     assert_eq!(
         machine.show("irqbalance.service", "ActiveState"),
@@ -146,9 +182,7 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     );
     report.ok(&format!(
         "dpkg -i stopped and disabled irqbalance, saying {:?}",
-        said.lines()
-            .find(|l| l.contains(STOPPING_MESSAGE))
-            .unwrap_or_default()
+        line_with(&printed, STOPPING_MESSAGE)
     ));
     wait_for_state(&machine, "steerd.service", "active");
     assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
@@ -172,10 +206,7 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     config.push_str("# edited by the operator\n");
     fs::write(&edited, &config).expect("edit the installed config");
     let reinstall = dpkg(&machine, &["-i", DEB_INSIDE]);
-    assert!(
-        !format!("{}{}", reinstall.stdout, reinstall.stderr).contains(STOPPING_MESSAGE),
-        "{reinstall}"
-    );
+    assert!(!said(&reinstall).contains(STOPPING_MESSAGE), "{reinstall}");
     assert_eq!(
         fs::read_to_string(&edited).expect("read the config after reinstall"),
         config
@@ -193,10 +224,10 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
 
     // dpkg --purge: configuration gone, irqbalance enabled and running again, with a message.
     let purge = dpkg(&machine, &["--purge", "steerd"]);
-    let said = format!("{}{}", purge.stdout, purge.stderr);
+    let printed = said(&purge);
     assert!(
-        said.contains(ENABLING_MESSAGE),
-        "dpkg --purge said:\n{said}"
+        printed.contains(ENABLING_MESSAGE),
+        "dpkg --purge said:\n{printed}"
     );
     assert!(!exists(&machine, "/etc/steerd"), "/etc/steerd left behind");
     assert!(
@@ -207,9 +238,7 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     wait_for_state(&machine, "irqbalance.service", "active");
     report.ok(&format!(
         "dpkg --purge removed /etc/steerd and gave irqbalance back, saying {:?}",
-        said.lines()
-            .find(|l| l.contains(ENABLING_MESSAGE))
-            .unwrap_or_default()
+        line_with(&printed, ENABLING_MESSAGE)
     ));
 
     // Where irqbalance was off before steerd came, it stays off after the purge.
@@ -217,16 +246,10 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         .systemctl(&["disable", "--now", "irqbalance.service"])
         .ok();
     let install = dpkg(&machine, &["-i", DEB_INSIDE]);
-    assert!(
-        !format!("{}{}", install.stdout, install.stderr).contains(STOPPING_MESSAGE),
-        "{install}"
-    );
+    assert!(!said(&install).contains(STOPPING_MESSAGE), "{install}");
     wait_for_state(&machine, "steerd.service", "active");
     let purge = dpkg(&machine, &["--purge", "steerd"]);
-    assert!(
-        !format!("{}{}", purge.stdout, purge.stderr).contains(ENABLING_MESSAGE),
-        "{purge}"
-    );
+    assert!(!said(&purge).contains(ENABLING_MESSAGE), "{purge}");
     assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
     assert_eq!(
         machine.show("irqbalance.service", "ActiveState"),
@@ -241,8 +264,7 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         .ok();
     machine.write(POLICY_RC_D, "#!/bin/sh\nexit 101\n", 0o755);
     let install = dpkg(&machine, &["-i", DEB_INSIDE]);
-    let said = format!("{}{}", install.stdout, install.stderr);
-    assert!(said.contains(STOPPING_MESSAGE), "{install}");
+    assert!(said(&install).contains(STOPPING_MESSAGE), "{install}");
     assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
     assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
     assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
@@ -253,6 +275,72 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         "under a denying policy-rc.d the package starts and stops nothing, \
          and leaves steerd enabled and irqbalance disabled for the next boot",
     );
+
+    machine.poweroff();
+    assert_eq!(
+        host_irq_affinities(),
+        host_irqs_before,
+        "a host IRQ's affinity changed during the test"
+    );
+    report.ok("every host IRQ's smp_affinity_list is as before");
+}
+
+/// The RPM's scriptlets in the same real systemd: `rpm -i` stops and disables irqbalance
+/// with a message and starts steerd; `rpm -e` stops steerd, removes the unmodified
+/// configuration, and enables and starts irqbalance again with a message.
+#[test]
+fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() {
+    let report = Report(Instant::now());
+    let Some((_, package)) = package_build::packages() else {
+        return;
+    };
+    if !package_build::have("rpm") {
+        eprintln!("SKIPPED: rpm not found (apt-get install rpm)");
+        return;
+    }
+    report.ok(&format!("built {}", package.display()));
+    let _one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let host_irqs_before = host_irq_affinities();
+    let Some(machine) = systemd_ns::boot_or_skip("package_install (rpm)") else {
+        return;
+    };
+    report.ok("booted systemd in fresh namespaces");
+    machine.copy_in(package, RPM_INSIDE, 0o644);
+    server_with_irqbalance(&machine);
+
+    let install = rpm(&machine, &["-i", RPM_INSIDE]);
+    let said_on_install = said(&install);
+    assert!(
+        said_on_install.contains(STOPPING_MESSAGE),
+        "rpm -i said:\n{said_on_install}"
+    );
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    wait_for_state(&machine, "irqbalance.service", "inactive");
+    wait_for_state(&machine, "steerd.service", "active");
+    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
+    let status = machine.run(&["steerd", "status"]);
+    assert!(status.success(), "steerd status: {status}");
+    report.ok(&format!(
+        "rpm -i stopped and disabled irqbalance, saying {:?}; steerd is enabled and active",
+        line_with(&said_on_install, STOPPING_MESSAGE)
+    ));
+
+    let erase = rpm(&machine, &["-e", "steerd"]);
+    let said_on_erase = said(&erase);
+    assert!(
+        said_on_erase.contains(ENABLING_MESSAGE),
+        "rpm -e said:\n{said_on_erase}"
+    );
+    wait_for_state(&machine, "steerd.service", "inactive");
+    assert!(!exists(&machine, "/usr/sbin/steerd"));
+    assert!(!exists(&machine, "/etc/steerd/steerd.yaml"));
+    assert!(!exists(&machine, "/var/lib/steerd"));
+    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
+    wait_for_state(&machine, "irqbalance.service", "active");
+    report.ok(&format!(
+        "rpm -e stopped steerd, removed its files and gave irqbalance back, saying {:?}",
+        line_with(&said_on_erase, ENABLING_MESSAGE)
+    ));
 
     machine.poweroff();
     assert_eq!(
