@@ -34,14 +34,9 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-cpu_ns() {
-    local sum=0 t ns
-    for t in /proc/"$1"/task/*/schedstat; do
-        read -r ns _ <"$t" 2>/dev/null || continue
-        sum=$((sum + ns))
-    done
-    echo "$sum"
-}
+# cpu_ns PID: nanoseconds on CPU summed over all current threads.
+# shellcheck source=scripts/schedstat.sh
+. "$(dirname "$0")/schedstat.sh"
 
 start() {
     local binary=$1 name=$2

@@ -104,25 +104,9 @@ trap 'exit 143' TERM
 
 # --- helpers ----------------------------------------------------------------------------------
 
-# Nanoseconds on CPU, summed over all current threads of PID.
-cpu_ns() {
-    local sum=0 t ns
-    for t in /proc/"$1"/task/*/schedstat; do
-        read -r ns _ <"$t" 2>/dev/null || continue
-        sum=$((sum + ns))
-    done
-    echo "$sum"
-}
-
-# Times a thread of PID was run (third schedstat field), summed: about its wake-ups.
-cpu_runs() {
-    local sum=0 t runs
-    for t in /proc/"$1"/task/*/schedstat; do
-        read -r _ _ runs <"$t" 2>/dev/null || continue
-        sum=$((sum + runs))
-    done
-    echo "$sum"
-}
+# cpu_ns PID and cpu_runs PID: schedstat sums over all current threads.
+# shellcheck source=scripts/schedstat.sh
+. "$REPO/scripts/schedstat.sh"
 
 threads() {
     local t list=''

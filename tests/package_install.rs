@@ -125,6 +125,58 @@ fn server_with_irqbalance(machine: &Machine) {
     assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
 }
 
+/// A booted machine holding `package` at `inside`, with irqbalance enabled and running,
+/// and every host IRQ's affinity before it (to compare after). Holds [`ONE_MACHINE`].
+/// `None` when the test must skip (said why).
+struct Booted {
+    machine: Machine,
+    host_irqs_before: BTreeMap<String, String>,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+fn boot_with_package(test: &str, package: &std::path::Path, inside: &str) -> Option<Booted> {
+    let one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let host_irqs_before = host_irq_affinities();
+    let machine = systemd_ns::boot_or_skip(test)?;
+    machine.copy_in(package, inside, 0o644);
+    server_with_irqbalance(&machine);
+    Some(Booted {
+        machine,
+        host_irqs_before,
+        _one: one,
+    })
+}
+
+impl Booted {
+    /// Powers the machine off and checks no host IRQ moved.
+    fn finish(self, report: &Report) {
+        self.machine.poweroff();
+        assert_eq!(
+            host_irq_affinities(),
+            self.host_irqs_before,
+            "a host IRQ's affinity changed during the test"
+        );
+        report.ok("every host IRQ's smp_affinity_list is as before");
+    }
+}
+
+/// After installing on a machine with irqbalance running: the installer said it stops
+/// irqbalance, irqbalance is disabled and stopped, steerd enabled, active and answering.
+fn assert_replaced_irqbalance(machine: &Machine, install: &Output, report: &Report) {
+    let printed = said(install);
+    assert!(printed.contains(STOPPING_MESSAGE), "{install}");
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "disabled");
+    wait_for_state(machine, "irqbalance.service", "inactive");
+    wait_for_state(machine, "steerd.service", "active");
+    assert_eq!(is_enabled(machine, "steerd.service"), "enabled");
+    let status = machine.run(&["steerd", "status"]);
+    assert!(status.success(), "steerd status: {status}");
+    report.ok(&format!(
+        "irqbalance stopped and disabled, saying {:?}; steerd enabled, active and answering `steerd status`",
+        line_with(&printed, STOPPING_MESSAGE)
+    ));
+}
+
 /// One machine at a time: the two tests of this file would otherwise boot two at once.
 static ONE_MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -159,36 +211,15 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         return;
     };
     report.ok(&format!("built {}", deb.display()));
-    let _one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    let host_irqs_before = host_irq_affinities();
-    let Some(machine) = systemd_ns::boot_or_skip("package_install") else {
+    let Some(booted) = boot_with_package("package_install", deb, DEB_INSIDE) else {
         return;
     };
+    let machine = &booted.machine;
     report.ok("booted systemd in fresh namespaces");
-    machine.copy_in(deb, DEB_INSIDE, 0o644);
-    server_with_irqbalance(&machine);
 
     // dpkg -i: irqbalance stopped and disabled, with a message; steerd enabled and active.
-    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
-    let printed = said(&install);
-    assert!(
-        printed.contains(STOPPING_MESSAGE),
-        "dpkg -i said:\n{printed}"
-    );
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
-    assert_eq!(
-        machine.show("irqbalance.service", "ActiveState"),
-        "inactive"
-    );
-    report.ok(&format!(
-        "dpkg -i stopped and disabled irqbalance, saying {:?}",
-        line_with(&printed, STOPPING_MESSAGE)
-    ));
-    wait_for_state(&machine, "steerd.service", "active");
-    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
-    let status = machine.run(&["steerd", "status"]);
-    assert!(status.success(), "steerd status: {status}");
-    report.ok("steerd.service is enabled and active, and `steerd status` answers");
+    let install = dpkg(machine, &["-i", DEB_INSIDE]);
+    assert_replaced_irqbalance(machine, &install, &report);
     let conffiles = machine
         .run(&["dpkg-query", "-W", "-f=${Conffiles}", "steerd"])
         .ok()
@@ -205,37 +236,37 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     let mut config = fs::read_to_string(&edited).expect("read the installed config");
     config.push_str("# edited by the operator\n");
     fs::write(&edited, &config).expect("edit the installed config");
-    let reinstall = dpkg(&machine, &["-i", DEB_INSIDE]);
+    let reinstall = dpkg(machine, &["-i", DEB_INSIDE]);
     assert!(!said(&reinstall).contains(STOPPING_MESSAGE), "{reinstall}");
     assert_eq!(
         fs::read_to_string(&edited).expect("read the config after reinstall"),
         config
     );
-    wait_for_state(&machine, "steerd.service", "active");
+    wait_for_state(machine, "steerd.service", "active");
     report.ok("a reinstall keeps the operator's config, and steerd runs again");
 
     // dpkg -r: steerd stopped, its configuration kept, irqbalance still off.
-    dpkg(&machine, &["-r", "steerd"]);
-    wait_for_state(&machine, "steerd.service", "inactive");
-    assert!(exists(&machine, "/etc/steerd/steerd.yaml"));
-    assert!(!exists(&machine, "/usr/sbin/steerd"));
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    dpkg(machine, &["-r", "steerd"]);
+    wait_for_state(machine, "steerd.service", "inactive");
+    assert!(exists(machine, "/etc/steerd/steerd.yaml"));
+    assert!(!exists(machine, "/usr/sbin/steerd"));
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "disabled");
     report.ok("dpkg -r stopped steerd and kept /etc/steerd/steerd.yaml");
 
     // dpkg --purge: configuration gone, irqbalance enabled and running again, with a message.
-    let purge = dpkg(&machine, &["--purge", "steerd"]);
+    let purge = dpkg(machine, &["--purge", "steerd"]);
     let printed = said(&purge);
     assert!(
         printed.contains(ENABLING_MESSAGE),
         "dpkg --purge said:\n{printed}"
     );
-    assert!(!exists(&machine, "/etc/steerd"), "/etc/steerd left behind");
+    assert!(!exists(machine, "/etc/steerd"), "/etc/steerd left behind");
     assert!(
-        !exists(&machine, "/var/lib/steerd"),
+        !exists(machine, "/var/lib/steerd"),
         "/var/lib/steerd left behind"
     );
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
-    wait_for_state(&machine, "irqbalance.service", "active");
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
+    wait_for_state(machine, "irqbalance.service", "active");
     report.ok(&format!(
         "dpkg --purge removed /etc/steerd and gave irqbalance back, saying {:?}",
         line_with(&printed, ENABLING_MESSAGE)
@@ -245,12 +276,12 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     machine
         .systemctl(&["disable", "--now", "irqbalance.service"])
         .ok();
-    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
+    let install = dpkg(machine, &["-i", DEB_INSIDE]);
     assert!(!said(&install).contains(STOPPING_MESSAGE), "{install}");
-    wait_for_state(&machine, "steerd.service", "active");
-    let purge = dpkg(&machine, &["--purge", "steerd"]);
+    wait_for_state(machine, "steerd.service", "active");
+    let purge = dpkg(machine, &["--purge", "steerd"]);
     assert!(!said(&purge).contains(ENABLING_MESSAGE), "{purge}");
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "disabled");
     assert_eq!(
         machine.show("irqbalance.service", "ActiveState"),
         "inactive"
@@ -263,26 +294,20 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
         .systemctl(&["enable", "--now", "irqbalance.service"])
         .ok();
     machine.write(POLICY_RC_D, "#!/bin/sh\nexit 101\n", 0o755);
-    let install = dpkg(&machine, &["-i", DEB_INSIDE]);
+    let install = dpkg(machine, &["-i", DEB_INSIDE]);
     assert!(said(&install).contains(STOPPING_MESSAGE), "{install}");
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "disabled");
     assert_eq!(machine.show("irqbalance.service", "ActiveState"), "active");
-    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
+    assert_eq!(is_enabled(machine, "steerd.service"), "enabled");
     assert_eq!(machine.show("steerd.service", "ActiveState"), "inactive");
-    dpkg(&machine, &["--purge", "steerd"]);
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
+    dpkg(machine, &["--purge", "steerd"]);
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
     report.ok(
         "under a denying policy-rc.d the package starts and stops nothing, \
          and leaves steerd enabled and irqbalance disabled for the next boot",
     );
 
-    machine.poweroff();
-    assert_eq!(
-        host_irq_affinities(),
-        host_irqs_before,
-        "a host IRQ's affinity changed during the test"
-    );
-    report.ok("every host IRQ's smp_affinity_list is as before");
+    booted.finish(&report);
 }
 
 /// The RPM's scriptlets in the same real systemd: `rpm -i` stops and disables irqbalance
@@ -299,54 +324,31 @@ fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() {
         return;
     }
     report.ok(&format!("built {}", package.display()));
-    let _one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    let host_irqs_before = host_irq_affinities();
-    let Some(machine) = systemd_ns::boot_or_skip("package_install (rpm)") else {
+    let Some(booted) = boot_with_package("package_install (rpm)", package, RPM_INSIDE) else {
         return;
     };
+    let machine = &booted.machine;
     report.ok("booted systemd in fresh namespaces");
-    machine.copy_in(package, RPM_INSIDE, 0o644);
-    server_with_irqbalance(&machine);
 
-    let install = rpm(&machine, &["-i", RPM_INSIDE]);
-    let said_on_install = said(&install);
-    assert!(
-        said_on_install.contains(STOPPING_MESSAGE),
-        "rpm -i said:\n{said_on_install}"
-    );
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "disabled");
-    wait_for_state(&machine, "irqbalance.service", "inactive");
-    wait_for_state(&machine, "steerd.service", "active");
-    assert_eq!(is_enabled(&machine, "steerd.service"), "enabled");
-    let status = machine.run(&["steerd", "status"]);
-    assert!(status.success(), "steerd status: {status}");
-    report.ok(&format!(
-        "rpm -i stopped and disabled irqbalance, saying {:?}; steerd is enabled and active",
-        line_with(&said_on_install, STOPPING_MESSAGE)
-    ));
+    let install = rpm(machine, &["-i", RPM_INSIDE]);
+    assert_replaced_irqbalance(machine, &install, &report);
 
-    let erase = rpm(&machine, &["-e", "steerd"]);
+    let erase = rpm(machine, &["-e", "steerd"]);
     let said_on_erase = said(&erase);
     assert!(
         said_on_erase.contains(ENABLING_MESSAGE),
         "rpm -e said:\n{said_on_erase}"
     );
-    wait_for_state(&machine, "steerd.service", "inactive");
-    assert!(!exists(&machine, "/usr/sbin/steerd"));
-    assert!(!exists(&machine, "/etc/steerd/steerd.yaml"));
-    assert!(!exists(&machine, "/var/lib/steerd"));
-    assert_eq!(is_enabled(&machine, "irqbalance.service"), "enabled");
-    wait_for_state(&machine, "irqbalance.service", "active");
+    wait_for_state(machine, "steerd.service", "inactive");
+    assert!(!exists(machine, "/usr/sbin/steerd"));
+    assert!(!exists(machine, "/etc/steerd/steerd.yaml"));
+    assert!(!exists(machine, "/var/lib/steerd"));
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
+    wait_for_state(machine, "irqbalance.service", "active");
     report.ok(&format!(
         "rpm -e stopped steerd, removed its files and gave irqbalance back, saying {:?}",
         line_with(&said_on_erase, ENABLING_MESSAGE)
     ));
 
-    machine.poweroff();
-    assert_eq!(
-        host_irq_affinities(),
-        host_irqs_before,
-        "a host IRQ's affinity changed during the test"
-    );
-    report.ok("every host IRQ's smp_affinity_list is as before");
+    booted.finish(&report);
 }
