@@ -5,8 +5,12 @@
 #
 # Builds steerd in release, then for SECONDS each, one after the other:
 #   (a) steerd run --root / --interval 1s --metrics-listen 127.0.0.1:<free port>
-#   (b) irqbalance --foreground             (Debian's package, its default 10 s interval)
-# and prints, for each, CPU time per wall second and peak RSS beside the targets of issue 4.
+#   (b) examples/idle_floor                 (the floor: wakes once a second and preads
+#                                            softnet_stat, and proc/stat every 5th second,
+#                                            as an idle steerd tick does; nothing else)
+#   (c) irqbalance --foreground             (Debian's package, its default 10 s interval)
+# and prints, for each, CPU time per wall second and peak RSS beside the targets of issue 4,
+# and steerd's CPU time as a multiple of the floor's (the part that is steerd's own code).
 #
 # CPU time: the sum over every thread (/proc/PID/task/*/schedstat, first field, nanoseconds
 # on CPU) at the start and at the end of the window; the window starts after a warm-up, so
@@ -151,14 +155,17 @@ target_pid() {
 
 # --- preparation ------------------------------------------------------------------------------
 
-log "building steerd (release)"
-(cd "$REPO" && cargo build --release --quiet --bin steerd)
+log "building steerd and the idle floor (release)"
+(cd "$REPO" && cargo build --release --quiet --bin steerd --example idle_floor)
 TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 STEERD="$TARGET_DIR/release/steerd"
-[ -x "$STEERD" ] || {
-    log "no binary at $STEERD"
-    exit 1
-}
+FLOOR="$TARGET_DIR/release/examples/idle_floor"
+for binary in "$STEERD" "$FLOOR"; do
+    [ -x "$binary" ] || {
+        log "no binary at $binary"
+        exit 1
+    }
+done
 
 RUNNING_BEFORE=$(pgrep -x irqbalance || true)
 if [ -n "$RUNNING_BEFORE" ]; then
@@ -287,6 +294,7 @@ READY_URL="http://127.0.0.1:$STEERD_PORT/metrics" AFTER_WINDOW=steerd_after_wind
 # Whatever steerd left behind (it should have restored everything itself) is put back before
 # irqbalance starts, so irqbalance sees the machine as it was.
 restore_values
+READY_URL='' AFTER_WINDOW='' measure floor "$FLOOR"
 READY_URL='' AFTER_WINDOW='' measure irqbalance "$IRQBALANCE" --foreground
 
 # --- report -----------------------------------------------------------------------------------
@@ -315,14 +323,14 @@ echo "CPU = sum of /proc/PID/task/*/schedstat (ns on CPU, all threads) over the 
 echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine inflates CPU time)"
 echo
 printf '%-11s %10s %9s %8s %9s %8s %7s %13s %13s\n' program "CPU ms/s" target "HWM MB" target runs/s threads "life CPU ms" "life ms/s"
-for name in steerd irqbalance; do
+for name in steerd floor irqbalance; do
     read -r cpu wall runs hwm_kb _ nthreads <"$WORK/$name.window"
     read -r life_ms life_rate < <(life_cpu "$name")
-    if [ "$name" = steerd ]; then
-        cpu_target="<= 0.1" rss_target="<= 8.0"
-    else
-        cpu_target="~0.036" rss_target="~4.2"
-    fi
+    case "$name" in
+    steerd) cpu_target="<= 0.1" rss_target="<= 8.0" ;;
+    floor) cpu_target="-" rss_target="-" ;;
+    *) cpu_target="~0.036" rss_target="~4.2" ;;
+    esac
     awk -v n="$name" -v cpu="$cpu" -v wall="$wall" -v runs="$runs" -v hwm="$hwm_kb" \
         -v ct="$cpu_target" -v rt="$rss_target" -v th="$nthreads" -v lm="$life_ms" -v lr="$life_rate" \
         'BEGIN { printf "%-11s %10.4f %9s %8.2f %9s %8.2f %7d %13s %13s\n",
@@ -337,6 +345,11 @@ awk -v cpu="$cpu" -v wall="$wall" -v hwm="$hwm_kb" 'BEGIN {
     else printf "steerd CPU: MISSES the 0.1 ms/s target by %.4f ms/s (%.1fx)\n", rate - 0.1, rate / 0.1
     if (mb <= 8) printf "steerd RSS: meets the 8 MB target (%.2f MB)\n", mb
     else printf "steerd RSS: MISSES the 8 MB target by %.2f MB\n", mb - 8
+}'
+read -r floor_cpu floor_wall _ <"$WORK/floor.window"
+awk -v cpu="$cpu" -v wall="$wall" -v fcpu="$floor_cpu" -v fwall="$floor_wall" 'BEGIN {
+    rate = cpu / wall; floor = fcpu / fwall
+    if (floor > 0) printf "steerd / floor: %.2f (the floor: one wake-up and the same preads per second, no code)\n", rate / floor
 }'
 if [ -s "$WORK/steerd.metrics" ]; then
     sum=$(awk '$1 == "steerd_tick_duration_seconds_sum" { print $2 }' "$WORK/steerd.metrics")
