@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Compares the idle CPU cost of two steerd binaries side by side, in one window, so that
-# the machine's noise hits both alike: quote the ratio, not the absolute figures.
+# Compares the idle CPU cost of two programs that take steerd's arguments (two steerd
+# builds, or steerd and examples/idle_floor) side by side, in one window, so that the
+# machine's noise hits both alike: quote the ratio, not the absolute figures.
 #
 #   scripts/ab-idle.sh BINARY_A BINARY_B [SECONDS] [ROUNDS]
 #
-# Both run `steerd run --dry-run --root / --interval 1s` at once (dry-run: they decide and
-# write nothing, so they cannot fight over the same files), each with its own metrics port
-# and state file, started half a second apart. After a 3 s warm-up the script sums the first field of every thread's
-# /proc/PID/task/*/schedstat (nanoseconds on CPU) over the window, for each, and prints
-# ms of CPU per wall second and B/A. ROUNDS windows (default 3) give a median ratio.
+# Both run `run --dry-run --root / --interval 1s` at once (dry-run: they decide and write
+# nothing, so they cannot fight over the same files), each with its own metrics port and
+# state file, started half a second apart. After a 3 s warm-up the script sums the first
+# field of every thread's /proc/PID/task/*/schedstat (nanoseconds on CPU) over the window,
+# for each, and prints ms of CPU per wall second and B/A. ROUNDS windows (default 3) give
+# a median ratio.
 # It stops only the two processes it started, by PID, also on Ctrl-C or failure.
 set -euo pipefail
 
@@ -30,13 +32,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# cpu_ns PID: nanoseconds on CPU summed over all current threads.
-# shellcheck source=scripts/schedstat.sh
-. "$(dirname "$0")/schedstat.sh"
+# cpu_ns PID (nanoseconds on CPU summed over all current threads) and free_port.
+# shellcheck source=scripts/measure-lib.sh
+. "$(dirname "$0")/measure-lib.sh"
 
 start() {
     local binary=$1 name=$2

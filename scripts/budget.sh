@@ -108,9 +108,9 @@ trap 'exit 143' TERM
 
 # --- helpers ----------------------------------------------------------------------------------
 
-# cpu_ns PID and cpu_runs PID: schedstat sums over all current threads.
-# shellcheck source=scripts/schedstat.sh
-. "$REPO/scripts/schedstat.sh"
+# cpu_ns PID, cpu_runs PID (schedstat sums over all current threads) and free_port.
+# shellcheck source=scripts/measure-lib.sh
+. "$REPO/scripts/measure-lib.sh"
 
 threads() {
     local t list=''
@@ -121,20 +121,6 @@ threads() {
 }
 
 vm_kb() { awk -v key="$2:" '$1 == key { print $2 }' /proc/"$1"/status; }
-
-# A TCP port on 127.0.0.1 that no socket uses now.
-free_port() {
-    local used='' port local_address _
-    while read -r _ local_address _; do
-        [ "$local_address" = local_address ] && continue
-        used+="$((16#${local_address##*:}))"$'\n'
-    done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
-    while :; do
-        port=$((20000 + RANDOM % 40000))
-        grep -qx "$port" <<<"$used" || break
-    done
-    echo "$port"
-}
 
 # The PID of the program started under `perf stat` (its only child), or the PID itself.
 target_pid() {

@@ -177,6 +177,16 @@ fn assert_replaced_irqbalance(machine: &Machine, install: &Output, report: &Repo
     ));
 }
 
+/// After removing steerd from a machine whose irqbalance it had disabled: the remover said
+/// it enables irqbalance again, and irqbalance is enabled and running. Returns that line.
+fn assert_gave_irqbalance_back(machine: &Machine, remove: &Output) -> String {
+    let printed = said(remove);
+    assert!(printed.contains(ENABLING_MESSAGE), "{remove}");
+    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
+    wait_for_state(machine, "irqbalance.service", "active");
+    line_with(&printed, ENABLING_MESSAGE).to_string()
+}
+
 /// One machine at a time: the two tests of this file would otherwise boot two at once.
 static ONE_MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -205,8 +215,7 @@ fn exists(machine: &Machine, inside: &str) -> bool {
 
 #[test]
 fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
-    let started = Instant::now();
-    let report = Report(started);
+    let report = Report(Instant::now());
     let Some((deb, _)) = package_build::packages() else {
         return;
     };
@@ -255,21 +264,14 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
 
     // dpkg --purge: configuration gone, irqbalance enabled and running again, with a message.
     let purge = dpkg(machine, &["--purge", "steerd"]);
-    let printed = said(&purge);
-    assert!(
-        printed.contains(ENABLING_MESSAGE),
-        "dpkg --purge said:\n{printed}"
-    );
+    let message = assert_gave_irqbalance_back(machine, &purge);
     assert!(!exists(machine, "/etc/steerd"), "/etc/steerd left behind");
     assert!(
         !exists(machine, "/var/lib/steerd"),
         "/var/lib/steerd left behind"
     );
-    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
-    wait_for_state(machine, "irqbalance.service", "active");
     report.ok(&format!(
-        "dpkg --purge removed /etc/steerd and gave irqbalance back, saying {:?}",
-        line_with(&printed, ENABLING_MESSAGE)
+        "dpkg --purge removed /etc/steerd and gave irqbalance back, saying {message:?}"
     ));
 
     // Where irqbalance was off before steerd came, it stays off after the purge.
@@ -334,20 +336,13 @@ fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() {
     assert_replaced_irqbalance(machine, &install, &report);
 
     let erase = rpm(machine, &["-e", "steerd"]);
-    let said_on_erase = said(&erase);
-    assert!(
-        said_on_erase.contains(ENABLING_MESSAGE),
-        "rpm -e said:\n{said_on_erase}"
-    );
+    let message = assert_gave_irqbalance_back(machine, &erase);
     wait_for_state(machine, "steerd.service", "inactive");
     assert!(!exists(machine, "/usr/sbin/steerd"));
     assert!(!exists(machine, "/etc/steerd/steerd.yaml"));
     assert!(!exists(machine, "/var/lib/steerd"));
-    assert_eq!(is_enabled(machine, "irqbalance.service"), "enabled");
-    wait_for_state(machine, "irqbalance.service", "active");
     report.ok(&format!(
-        "rpm -e stopped steerd, removed its files and gave irqbalance back, saying {:?}",
-        line_with(&said_on_erase, ENABLING_MESSAGE)
+        "rpm -e stopped steerd, removed its files and gave irqbalance back, saying {message:?}"
     ));
 
     booted.finish(&report);

@@ -1,6 +1,7 @@
 # Sourced by scripts/budget.sh and scripts/ab-idle.sh: a process's CPU time and wake-ups
 # from /proc/PID/task/*/schedstat (nanosecond resolution; clock ticks would be too coarse
-# for a daemon that uses a tenth of a millisecond per second).
+# for a daemon that uses a tenth of a millisecond per second), and a free loopback port
+# for each steerd's metrics listener.
 
 # Nanoseconds on CPU, summed over all current threads of PID.
 cpu_ns() {
@@ -20,4 +21,18 @@ cpu_runs() {
         sum=$((sum + runs))
     done
     echo "$sum"
+}
+
+# A TCP port on 127.0.0.1 that no socket uses now.
+free_port() {
+    local used='' port local_address _
+    while read -r _ local_address _; do
+        [ "$local_address" = local_address ] && continue
+        used+="$((16#${local_address##*:}))"$'\n'
+    done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        grep -qx "$port" <<<"$used" || break
+    done
+    echo "$port"
 }
