@@ -38,6 +38,8 @@ pub struct Load {
     /// Received packets per second per rx queue, by device; `None` where the queue has no
     /// counter (smoothed).
     pub rx_queues: HashMap<String, Vec<Option<f64>>>,
+    #[serde(skip)]
+    pub(crate) scratch: Scratch,
 }
 
 /// One CPU's rates.
@@ -99,14 +101,37 @@ fn rate_intr(prev: u64, cur: u64, secs: f64) -> Option<f64> {
     }
 }
 
-/// Rows indexed by CPU id (a dense table: no hashing on the hot path).
-fn by_cpu<T>(rows: &[T], cpu: impl Fn(&T) -> u32) -> Vec<Option<&T>> {
+/// No row for this CPU in an [`index_by_cpu`] table.
+const NO_ROW: u32 = u32::MAX;
+
+/// Fills `table` with the index of each CPU's row, by CPU id (a dense table: no hashing on
+/// the hot path, and no allocation once the table has grown to the highest CPU id).
+fn index_by_cpu<T>(rows: &[T], cpu: impl Fn(&T) -> u32, table: &mut Vec<u32>) {
     let len = rows.iter().map(|r| cpu(r) as usize + 1).max().unwrap_or(0);
-    let mut table = vec![None; len];
-    for row in rows {
-        table[cpu(row) as usize] = Some(row);
+    table.clear();
+    table.resize(len, NO_ROW);
+    for (index, row) in rows.iter().enumerate() {
+        table[cpu(row) as usize] = index as u32;
     }
-    table
+}
+
+/// The row of CPU `id` through an [`index_by_cpu`] table.
+fn row_of<'a, T>(rows: &'a [T], table: &[u32], id: u32) -> Option<&'a T> {
+    let index = *table.get(id as usize)?;
+    rows.get(index as usize)
+}
+
+/// Working space of [`Load::update`], kept between ticks so that an idle tick allocates
+/// nothing: after a second asleep, every allocation is a round of cache misses in the
+/// allocator, and an idle tick is most of what steerd does.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    /// Row index by CPU id in the previous snapshot's `cpu_times`, then `softnet`.
+    previous_rows: Vec<u32>,
+    /// By CPU id: present in the current snapshot.
+    seen: Vec<bool>,
+    /// By CPU id: got a rate this tick.
+    updated: Vec<bool>,
 }
 
 /// Folds a new sample into a smoothed value; the first sample is taken as is.
@@ -190,14 +215,21 @@ impl Load {
         {
             self.cpus.resize(highest as usize + 1, CpuLoad::default());
         }
-        let mut seen = vec![false; self.cpus.len()];
-        let mut updated = vec![false; self.cpus.len()];
+        let Scratch {
+            previous_rows,
+            seen,
+            updated,
+        } = &mut self.scratch;
+        for marks in [&mut *seen, &mut *updated] {
+            marks.clear();
+            marks.resize(self.cpus.len(), false);
+        }
 
-        let prev_times = by_cpu(&prev.cpu_times, |t| t.cpu);
+        index_by_cpu(&prev.cpu_times, |t| t.cpu, previous_rows);
         for now in &cur.cpu_times {
             let index = now.cpu as usize;
             seen[index] = true;
-            let Some(before) = prev_times.get(index).copied().flatten() else {
+            let Some(before) = row_of(&prev.cpu_times, previous_rows, now.cpu) else {
                 continue;
             };
             let total = now.total().checked_sub(before.total()).filter(|&t| t > 0);
@@ -219,11 +251,11 @@ impl Load {
             updated[index] = true;
         }
 
-        let prev_rows = by_cpu(&prev.softnet, |r| r.cpu);
+        index_by_cpu(&prev.softnet, |r| r.cpu, previous_rows);
         for now in &cur.softnet {
             let index = now.cpu as usize;
             seen[index] = true;
-            let Some(before) = prev_rows.get(index).copied().flatten() else {
+            let Some(before) = row_of(&prev.softnet, previous_rows, now.cpu) else {
                 continue;
             };
             let cpu = &mut self.cpus[index];

@@ -99,8 +99,18 @@ pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> R
             cpu_index,
         ] = columns;
         let present = |column: usize, value: u32| (count > column).then_some(value);
+        let cpu = present(12, cpu_index).unwrap_or(row_number);
+        // Rates are kept in tables indexed by CPU id: a stray id in a malformed file
+        // must not size them.
+        if cpu >= crate::cpuset::MAX_CPUS {
+            return Err(Error::parse(
+                path,
+                line_number,
+                format!("CPU id {cpu} in column 13 is too large"),
+            ));
+        }
         rows.push(SoftnetRow {
-            cpu: present(12, cpu_index).unwrap_or(row_number),
+            cpu,
             processed,
             dropped,
             time_squeeze,
@@ -254,6 +264,11 @@ mod tests {
                 flow_limit_count: None,
                 backlog_len: None,
             }
+        );
+        let huge_cpu = "1 2 3 0 0 0 0 0 0 9 8 7 ffffffff\n";
+        assert_eq!(
+            parse(huge_cpu).unwrap_err().to_string(),
+            "softnet_stat:1: CPU id 4294967295 in column 13 is too large"
         );
         let fifteen = "a b c 0 0 0 0 0 0 9 8 7 00000010 1 2 3 4\n";
         let rows = parse(fifteen).unwrap();

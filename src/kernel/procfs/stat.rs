@@ -121,6 +121,7 @@ fn parse_cpu_line(digits: &[u8], cursor: &mut LineCursor<'_>) -> Result<CpuTimes
     let cpu = parse_decimal(digits)
         .ok()
         .and_then(|n| u32::try_from(n).ok())
+        .filter(|&n| n < crate::cpuset::MAX_CPUS)
         .ok_or_else(|| format!("bad CPU number in `cpu{}`", lossy(digits)))?;
     let mut values = [0u64; 8];
     let mut count = 0usize;
@@ -648,6 +649,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("bad CPU number"), "{err}");
+        // Fits a u32, but would size the per-CPU tables to billions of entries.
+        let err = parse("cpu4294967295 1 2 3 4\nintr 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad CPU number in `cpu4294967295`"), "{err}");
     }
 
     #[test]
