@@ -300,6 +300,11 @@ impl Load {
     }
 
     fn update_queues(&mut self, prev: &Snapshot, cur: &Snapshot, secs: f64, alpha: f64) {
+        // No device with per-queue counters (single-queue NICs, veth): nothing to do, and
+        // an idle tick need not touch this code at all.
+        if prev.queues.is_empty() && cur.queues.is_empty() && self.rx_queues.is_empty() {
+            return;
+        }
         let mut before: HashMap<&str, Vec<Option<u64>>> = HashMap::new();
         for q in prev
             .queues
