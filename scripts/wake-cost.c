@@ -14,58 +14,77 @@
  *   sudo scripts/ab-idle.sh /tmp/wake-epoll /tmp/wake-futex 30 10
  */
 #define _GNU_SOURCE
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
-#include <sys/prctl.h>
-#include <sched.h>
-#include <time.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdint.h>
-#include <unistd.h>
-#include <signal.h>
-#include <linux/futex.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
-int main(void) {
-    const char *mode = getenv("WAKER_MODE"); if (!mode) mode = "epoll";
-    if (strstr(mode, "slack")) prctl(PR_SET_TIMERSLACK, 50000000UL, 0, 0, 0);
-    if (strstr(mode, "pin")) { cpu_set_t s; CPU_ZERO(&s); CPU_SET(1, &s); sched_setaffinity(0, sizeof s, &s); }
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev[4];
-    if (strstr(mode, "timerfd")) {
-        int t = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-        struct itimerspec its = {{1,0},{1,0}};
-        timerfd_settime(t, 0, &its, NULL);
-        uint64_t n;
-        for (;;) read(t, &n, 8);
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Advances *deadline by a second and returns how long from now until it. */
+static struct timespec next_second(struct timespec *deadline)
+{
+    struct timespec now, left;
+    deadline->tv_sec += 1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    left.tv_sec = deadline->tv_sec - now.tv_sec;
+    left.tv_nsec = deadline->tv_nsec - now.tv_nsec;
+    if (left.tv_nsec < 0) {
+        left.tv_nsec += 1000000000;
+        left.tv_sec -= 1;
     }
-    if (strstr(mode, "sigtimed")) {
-        sigset_t set; sigemptyset(&set); sigaddset(&set, SIGHUP); sigaddset(&set, SIGRTMIN);
-        sigprocmask(SIG_BLOCK, &set, NULL);
-        struct timespec now, next; clock_gettime(CLOCK_MONOTONIC, &next);
+    return left;
+}
+
+int main(void)
+{
+    const char *mode = getenv("WAKER_MODE") ? getenv("WAKER_MODE") : "epoll";
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+
+    if (strcmp(mode, "epoll") == 0) {
+        int epoll = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event events[4];
         for (;;) {
-            next.tv_sec += 1;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            struct timespec rel = { next.tv_sec - now.tv_sec, next.tv_nsec - now.tv_nsec };
-            if (rel.tv_nsec < 0) { rel.tv_nsec += 1000000000; rel.tv_sec -= 1; }
-            sigtimedwait(&set, NULL, &rel);
+            struct timespec left = next_second(&deadline);
+            long ms = left.tv_sec * 1000 + (left.tv_nsec + 999999) / 1000000;
+            epoll_wait(epoll, events, 4, ms < 0 ? 0 : (int)ms);
+        }
+    } else if (strcmp(mode, "nanosleep") == 0) {
+        for (;;) {
+            deadline.tv_sec += 1;
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL);
+        }
+    } else if (strcmp(mode, "futex") == 0) {
+        static uint32_t word;
+        for (;;) {
+            deadline.tv_sec += 1;
+            syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &deadline,
+                    NULL, FUTEX_BITSET_MATCH_ANY);
+        }
+    } else if (strcmp(mode, "timerfd") == 0) {
+        int timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+        struct itimerspec every_second = {{1, 0}, {1, 0}};
+        uint64_t expirations;
+        timerfd_settime(timer, 0, &every_second, NULL);
+        for (;;)
+            if (read(timer, &expirations, sizeof expirations) < 0)
+                return 1;
+    } else if (strcmp(mode, "sigtimed") == 0) {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGHUP);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        for (;;) {
+            struct timespec left = next_second(&deadline);
+            sigtimedwait(&set, NULL, &left);
         }
     }
-    if (strstr(mode, "futex")) {
-        static int word = 0;
-        struct timespec next; clock_gettime(CLOCK_MONOTONIC, &next);
-        for (;;) { next.tv_sec += 1; syscall(SYS_futex, &word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &next, NULL, FUTEX_BITSET_MATCH_ANY); }
-    }
-    if (strstr(mode, "nanosleep")) {
-        struct timespec next; clock_gettime(CLOCK_MONOTONIC, &next);
-        for (;;) { next.tv_sec += 1; clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL); }
-    }
-    struct timespec now, next; clock_gettime(CLOCK_MONOTONIC, &next);
-    for (;;) {
-        next.tv_sec += 1;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long ms = (next.tv_sec - now.tv_sec) * 1000 + (next.tv_nsec - now.tv_nsec + 999999) / 1000000;
-        if (ms < 0) ms = 0;
-        epoll_wait(ep, ev, 4, (int)ms);
-    }
+    fprintf(stderr, "wake-cost: unknown WAKER_MODE %s (epoll, nanosleep, futex, timerfd, sigtimed)\n", mode);
+    return 2;
 }
