@@ -32,6 +32,8 @@ pub struct Config {
     /// The tick: how often counters are sampled and the policy runs (`--interval`).
     #[serde(with = "values::duration")]
     pub interval: Duration,
+    /// Sleeping longer while the network is quiet.
+    pub quiet: QuietConfig,
     pub load: LoadConfig,
     pub watermarks: Watermarks,
     pub hysteresis: Hysteresis,
@@ -48,6 +50,21 @@ pub struct Config {
     /// Per-device overrides, by name. A key ending in `*` matches names with that prefix;
     /// an exact name wins over a prefix, and a longer prefix over a shorter one.
     pub devices: BTreeMap<String, DeviceConfig>,
+}
+
+/// Quiet mode: while no receive work arrives, steerd ticks every `quiet.interval` instead
+/// of every `interval`, and the kernel wakes it at the first NAPI polls (see
+/// `kernel::napi_wake`), so new traffic is seen within milliseconds, not a tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuietConfig {
+    pub enabled: bool,
+    /// The longest gap between ticks while quiet; not shorter than `interval`.
+    #[serde(with = "values::duration")]
+    pub interval: Duration,
+    /// Wake after this many NAPI polls on one CPU. Also the most packets a CPU may
+    /// receive per tick for the tick to count as quiet.
+    pub wake_after_polls: u64,
 }
 
 /// How the load model smooths rates.
@@ -218,6 +235,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             interval: Duration::from_secs(1),
+            quiet: QuietConfig::default(),
             load: LoadConfig::default(),
             watermarks: Watermarks::default(),
             hysteresis: Hysteresis::default(),
@@ -229,6 +247,16 @@ impl Default for Config {
             on_external_change: ExternalChange::Respect,
             restore_on_exit: true,
             devices: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for QuietConfig {
+    fn default() -> Self {
+        QuietConfig {
+            enabled: true,
+            interval: Duration::from_secs(5),
+            wake_after_polls: 64,
         }
     }
 }

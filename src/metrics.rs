@@ -91,6 +91,9 @@ pub struct Metrics {
     pub unmanageable_irqs: Gauge,
     pub observe_only: Gauge,
     pub external_changes: Counter,
+    pub quiet_mode: Gauge,
+    pub quiet_mode_available: Gauge,
+    pub quiet_receive_wakeups: Counter,
 }
 
 impl Default for Metrics {
@@ -119,6 +122,9 @@ impl Metrics {
             unmanageable_irqs: Gauge::default(),
             observe_only: Gauge::default(),
             external_changes: Counter::default(),
+            quiet_mode: Gauge::default(),
+            quiet_mode_available: Gauge::default(),
+            quiet_receive_wakeups: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -188,6 +194,21 @@ impl Metrics {
             "unmanageable_irqs",
             "IRQs of network devices that user space cannot move (kernel-managed)",
             metrics.unmanageable_irqs.clone(),
+        );
+        registry.register(
+            "quiet_mode",
+            "1 while steerd ticks every quiet.interval and waits for the kernel's NAPI polls to wake it",
+            metrics.quiet_mode.clone(),
+        );
+        registry.register(
+            "quiet_mode_available",
+            "1 when quiet mode is enabled and its perf events could be opened (or were not tried yet), else 0",
+            metrics.quiet_mode_available.clone(),
+        );
+        registry.register(
+            "quiet_receive_wakeups",
+            "Times receive work (NAPI polls) woke steerd out of quiet mode",
+            metrics.quiet_receive_wakeups.clone(),
         );
         registry.register(
             "observe_only",

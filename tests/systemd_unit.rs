@@ -472,8 +472,9 @@ try sysctl_stand_in $f "same $f"
         assert!(seen.len() >= 10, "{whose}: too few results\n{output}");
         if probe {
             assert!(
-                output.contains("CapEff:\t0000000000001000"),
-                "{whose}: effective capabilities are not exactly CAP_NET_ADMIN\n{output}"
+                // CAP_NET_ADMIN (bit 12) and CAP_PERFMON (bit 38).
+                output.contains("CapEff:\t0000004000001000"),
+                "{whose}: effective capabilities are not exactly CAP_NET_ADMIN and CAP_PERFMON\n{output}"
             );
         }
         seen.join(" ")
@@ -532,7 +533,7 @@ try sysctl_stand_in $f "same $f"
     assert!(started.success(), "{started}\n{output}");
     let seen = check(&output, "probe unit", true);
     report.ok(&format!(
-        "probe with the unit's sandbox and capabilities (CapEff = CAP_NET_ADMIN): {seen}"
+        "probe with the unit's sandbox and capabilities (CapEff = CAP_NET_ADMIN CAP_PERFMON): {seen}"
     ));
     match &irq {
         Some((n, value)) => report.ok(&format!(
@@ -734,14 +735,31 @@ fn check_real_root_dry_run(machine: &Machine, report: &Report) {
             steerd::status::get(addr, "/metrics").unwrap_or_default()
         })
     };
-    let ticks = |port: u16| sample(&metrics_on(port), "steerd_ticks_total").unwrap_or(0.0);
-    wait_until(WAIT, "20 ticks of both daemons", || {
-        ticks(9847) >= 20.0 && ticks(9848) >= 20.0
-    });
+    // Both have ticked a while and tried quiet mode: asleep in it, or found it unavailable
+    // (the shipped configuration turns it on; it is tried after 3 quiet ticks).
+    let settled = |port: u16| {
+        let metrics = metrics_on(port);
+        let value = |name| sample(&metrics, name).unwrap_or(-1.0);
+        value("steerd_ticks_total") >= 5.0
+            && (value("steerd_quiet_mode") == 1.0 || value("steerd_quiet_mode_available") == 0.0)
+    };
+    wait_until(
+        WAIT,
+        "both daemons ticking and past their quiet-mode attempt",
+        || settled(9847) && settled(9848),
+    );
     let sandboxed_metrics = metrics_on(9847);
     assert!(
         sandboxed_metrics.contains("steerd_rx_queue_rps_cpus{device=\"sdns-mq0\",queue=\"3\"}"),
         "the sandboxed steerd did not discover sdns-mq0's 4 queues:\n{sandboxed_metrics}"
+    );
+    // Quiet mode's perf events open under the sandbox whenever they open without it.
+    let quiet_available = |metrics: &str| sample(metrics, "steerd_quiet_mode_available");
+    let plain_quiet = quiet_available(&metrics_on(9848));
+    assert_eq!(
+        quiet_available(&sandboxed_metrics),
+        plain_quiet,
+        "quiet mode under the sandbox differs from without it:\n{sandboxed_metrics}"
     );
     let warnings = |unit: &str| -> Vec<String> {
         let id = machine.show(unit, "InvocationID");
@@ -774,6 +792,6 @@ fn check_real_root_dry_run(machine: &Machine, report: &Report) {
         .systemctl(&["stop", "steerd.service", "steerd-plain.service"])
         .ok();
     report.ok(&format!(
-        "real root, --dry-run: sdns-mq0's 4 queues discovered; same warnings with and without the sandbox: {sandboxed:?}"
+        "real root, --dry-run: sdns-mq0's 4 queues discovered; quiet mode available {plain_quiet:?} with and without the sandbox; same warnings with and without the sandbox: {sandboxed:?}"
     ));
 }

@@ -7,17 +7,36 @@
 //! CPU1's share of softnet `processed` must reach 30 %, loss must stay under 1 %, the masks
 //! must change at most twice in 20 s, and SIGTERM must bring the original masks back.
 //! Everything created is removed by Drop guards, also when an assertion fails.
+//!
+//! Run twice: with steerd awake (quiet mode off, ticking every second when the traffic
+//! starts), and with steerd in quiet mode when the traffic starts (asleep for up to
+//! `quiet.interval`, woken by the kernel's NAPI polls). Each prints its reaction time, from
+//! the start of the traffic to the first mask change. The two never run at once: both
+//! measure CPU1's share of the machine's receive work.
 
+mod daemon_support;
 mod netns;
 
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use netns::{Traffic, VethPair, rps_masks, share_on, softnet_processed};
+use netns::{Netns, Traffic, VethPair, rps_masks, share_on, softnet_processed};
 
 const RATE: u64 = 100_000;
 const FLOWS: u16 = 256;
+const METRICS: &str = "127.0.0.1:9847";
+
+/// One scenario at a time (see the module's doc).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// How steerd is when the traffic starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Start {
+    Awake,
+    Quiet,
+}
 
 /// Kills the daemon if the test ends early; only the PID this test started.
 struct Daemon(Option<Child>);
@@ -27,7 +46,7 @@ impl Daemon {
         let mut child = self.0.take()?;
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
                 return Some(status);
@@ -55,8 +74,32 @@ fn cpus_online() -> usize {
         .map_or(1, |s| s.len())
 }
 
+/// The value of an unlabelled metric, scraped from inside `ns` (steerd listens on the
+/// namespace's loopback).
+fn metric(ns: &Netns, name: &'static str) -> Option<f64> {
+    ns.spawn(None, move || {
+        let text = steerd::status::get(METRICS.parse().ok()?, "/metrics").ok()?;
+        daemon_support::sample(&text, name)
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
 #[test]
 fn steerd_spreads_veth_receive_work_with_rps() {
+    scenario(Start::Awake);
+}
+
+#[test]
+fn steerd_in_quiet_mode_wakes_and_spreads_veth_receive_work() {
+    scenario(Start::Quiet);
+}
+
+fn scenario(start: Start) {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(why) = netns::skip_reason() {
         eprintln!("skipping: {why}");
         return;
@@ -87,20 +130,32 @@ fn steerd_spreads_veth_receive_work_with_rps() {
     // /proc/irq is global): non-queue IRQs are left alone, and the namespace has no NIC.
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("steerd.yaml");
+    let quiet = match start {
+        Start::Awake => "quiet:\n  enabled: false\n",
+        Start::Quiet => "",
+    };
     std::fs::File::create(&config)
         .unwrap()
-        .write_all(b"irq:\n  non_queue: leave\n")
+        .write_all(format!("irq:\n  non_queue: leave\n{quiet}").as_bytes())
         .unwrap();
     let log = std::fs::File::create(dir.path().join("steerd.log")).unwrap();
+    // `ip netns exec` mounts a fresh /sys for the namespace (so that steerd sees its
+    // devices), without tracefs, which quiet mode needs for the tracepoint's id. Mount it
+    // there again: the mount lives in `ip netns exec`'s own mount namespace and goes with it.
     let child = Command::new("ip")
         .args(["netns", "exec", &pair.receiver.name])
+        .args([
+            "sh",
+            "-c",
+            "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; exec \"$0\" \"$@\"",
+        ])
         .arg(env!("CARGO_BIN_EXE_steerd"))
         .args([
             "run",
             "--interval",
             "1s",
             "--metrics-listen",
-            "127.0.0.1:9847",
+            METRICS,
         ])
         .arg("--config")
         .arg(&config)
@@ -112,6 +167,30 @@ fn steerd_spreads_veth_receive_work_with_rps() {
         .expect("start steerd");
     let mut daemon = Daemon(Some(child));
     std::thread::sleep(Duration::from_millis(1500)); // discovery and the first sample
+    if start == Start::Quiet {
+        // Three quiet ticks, then asleep.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if metric(&pair.receiver, "steerd_quiet_mode") == Some(1.0) {
+                break;
+            }
+            if metric(&pair.receiver, "steerd_quiet_mode_available") == Some(0.0) {
+                let log = std::fs::read_to_string(dir.path().join("steerd.log"));
+                eprintln!("skipping: quiet mode is unavailable here; log:\n{log:?}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "steerd did not go quiet within 15 s (the host's own traffic?); log:\n{:?}",
+                std::fs::read_to_string(dir.path().join("steerd.log"))
+            );
+            // Not more often: each scrape is a dozen loopback packets, and a tick with
+            // more than quiet.wake_after_polls (64) packets on a CPU is not quiet.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        // Somewhere in its sleep, not just at its start.
+        std::thread::sleep(Duration::from_millis(1700));
+    }
 
     let duration = Duration::from_secs(20);
     let before = softnet_processed();
@@ -138,7 +217,7 @@ fn steerd_spreads_veth_receive_work_with_rps() {
     let share_total = share_on(1, &before, &after);
     let share_after_enable = at_enable.as_ref().map_or(0.0, |at| share_on(1, at, &after));
     eprintln!(
-        "with steerd: first mask change after {:?} (reaction), {changes} change(s) in {}s, CPU1 share {share_total:.3} over the run and {share_after_enable:.3} after RPS came on, sent {} received {} loss {:.4}",
+        "with steerd ({start:?} at the start): first mask change after {:?} (reaction), {changes} change(s) in {}s, CPU1 share {share_total:.3} over the run and {share_after_enable:.3} after RPS came on, sent {} received {} loss {:.4}",
         first_change,
         duration.as_secs(),
         result.sent,

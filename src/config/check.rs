@@ -175,6 +175,7 @@ fn read(text: &str) -> Read {
             "interval",
             section(text, "interval", |v: Interval| c.interval = v.0),
         ),
+        ("quiet", section(text, "quiet", |v| c.quiet = v)),
         ("load", section(text, "load", |v| c.load = v)),
         (
             "watermarks",
@@ -243,6 +244,7 @@ struct Interval(#[serde(with = "values::duration")] Duration);
 #[allow(dead_code)]
 struct TopLevelKeys {
     interval: Option<IgnoredAny>,
+    quiet: Option<IgnoredAny>,
     load: Option<IgnoredAny>,
     watermarks: Option<IgnoredAny>,
     hysteresis: Option<IgnoredAny>,
@@ -313,6 +315,26 @@ impl Config {
                 format!(
                     "{} is out of range: use 100ms to 1h",
                     humantime::format_duration(self.interval)
+                ),
+            );
+        }
+        let quiet = &self.quiet;
+        if quiet.interval < Duration::from_millis(100) || quiet.interval > Duration::from_secs(3600)
+        {
+            fail(
+                "quiet.interval",
+                format!(
+                    "{} is out of range: use 100ms to 1h (a value not above `interval` turns quiet mode off)",
+                    humantime::format_duration(quiet.interval)
+                ),
+            );
+        }
+        if quiet.wake_after_polls == 0 || quiet.wake_after_polls > 1 << 32 {
+            fail(
+                "quiet.wake_after_polls",
+                format!(
+                    "{} is out of range: use 1 to 4294967296",
+                    quiet.wake_after_polls
                 ),
             );
         }

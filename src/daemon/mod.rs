@@ -12,6 +12,7 @@
 //! The loop is deliberately sequential: one tick never overlaps the next, a reload lands
 //! between ticks, and shutdown happens after the tick in flight.
 
+pub mod quiet;
 pub mod wakeups;
 
 use std::net::SocketAddr;
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use std::os::fd::AsFd;
 
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::apply::{Actuator, DEFAULT_STATE_FILE, FailureKind, WriteFailure};
 use crate::config::{Config, check_config_for};
@@ -167,6 +168,10 @@ struct Daemon {
     idle_ticks: u64,
     /// The online CPUs' load gauges, refreshed on discovery; every tick sets them.
     cpu_gauges: Vec<CpuLoadGauges>,
+    /// Quiet mode: longer sleeps while no receive work arrives, woken by the kernel.
+    quiet: quiet::Quiet,
+    /// This tick skipped `decide` (for quiet mode).
+    skipped_this_tick: bool,
     server: Option<ServerThread>,
 }
 
@@ -252,12 +257,15 @@ impl Daemon {
             decide_needed: true,
             idle_ticks: 0,
             cpu_gauges: Vec::new(),
+            quiet: quiet::Quiet::new(root.is_host()),
+            skipped_this_tick: false,
             server: Some(server),
         };
         daemon.read_irqbalance_ban();
         daemon.apply_overlays();
         daemon.follow_files();
         daemon.after_discovery();
+        daemon.export_quiet_state();
         info!(
             devices = daemon.machine.inventory.devices.len(),
             irqs = daemon.machine.inventory.irqs.len(),
@@ -277,12 +285,19 @@ impl Daemon {
         let mut waiter = wakeups::Waiter::new(signals, self.link_events.as_ref().map(AsFd::as_fd))
             .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
         // The first tick at once: it takes the baseline sample the next one measures from.
+        let mut last_tick = Instant::now();
         self.tick_once();
         let mut next_tick = Instant::now() + self.next_tick_in();
         'ticking: loop {
             if let Err(e) = waiter.follow(self.files.as_ref().map(AsFd::as_fd)) {
                 warn!(error = %e, "cannot follow the watched files; reload with SIGHUP: {e}");
                 self.files = None;
+            }
+            if let Err(e) = waiter.watch_receive(self.quiet.wake_fd()) {
+                // Not expected (epoll_ctl on a new descriptor); stay awake instead.
+                warn!(error = %e, "cannot wait for receive work; leaving quiet mode: {e}");
+                self.quiet.woken_by_receive_work();
+                self.export_quiet_state();
             }
             let mut timeout = next_tick.saturating_duration_since(Instant::now());
             if let Some(ping) = self.until_watchdog_ping() {
@@ -321,12 +336,21 @@ impl Daemon {
             if ready.files && self.files.as_mut().is_some_and(|files| files.drain()) {
                 self.files_changed = true;
             }
+            if ready.receive && self.quiet.woken_by_receive_work() == quiet::Change::WokeUp {
+                self.shared.metrics.quiet_receive_wakeups.inc();
+                self.export_quiet_state();
+                debug!("receive work ended quiet mode");
+                // Tick now: its sample is the baseline the fast follow-up measures from.
+                next_tick = next_tick.min(Instant::now().max(last_tick + FAST_TICK_MIN));
+            }
             let now = Instant::now();
             if now >= next_tick {
+                last_tick = now;
                 self.tick_once();
                 // The next deadline keeps the tick's phase; a tick that overran its slot
                 // starts the next one a full gap later rather than a burst of catch-ups.
                 let gap = self.next_tick_in();
+                self.quiet.followed_up();
                 next_tick += gap;
                 let now = Instant::now();
                 if next_tick <= now {
@@ -343,6 +367,9 @@ impl Daemon {
     /// [`FAST_TICK_MIN`]) while a hot signal awaits confirmation, so that the K
     /// confirming samples come within about a second instead of K intervals.
     fn next_tick_in(&self) -> Duration {
+        if let Some(gap) = self.quiet.gap(&self.config) {
+            return gap;
+        }
         let interval = self.config.interval;
         if self.policy.confirming(self.config.hysteresis.confirm_ticks) {
             (interval / 4).max(FAST_TICK_MIN).min(interval)
@@ -364,13 +391,15 @@ impl Daemon {
             self.recheck_written();
         }
         std::mem::swap(&mut self.previous, &mut self.current);
-        let sampled =
-            if self.idle_ticks > 0 && !self.idle_ticks.is_multiple_of(STAT_EVERY_IDLE_TICKS) {
-                self.current.carry_stat_from(&self.previous);
-                self.sampler.sample_softnet_only(&mut self.current)
-            } else {
-                self.sampler.sample(&mut self.current)
-            };
+        let sampled = if self.idle_ticks > 0
+            && !self.idle_ticks.is_multiple_of(STAT_EVERY_IDLE_TICKS)
+            && !self.quiet.is_asleep()
+        {
+            self.current.carry_stat_from(&self.previous);
+            self.sampler.sample_softnet_only(&mut self.current)
+        } else {
+            self.sampler.sample(&mut self.current)
+        };
         if let Err(e) = sampled {
             error!(error = %e, "sampling failed; skipping this tick: {e}");
             std::mem::swap(&mut self.previous, &mut self.current);
@@ -394,6 +423,7 @@ impl Daemon {
             if policy::can_skip(&input, &self.policy, !self.decide_needed) {
                 policy::skip_tick(&mut self.policy);
                 self.idle_ticks += 1;
+                self.skipped_this_tick = true;
                 self.shared.metrics.ticks_skipped.inc();
                 self.export_load();
                 self.finish_tick(started);
@@ -428,17 +458,27 @@ impl Daemon {
     }
 
     fn finish_tick(&mut self, started: Instant) {
+        let skipped = std::mem::take(&mut self.skipped_this_tick);
+        if self.have_previous {
+            let change =
+                self.quiet
+                    .after_tick(&self.config, skipped, &self.previous, &self.current);
+            if change != quiet::Change::None {
+                self.export_quiet_state();
+                debug!(?change, "quiet mode");
+            }
+        }
         self.have_previous = true;
         let metrics = &self.shared.metrics;
         metrics.ticks.inc();
         metrics
             .tick_duration
             .observe(started.elapsed().as_secs_f64());
-        // Healthy while the next tick comes within three intervals (a tick may take a
+        // Healthy while the next tick comes within three gaps (a tick may take a
         // rediscovery longer than usual).
         self.shared
             .health
-            .beat(self.config.interval * 3 + Duration::from_secs(2));
+            .beat(self.next_tick_in().max(self.config.interval) * 3 + Duration::from_secs(2));
         self.ping_watchdog();
     }
 
@@ -782,6 +822,8 @@ impl Daemon {
                 }
                 self.apply_overlays();
                 self.follow_files();
+                self.quiet.reloaded();
+                self.export_quiet_state();
                 self.shared.metrics.count_reload(true);
                 info!(why, path = ?self.options.config_path, "configuration reloaded");
             }
@@ -922,6 +964,14 @@ impl Daemon {
 
     /// How long the loop may sleep before the next watchdog ping is due (with a tick
     /// interval longer than half the watchdog timeout, the loop wakes just to ping).
+    fn export_quiet_state(&self) {
+        let metrics = &self.shared.metrics;
+        metrics.quiet_mode.set(i64::from(self.quiet.is_asleep()));
+        metrics
+            .quiet_mode_available
+            .set(i64::from(self.quiet.available(&self.config)));
+    }
+
     fn until_watchdog_ping(&self) -> Option<Duration> {
         let timeout = self.watchdog?;
         Some((timeout / 2).saturating_sub(self.last_watchdog.elapsed()))

@@ -1,6 +1,7 @@
 //! What the daemon's tick thread waits on, all at once, with one `epoll_wait`: a signalfd
 //! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, an inotify descriptor for the
-//! files steerd follows, and, as the wait's timeout, the next tick's deadline.
+//! files steerd follows, in quiet mode the NAPI-poll perf events, and, as the wait's
+//! timeout, the next tick's deadline.
 //!
 //! Why a plain blocking wait and not the async runtime: on an idle 1 s tick the runtime's
 //! own work per wake-up (its timer wheel waking early at a slot boundary and again at the
@@ -179,11 +180,14 @@ pub struct Ready {
     pub signal: bool,
     pub link: bool,
     pub files: bool,
+    /// Receive work, in quiet mode.
+    pub receive: bool,
 }
 
 const SIGNAL: u64 = 1;
 const LINK: u64 = 2;
 const FILES: u64 = 3;
+const RECEIVE: u64 = 4;
 
 /// One epoll instance over every source. epoll rather than `poll(2)`: the sources stay
 /// registered between waits, where `poll` would add and remove a wait-queue entry on each
@@ -192,6 +196,8 @@ pub struct Waiter {
     epoll: Epoll,
     /// The file watch's descriptor as registered (it changes when the watch is rebuilt).
     files: Option<RawFd>,
+    /// Whether quiet mode's descriptor is registered.
+    receive: bool,
 }
 
 impl Waiter {
@@ -201,7 +207,11 @@ impl Waiter {
         if let Some(link) = link {
             epoll.add(link, EpollEvent::new(EpollFlags::EPOLLIN, LINK))?;
         }
-        Ok(Waiter { epoll, files: None })
+        Ok(Waiter {
+            epoll,
+            files: None,
+            receive: false,
+        })
     }
 
     /// Registers the file watch's descriptor if it is not the one registered (a closed
@@ -216,6 +226,22 @@ impl Waiter {
                 .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, FILES))?;
         }
         self.files = raw;
+        Ok(())
+    }
+
+    /// Registers quiet mode's descriptor while there is one. Call it before every wait:
+    /// closing the descriptor takes it out of the epoll set by itself, so `None` once
+    /// between two descriptors is all it takes to register the next.
+    pub fn watch_receive(&mut self, receive: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        match receive {
+            Some(fd) if !self.receive => {
+                self.epoll
+                    .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, RECEIVE))?;
+                self.receive = true;
+            }
+            Some(_) => {}
+            None => self.receive = false,
+        }
         Ok(())
     }
 
@@ -237,6 +263,7 @@ impl Waiter {
                 SIGNAL => ready.signal = true,
                 LINK => ready.link = true,
                 FILES => ready.files = true,
+                RECEIVE => ready.receive = true,
                 _ => {}
             }
         }
@@ -255,7 +282,7 @@ mod tests {
         for timeout in [Duration::from_micros(300), Duration::from_micros(20_500)] {
             let started = std::time::Instant::now();
             let ready = waiter.wait(timeout).unwrap();
-            assert!(!ready.signal && !ready.link && !ready.files);
+            assert!(!ready.signal && !ready.link && !ready.files && !ready.receive);
             assert!(started.elapsed() >= timeout, "{timeout:?}");
         }
     }

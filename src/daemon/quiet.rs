@@ -1,0 +1,265 @@
+//! Quiet mode: while no receive work arrives, the daemon ticks every `quiet.interval`
+//! instead of every `interval`, and the kernel wakes it at the first NAPI polls
+//! ([`NapiPollWake`]).
+//!
+//! Why: an idle 1 s tick costs little work but a whole wake-up, and the wake-up is most of
+//! steerd's idle CPU time (docs/performance.md). Sleeping longer alone would make steerd
+//! slower to see new traffic; with the kernel's wake-up it sees it sooner than a 1 s tick
+//! would, and the first tick after the wake-up is followed by a fast one (a quarter
+//! interval) so the new traffic's real rate is measured at once.
+//!
+//! Used only on the running machine (`--root /`): the events count the kernel's real
+//! receive work, which says nothing about the files of another root.
+//!
+//! The states: *awake* (ticking every `interval`), counting quiet ticks; after
+//! [`ENTER_AFTER_QUIET_TICKS`] of them, *asleep* (the events open, ticking every
+//! `quiet.interval`); back to awake on a wake-up by the events or on a tick that is not
+//! quiet. A failure to open the events (no CAP_PERFMON, no tracefs) is logged once and
+//! keeps steerd awake until the next configuration reload.
+
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::kernel::napi_wake::NapiPollWake;
+use crate::model::snapshot::Snapshot;
+
+/// Quiet ticks in a row before steerd goes to sleep: a lull between two bursts does not
+/// open and close the events every second.
+pub const ENTER_AFTER_QUIET_TICKS: u32 = 3;
+
+/// Quiet mode's state.
+pub struct Quiet {
+    /// Why quiet mode is not used, once known: not the running machine, or the events
+    /// could not be opened (cleared by a reload, which tries again).
+    unavailable: Option<String>,
+    /// Whether this steerd watches the running machine (`--root /`).
+    host: bool,
+    /// Quiet ticks in a row.
+    quiet_ticks: u32,
+    /// The events, while asleep.
+    wake: Option<NapiPollWake>,
+    /// The events of the sleep that receive work just ended, closed after the tick:
+    /// closing the last one waits for an RCU grace period (35 ms measured on an idle
+    /// machine), which should not delay the tick that measures the new traffic.
+    retired: Option<NapiPollWake>,
+    /// The next gap is a fast one: the tick after a wake-up measured the new traffic's
+    /// rate over the whole sleep.
+    follow_up: bool,
+}
+
+/// What a tick changed, for the caller to register the new descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    None,
+    FellAsleep,
+    WokeUp,
+}
+
+impl Quiet {
+    pub fn new(host: bool) -> Quiet {
+        Quiet {
+            unavailable: (!host)
+                .then(|| "--root is not / (quiet mode watches the running kernel)".to_string()),
+            host,
+            quiet_ticks: 0,
+            wake: None,
+            retired: None,
+            follow_up: false,
+        }
+    }
+
+    /// Whether quiet mode may be used with `config` at all.
+    pub fn available(&self, config: &Config) -> bool {
+        self.unavailable.is_none() && enabled(config)
+    }
+
+    pub fn is_asleep(&self) -> bool {
+        self.wake.is_some()
+    }
+
+    /// The descriptor that becomes readable on receive work, while asleep.
+    pub fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.wake.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The gap to the next tick, or `None` for the caller's usual one.
+    pub fn gap(&self, config: &Config) -> Option<Duration> {
+        if self.follow_up {
+            return Some(
+                (config.interval / 4)
+                    .max(super::FAST_TICK_MIN)
+                    .min(config.interval),
+            );
+        }
+        self.is_asleep()
+            .then(|| config.quiet.interval.max(config.interval))
+    }
+
+    /// The fast follow-up gap was used.
+    pub fn followed_up(&mut self) {
+        self.follow_up = false;
+    }
+
+    /// After each tick: `skipped` says the policy had nothing to decide. Opens the events
+    /// after enough quiet ticks; closes them on a tick that was not quiet.
+    pub fn after_tick(
+        &mut self,
+        config: &Config,
+        skipped: bool,
+        previous: &Snapshot,
+        current: &Snapshot,
+    ) -> Change {
+        self.retired = None;
+        let quiet =
+            skipped && most_packets_on_one_cpu(previous, current) <= config.quiet.wake_after_polls;
+        if !quiet || !self.available(config) {
+            self.quiet_ticks = 0;
+            return self.wake_up();
+        }
+        self.quiet_ticks = self.quiet_ticks.saturating_add(1);
+        if self.is_asleep() || self.quiet_ticks < ENTER_AFTER_QUIET_TICKS {
+            return Change::None;
+        }
+        let online = current.softnet.iter().map(|row| row.cpu);
+        match NapiPollWake::open(online, config.quiet.wake_after_polls) {
+            Ok(wake) => {
+                if !wake.skipped().is_empty() {
+                    info!(cpus = ?wake.skipped(), "quiet mode: CPUs that went offline are not watched");
+                }
+                self.wake = Some(wake);
+                Change::FellAsleep
+            }
+            Err(e) => {
+                warn!(error = %e, "quiet mode unavailable, ticking every {}: {e}", humantime::format_duration(config.interval));
+                self.unavailable = Some(e.to_string());
+                Change::None
+            }
+        }
+    }
+
+    /// Receive work woke the daemon: back to ticking every interval, the next tick now and
+    /// the one after it soon.
+    pub fn woken_by_receive_work(&mut self) -> Change {
+        self.quiet_ticks = 0;
+        match self.wake.take() {
+            Some(wake) => {
+                self.retired = Some(wake);
+                self.follow_up = true;
+                Change::WokeUp
+            }
+            None => Change::None,
+        }
+    }
+
+    /// A reload: on the running machine, tries the events again if they had failed. (A
+    /// change of `quiet.enabled` or of the intervals takes effect at the next tick.)
+    pub fn reloaded(&mut self) {
+        if self.host {
+            self.unavailable = None;
+        }
+        self.quiet_ticks = 0;
+    }
+
+    fn wake_up(&mut self) -> Change {
+        if self.wake.take().is_some() {
+            Change::WokeUp
+        } else {
+            Change::None
+        }
+    }
+}
+
+fn enabled(config: &Config) -> bool {
+    config.quiet.enabled && config.quiet.interval > config.interval
+}
+
+/// The most packets (softnet `processed`) any one CPU received between two samples. The
+/// counter is 32 bits wide and wraps.
+pub fn most_packets_on_one_cpu(previous: &Snapshot, current: &Snapshot) -> u64 {
+    let mut most = 0u64;
+    let mut before = previous.softnet.iter().peekable();
+    for row in &current.softnet {
+        while before.next_if(|old| old.cpu < row.cpu).is_some() {}
+        // A CPU with no earlier row (just came online) has no delta yet.
+        if let Some(old) = before.next_if(|old| old.cpu == row.cpu) {
+            most = most.max(u64::from(row.processed.wrapping_sub(old.processed)));
+        }
+    }
+    most
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::snapshot::SoftnetRow;
+
+    fn snapshot(rows: &[(u32, u32)]) -> Snapshot {
+        Snapshot {
+            softnet: rows
+                .iter()
+                .map(|&(cpu, processed)| SoftnetRow {
+                    cpu,
+                    processed,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_busiest_cpu_counts_including_a_wrapped_counter() {
+        let before = snapshot(&[(0, 100), (1, u32::MAX - 4), (3, 7)]);
+        let after = snapshot(&[(0, 110), (1, 20), (2, 5000), (3, 7)]);
+        // CPU 1 wrapped: 25 packets; CPU 2 has no earlier row.
+        assert_eq!(most_packets_on_one_cpu(&before, &after), 25);
+    }
+
+    fn quiet_config() -> Config {
+        Config::default()
+    }
+
+    #[test]
+    fn another_root_never_sleeps() {
+        let mut quiet = Quiet::new(false);
+        let config = quiet_config();
+        let s = snapshot(&[(0, 1)]);
+        for _ in 0..10 {
+            assert_eq!(quiet.after_tick(&config, true, &s, &s), Change::None);
+        }
+        assert!(!quiet.is_asleep());
+        assert_eq!(quiet.gap(&config), None);
+    }
+
+    #[test]
+    fn a_quiet_interval_not_above_the_interval_turns_it_off() {
+        let mut config = quiet_config();
+        config.interval = Duration::from_secs(5);
+        assert!(!Quiet::new(true).available(&config));
+        config.quiet.enabled = false;
+        config.interval = Duration::from_secs(1);
+        assert!(!Quiet::new(true).available(&config));
+    }
+
+    #[test]
+    fn busy_or_deciding_ticks_are_not_quiet() {
+        let mut quiet = Quiet::new(true);
+        let config = quiet_config();
+        let before = snapshot(&[(0, 0), (1, 0)]);
+        let busy = snapshot(&[(0, 0), (1, 65)]);
+        for _ in 0..10 {
+            assert_eq!(
+                quiet.after_tick(&config, true, &before, &busy),
+                Change::None
+            );
+            assert_eq!(
+                quiet.after_tick(&config, false, &before, &before),
+                Change::None
+            );
+        }
+        assert!(!quiet.is_asleep());
+    }
+}
