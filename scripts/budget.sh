@@ -5,12 +5,17 @@
 #
 # Builds steerd in release, then for SECONDS each, one after the other:
 #   (a) steerd run --root / --interval 1s --metrics-listen 127.0.0.1:<free port>
-#   (b) examples/idle_floor                 (the floor: wakes once a second and preads
+#                                           (the default configuration: on an idle machine
+#                                            it goes quiet after 3 ticks, ticking every 5 s
+#                                            and woken by receive work; docs/config.md)
+#   (b) steerd-awake: the same with `quiet: {enabled: false}`, ticking every second
+#   (c) examples/idle_floor                 (the floor: wakes once a second and preads
 #                                            softnet_stat, and proc/stat every 5th second,
-#                                            as an idle steerd tick does; nothing else)
-#   (c) irqbalance --foreground             (Debian's package, its default 10 s interval)
+#                                            as an awake idle steerd tick does; nothing else)
+#   (d) irqbalance --foreground             (Debian's package, its default 10 s interval)
 # and prints, for each, CPU time per wall second and peak RSS beside the targets of issue 4,
-# and steerd's CPU time as a multiple of the floor's (the part that is steerd's own code).
+# steerd's quiet-mode state at the end of its window, and steerd-awake's CPU time as a
+# multiple of the floor's (the part that is steerd's own code).
 #
 # CPU time: the sum over every thread (/proc/PID/task/*/schedstat, first field, nanoseconds
 # on CPU) at the start and at the end of the window; the window starts after a warm-up, so
@@ -271,11 +276,18 @@ VERSION=$(cd "$REPO" && git describe --always --dirty=' with uncommitted changes
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 STEERD_PORT=$(free_port)
 steerd_after_window() {
-    curl -fsS "http://127.0.0.1:$STEERD_PORT/metrics" >"$WORK/steerd.metrics" || true
+    curl -fsS "http://127.0.0.1:$STEERD_PORT/metrics" >"$WORK/$1.metrics" || true
 }
 READY_URL="http://127.0.0.1:$STEERD_PORT/metrics" AFTER_WINDOW=steerd_after_window \
     measure steerd "$STEERD" run --root / --interval 1s \
     --metrics-listen "127.0.0.1:$STEERD_PORT" --state-file "$WORK/steerd-state.json"
+restore_values
+# The same with quiet mode off: every idle tick a wake-up, as on a machine that always
+# receives a little.
+printf 'quiet:\n  enabled: false\n' >"$WORK/awake.yaml"
+READY_URL="http://127.0.0.1:$STEERD_PORT/metrics" AFTER_WINDOW=steerd_after_window \
+    measure steerd-awake "$STEERD" run --root / --interval 1s --config "$WORK/awake.yaml" \
+    --metrics-listen "127.0.0.1:$STEERD_PORT" --state-file "$WORK/steerd-awake-state.json"
 
 # Whatever steerd left behind (it should have restored everything itself) is put back before
 # irqbalance starts, so irqbalance sees the machine as it was.
@@ -308,18 +320,18 @@ echo "steerd $VERSION; $("$IRQBALANCE" --version 2>&1 | head -n1)"
 echo "CPU = sum of /proc/PID/task/*/schedstat (ns on CPU, all threads) over the window; RSS = VmHWM"
 echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine inflates CPU time)"
 echo
-printf '%-11s %10s %9s %8s %9s %8s %7s %13s %13s\n' program "CPU ms/s" target "HWM MB" target runs/s threads "life CPU ms" "life ms/s"
-for name in steerd floor irqbalance; do
+printf '%-12s %10s %9s %8s %9s %8s %7s %13s %13s\n' program "CPU ms/s" target "HWM MB" target runs/s threads "life CPU ms" "life ms/s"
+for name in steerd steerd-awake floor irqbalance; do
     read -r cpu wall runs hwm_kb _ nthreads <"$WORK/$name.window"
     read -r life_ms life_rate < <(life_cpu "$name")
     case "$name" in
     steerd) cpu_target="<= 0.1" rss_target="<= 8.0" ;;
-    floor) cpu_target="-" rss_target="-" ;;
+    steerd-awake | floor) cpu_target="-" rss_target="-" ;;
     *) cpu_target="~0.036" rss_target="~4.2" ;;
     esac
     awk -v n="$name" -v cpu="$cpu" -v wall="$wall" -v runs="$runs" -v hwm="$hwm_kb" \
         -v ct="$cpu_target" -v rt="$rss_target" -v th="$nthreads" -v lm="$life_ms" -v lr="$life_rate" \
-        'BEGIN { printf "%-11s %10.4f %9s %8.2f %9s %8.2f %7d %13s %13s\n",
+        'BEGIN { printf "%-12s %10.4f %9s %8.2f %9s %8.2f %7d %13s %13s\n",
                  n, cpu / 1e6 / (wall / 1e9), ct, hwm / 1024, rt, runs / (wall / 1e9), th, lm, lr }'
     [ -s "$WORK/$name.note" ] && echo "  note ($name): $(cat "$WORK/$name.note")"
 done
@@ -332,10 +344,20 @@ awk -v cpu="$cpu" -v wall="$wall" -v hwm="$hwm_kb" 'BEGIN {
     if (mb <= 8) printf "steerd RSS: meets the 8 MB target (%.2f MB)\n", mb
     else printf "steerd RSS: MISSES the 8 MB target by %.2f MB\n", mb - 8
 }'
+quiet_line() {
+    [ -s "$WORK/$1.metrics" ] || return 0
+    awk -v n="$1" '$1 == "steerd_quiet_mode" { q = $2 } $1 == "steerd_quiet_mode_available" { a = $2 }
+        $1 == "steerd_quiet_receive_wakeups_total" { w = $2 }
+        END { printf "%s at the end of the window: quiet_mode %s, quiet_mode_available %s, receive wake-ups %s\n", n, q, a, w }' \
+        "$WORK/$1.metrics"
+}
+quiet_line steerd
+quiet_line steerd-awake
 read -r floor_cpu floor_wall _ <"$WORK/floor.window"
-awk -v cpu="$cpu" -v wall="$wall" -v fcpu="$floor_cpu" -v fwall="$floor_wall" 'BEGIN {
+read -r awake_cpu awake_wall _ <"$WORK/steerd-awake.window"
+awk -v cpu="$awake_cpu" -v wall="$awake_wall" -v fcpu="$floor_cpu" -v fwall="$floor_wall" 'BEGIN {
     rate = cpu / wall; floor = fcpu / fwall
-    if (floor > 0) printf "steerd / floor: %.2f (the floor: one wake-up and the same preads per second, no code)\n", rate / floor
+    if (floor > 0) printf "steerd-awake / floor: %.2f (the floor: one wake-up and the same preads per second, no code)\n", rate / floor
 }'
 if [ -s "$WORK/steerd.metrics" ]; then
     sum=$(awk '$1 == "steerd_tick_duration_seconds_sum" { print $2 }' "$WORK/steerd.metrics")

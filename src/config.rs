@@ -63,7 +63,7 @@ pub struct QuietConfig {
     #[serde(with = "values::duration")]
     pub interval: Duration,
     /// Wake after this many NAPI polls on one CPU. Also the most packets a CPU may
-    /// receive per tick for the tick to count as quiet.
+    /// receive per `quiet.interval` (as a rate) for steerd to go or stay quiet.
     pub wake_after_polls: u64,
 }
 

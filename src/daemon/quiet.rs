@@ -11,10 +11,13 @@
 //! Used only on the running machine (`--root /`): the events count the kernel's real
 //! receive work, which says nothing about the files of another root.
 //!
-//! The states: *awake* (ticking every `interval`), counting quiet ticks; after
-//! [`ENTER_AFTER_QUIET_TICKS`] of them, *asleep* (the events open, ticking every
-//! `quiet.interval`); back to awake on a wake-up by the events or on a tick that is not
-//! quiet. A failure to open the events (no CAP_PERFMON, no tracefs) is logged once and
+//! steerd goes quiet after [`ENTER_AFTER_QUIET_TICKS`] ticks in a row on which the policy
+//! had nothing to decide and, over those ticks together, no CPU received more than
+//! `quiet.wake_after_polls` packets per `quiet.interval` (12.8 a second by default).
+//!
+//! The states: *awake* (ticking every `interval`); *asleep* (the events open, ticking
+//! every `quiet.interval`); back to awake on a wake-up by the events, a tick that decided,
+//! or a tick above that rate. A failure to open the events (no CAP_PERFMON, no tracefs) is logged once and
 //! keeps steerd awake until the next configuration reload.
 
 use std::os::fd::{AsFd, BorrowedFd};
@@ -37,8 +40,10 @@ pub struct Quiet {
     unavailable: Option<String>,
     /// Whether this steerd watches the running machine (`--root /`).
     host: bool,
-    /// Quiet ticks in a row.
-    quiet_ticks: u32,
+    /// The last ticks that skipped `decide`, in a row (at most
+    /// [`ENTER_AFTER_QUIET_TICKS`]): the most packets one CPU received in each, and each
+    /// tick's length. Emptied by a tick that decided.
+    recent: Recent,
     /// The events, while asleep.
     wake: Option<NapiPollWake>,
     /// The events of the sleep that receive work just ended, closed after the tick:
@@ -64,7 +69,7 @@ impl Quiet {
             unavailable: (!host)
                 .then(|| "--root is not / (quiet mode watches the running kernel)".to_string()),
             host,
-            quiet_ticks: 0,
+            recent: Recent::default(),
             wake: None,
             retired: None,
             follow_up: false,
@@ -113,14 +118,25 @@ impl Quiet {
         current: &Snapshot,
     ) -> Change {
         self.retired = None;
-        let quiet =
-            skipped && most_packets_on_one_cpu(previous, current) <= config.quiet.wake_after_polls;
-        if !quiet || !self.available(config) {
-            self.quiet_ticks = 0;
+        if !skipped || !self.available(config) {
+            self.recent = Recent::default();
             return self.wake_up();
         }
-        self.quiet_ticks = self.quiet_ticks.saturating_add(1);
-        if self.is_asleep() || self.quiet_ticks < ENTER_AFTER_QUIET_TICKS {
+        let packets = most_packets_on_one_cpu(previous, current);
+        let elapsed_ns = current.taken_at_ns.saturating_sub(previous.taken_at_ns);
+        self.recent.push(packets, elapsed_ns);
+        if self.is_asleep() {
+            // A sleep's tick is a long window of its own.
+            if !quiet_rate(config, packets, elapsed_ns) {
+                self.recent = Recent::default();
+                return self.wake_up();
+            }
+            return Change::None;
+        }
+        // Over the last few ticks together, so that one scrape's burst of packets does
+        // not keep steerd awake when the rate is low.
+        let (packets, elapsed_ns) = self.recent.total();
+        if self.recent.len < ENTER_AFTER_QUIET_TICKS || !quiet_rate(config, packets, elapsed_ns) {
             return Change::None;
         }
         let online = current.softnet.iter().map(|row| row.cpu);
@@ -143,7 +159,7 @@ impl Quiet {
     /// Receive work woke the daemon: back to ticking every interval, the next tick now and
     /// the one after it soon.
     pub fn woken_by_receive_work(&mut self) -> Change {
-        self.quiet_ticks = 0;
+        self.recent = Recent::default();
         match self.wake.take() {
             Some(wake) => {
                 self.retired = Some(wake);
@@ -160,7 +176,7 @@ impl Quiet {
         if self.host {
             self.unavailable = None;
         }
-        self.quiet_ticks = 0;
+        self.recent = Recent::default();
     }
 
     fn wake_up(&mut self) -> Change {
@@ -169,6 +185,40 @@ impl Quiet {
         } else {
             Change::None
         }
+    }
+}
+
+/// Whether `packets` on one CPU in `elapsed_ns` is at most `wake_after_polls` per
+/// `quiet.interval`: a rate at which a sleep would mostly run its full length instead of
+/// being cut short by the events.
+fn quiet_rate(config: &Config, packets: u64, elapsed_ns: u64) -> bool {
+    let per_quiet_interval = config.quiet.interval.as_nanos() as f64;
+    let allowed = config.quiet.wake_after_polls as f64 * elapsed_ns as f64 / per_quiet_interval;
+    packets as f64 <= allowed
+}
+
+/// The last [`ENTER_AFTER_QUIET_TICKS`] ticks' packets and lengths, in a fixed array (an
+/// idle tick allocates nothing).
+#[derive(Debug, Default)]
+struct Recent {
+    ticks: [(u64, u64); ENTER_AFTER_QUIET_TICKS as usize],
+    len: u32,
+    next: usize,
+}
+
+impl Recent {
+    fn push(&mut self, packets: u64, elapsed_ns: u64) {
+        self.ticks[self.next] = (packets, elapsed_ns);
+        self.next = (self.next + 1) % self.ticks.len();
+        self.len = (self.len + 1).min(ENTER_AFTER_QUIET_TICKS);
+    }
+
+    /// Packets and nanoseconds summed over the ticks held. (The sum of each tick's busiest
+    /// CPU: at least the busiest CPU's own sum.)
+    fn total(&self) -> (u64, u64) {
+        self.ticks.iter().fold((0, 0), |(p, t), &(packets, ns)| {
+            (p.saturating_add(packets), t.saturating_add(ns))
+        })
     }
 }
 
@@ -197,7 +247,12 @@ mod tests {
     use crate::model::snapshot::SoftnetRow;
 
     fn snapshot(rows: &[(u32, u32)]) -> Snapshot {
+        snapshot_at(0, rows)
+    }
+
+    fn snapshot_at(secs: u64, rows: &[(u32, u32)]) -> Snapshot {
         Snapshot {
+            taken_at_ns: secs * 1_000_000_000,
             softnet: rows
                 .iter()
                 .map(|&(cpu, processed)| SoftnetRow {
@@ -245,21 +300,53 @@ mod tests {
     }
 
     #[test]
-    fn busy_or_deciding_ticks_are_not_quiet() {
-        let mut quiet = Quiet::new(true);
+    fn quiet_is_at_most_wake_after_polls_packets_per_quiet_interval() {
+        // 64 per 5 s: 12.8 packets per second on the busiest CPU.
         let config = quiet_config();
-        let before = snapshot(&[(0, 0), (1, 0)]);
-        let busy = snapshot(&[(0, 0), (1, 65)]);
+        let second = 1_000_000_000;
+        assert!(quiet_rate(&config, 12, second));
+        assert!(!quiet_rate(&config, 13, second));
+        assert!(quiet_rate(&config, 64, 5 * second));
+        assert!(!quiet_rate(&config, 65, 5 * second));
+    }
+
+    #[test]
+    fn a_burst_in_one_tick_counts_over_the_last_three() {
+        let mut recent = Recent::default();
+        for (packets, ns) in [(500, 1), (20, 1_000_000_000), (0, 1_000_000_000)] {
+            recent.push(packets, ns);
+        }
+        assert_eq!(recent.len, 3);
+        recent.push(1, 1_000_000_000);
+        // The first tick left the window: 21 packets in 3 s, 7 a second, is quiet.
+        let (packets, ns) = recent.total();
+        assert_eq!((packets, ns), (21, 3_000_000_000));
+        assert!(quiet_rate(&quiet_config(), packets, ns));
+    }
+
+    #[test]
+    fn busy_or_deciding_ticks_are_not_quiet() {
+        // Were either taken for quiet, the third tick would open real perf events (or,
+        // without the privilege, mark quiet mode unavailable): both are checked.
+        let config = quiet_config();
+        let before = snapshot_at(1, &[(0, 0), (1, 0)]);
+        let busy = snapshot_at(2, &[(0, 0), (1, 13)]);
+        let mut quiet = Quiet::new(true);
         for _ in 0..10 {
             assert_eq!(
                 quiet.after_tick(&config, true, &before, &busy),
                 Change::None
             );
+        }
+        assert!(!quiet.is_asleep() && quiet.available(&config));
+        let calm = snapshot_at(2, &[(0, 0), (1, 0)]);
+        let mut quiet = Quiet::new(true);
+        for _ in 0..10 {
             assert_eq!(
-                quiet.after_tick(&config, false, &before, &before),
+                quiet.after_tick(&config, false, &before, &calm),
                 Change::None
             );
         }
-        assert!(!quiet.is_asleep());
+        assert!(!quiet.is_asleep() && quiet.available(&config));
     }
 }
