@@ -50,7 +50,8 @@ pub const REDISCOVER_EVERY: Duration = Duration::from_secs(300);
 /// While idle (the policy had nothing to decide), `proc/stat` is read on every this many
 /// ticks, `softnet_stat` on every tick. New receive work shows in `softnet_stat` at once
 /// and ends the idle stretch; only a rise of interrupt time without packets (another
-/// device's IRQs) is seen up to this many ticks later.
+/// device's IRQs) is seen up to this many ticks later. In quiet mode, whose ticks are far
+/// apart, both files are read on every tick.
 pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 
 /// How often the values steerd wrote are read back to notice someone else's change: one
@@ -163,8 +164,8 @@ struct Daemon {
     /// Something `decide` reads besides the load changed since it last ran (discovery,
     /// configuration, a write): the next tick must decide (see `policy::can_skip`).
     decide_needed: bool,
-    /// Consecutive ticks that skipped `decide`; while idle, `proc/stat` is read on every
-    /// [`STAT_EVERY_IDLE_TICKS`]th tick only.
+    /// Consecutive ticks that skipped `decide`; while idle (and not in quiet mode),
+    /// `proc/stat` is read on every [`STAT_EVERY_IDLE_TICKS`]th tick only.
     idle_ticks: u64,
     /// The online CPUs' load gauges, refreshed on discovery; every tick sets them.
     cpu_gauges: Vec<CpuLoadGauges>,
@@ -294,10 +295,11 @@ impl Daemon {
                 self.files = None;
             }
             if let Err(e) = waiter.watch_receive(self.quiet.wake_fd()) {
-                // Not expected (epoll_ctl on a new descriptor); stay awake instead.
-                warn!(error = %e, "cannot wait for receive work; leaving quiet mode: {e}");
-                self.quiet.woken_by_receive_work();
+                // Not expected (epoll_ctl on a new descriptor): stay awake until a reload.
+                warn!(error = %e, "cannot wait for receive work; quiet mode off until a reload: {e}");
+                self.quiet.give_up(format!("epoll_ctl: {e}"));
                 self.export_quiet_state();
+                next_tick = next_tick.min(Instant::now() + self.config.interval);
             }
             let mut timeout = next_tick.saturating_duration_since(Instant::now());
             if let Some(ping) = self.until_watchdog_ping() {
@@ -313,10 +315,16 @@ impl Daemon {
                     wakeups::Ready::default()
                 }
             };
+            // Something for the next tick to act on: while asleep in quiet mode, that tick
+            // comes now, not at the end of the sleep.
+            let mut act_now = false;
             if ready.signal {
                 for request in signals.pending() {
                     match request {
-                        wakeups::Request::Reload => self.reload("SIGHUP"),
+                        wakeups::Request::Reload => {
+                            self.reload("SIGHUP");
+                            act_now = true;
+                        }
                         wakeups::Request::Stop(signal) => {
                             info!(signal, "stopping");
                             break 'ticking;
@@ -331,22 +339,34 @@ impl Daemon {
                     .map_or(0, |events| events.drain().unwrap_or(1));
                 if changed > 0 {
                     self.rediscover("link event");
+                    act_now = true;
                 }
             }
             if ready.files && self.files.as_mut().is_some_and(|files| files.drain()) {
                 self.files_changed = true;
+                act_now = true;
             }
             if ready.receive && self.quiet.woken_by_receive_work() == quiet::Change::WokeUp {
+                // Out of the epoll set at once: until it is closed after the tick, more
+                // receive work would end every wait at once.
+                if let Some(fd) = self.quiet.retired_fd() {
+                    waiter.unwatch_receive(fd);
+                }
                 self.shared.metrics.quiet_receive_wakeups.inc();
                 self.export_quiet_state();
                 debug!("receive work ended quiet mode");
                 // Tick now: its sample is the baseline the fast follow-up measures from.
                 next_tick = next_tick.min(Instant::now().max(last_tick + FAST_TICK_MIN));
             }
+            if act_now && self.quiet.is_asleep() {
+                next_tick = next_tick.min(Instant::now().max(last_tick + FAST_TICK_MIN));
+            }
             let now = Instant::now();
             if now >= next_tick {
                 last_tick = now;
                 self.tick_once();
+                // After the tick: closing them waits for an RCU grace period.
+                self.quiet.close_retired();
                 // The next deadline keeps the tick's phase; a tick that overran its slot
                 // starts the next one a full gap later rather than a burst of catch-ups.
                 let gap = self.next_tick_in();
@@ -460,9 +480,13 @@ impl Daemon {
     fn finish_tick(&mut self, started: Instant) {
         let skipped = std::mem::take(&mut self.skipped_this_tick);
         if self.have_previous {
-            let change =
-                self.quiet
-                    .after_tick(&self.config, skipped, &self.previous, &self.current);
+            let change = self.quiet.after_tick(
+                &self.config,
+                &self.machine.topology,
+                skipped,
+                &self.previous,
+                &self.current,
+            );
             if change != quiet::Change::None {
                 self.export_quiet_state();
                 debug!(?change, "quiet mode");

@@ -28,10 +28,18 @@ use tracing::{info, warn};
 use crate::config::Config;
 use crate::kernel::napi_wake::NapiPollWake;
 use crate::model::snapshot::Snapshot;
+use crate::model::topology::Topology;
 
 /// Quiet ticks in a row before steerd goes to sleep: a lull between two bursts does not
 /// open and close the events every second.
 pub const ENTER_AFTER_QUIET_TICKS: u32 = 3;
+
+/// The most quiet ticks ever needed: after each wake-up by receive work that came to
+/// nothing (no decision before the machine was quiet again: a trickle, transmit
+/// completions), the ticks needed double, up to this. Going quiet and waking cost a
+/// `perf_event_open` per CPU, the tracepoint's switch in kernel text (a brief interrupt
+/// of every CPU) and an RCU grace period; this bounds them to one round about a minute.
+pub const MAX_ENTER_AFTER_QUIET_TICKS: u32 = 48;
 
 /// Quiet mode's state.
 pub struct Quiet {
@@ -44,6 +52,10 @@ pub struct Quiet {
     /// [`ENTER_AFTER_QUIET_TICKS`]): the most packets one CPU received in each, and each
     /// tick's length. Emptied by a tick that decided.
     recent: Recent,
+    /// Ticks that skipped `decide`, in a row.
+    streak: u32,
+    /// Quiet ticks needed before the next sleep (see [`MAX_ENTER_AFTER_QUIET_TICKS`]).
+    enter_after: u32,
     /// The events, while asleep.
     wake: Option<NapiPollWake>,
     /// The events of the sleep that receive work just ended, closed after the tick:
@@ -55,12 +67,15 @@ pub struct Quiet {
     follow_up: bool,
 }
 
-/// What a tick changed, for the caller to register the new descriptor.
+/// What changed, for the caller to register or unregister the descriptor and to export
+/// the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
     None,
     FellAsleep,
     WokeUp,
+    /// The events could not be opened; logged once.
+    Unavailable,
 }
 
 impl Quiet {
@@ -70,6 +85,8 @@ impl Quiet {
                 .then(|| "--root is not / (quiet mode watches the running kernel)".to_string()),
             host,
             recent: Recent::default(),
+            streak: 0,
+            enter_after: ENTER_AFTER_QUIET_TICKS,
             wake: None,
             retired: None,
             follow_up: false,
@@ -109,19 +126,26 @@ impl Quiet {
     }
 
     /// After each tick: `skipped` says the policy had nothing to decide. Opens the events
-    /// after enough quiet ticks; closes them on a tick that was not quiet.
+    /// after enough quiet ticks, on the online CPUs of `topology` that are not isolated
+    /// (no needless interrupt of theirs when the events are installed); closes them on a
+    /// tick that was not quiet.
     pub fn after_tick(
         &mut self,
         config: &Config,
+        topology: &Topology,
         skipped: bool,
         previous: &Snapshot,
         current: &Snapshot,
     ) -> Change {
-        self.retired = None;
         if !skipped || !self.available(config) {
             self.recent = Recent::default();
+            self.streak = 0;
+            if !skipped {
+                self.enter_after = ENTER_AFTER_QUIET_TICKS;
+            }
             return self.wake_up();
         }
+        self.streak = self.streak.saturating_add(1);
         let packets = most_packets_on_one_cpu(previous, current);
         let elapsed_ns = current.taken_at_ns.saturating_sub(previous.taken_at_ns);
         self.recent.push(packets, elapsed_ns);
@@ -129,6 +153,7 @@ impl Quiet {
             // A sleep's tick is a long window of its own.
             if !quiet_rate(config, packets, elapsed_ns) {
                 self.recent = Recent::default();
+                self.streak = 0;
                 return self.wake_up();
             }
             return Change::None;
@@ -136,11 +161,17 @@ impl Quiet {
         // Over the last few ticks together, so that one scrape's burst of packets does
         // not keep steerd awake when the rate is low.
         let (packets, elapsed_ns) = self.recent.total();
-        if self.recent.len < ENTER_AFTER_QUIET_TICKS || !quiet_rate(config, packets, elapsed_ns) {
+        if self.streak < self.enter_after
+            || self.recent.len < ENTER_AFTER_QUIET_TICKS
+            || !quiet_rate(config, packets, elapsed_ns)
+        {
             return Change::None;
         }
-        let online = current.softnet.iter().map(|row| row.cpu);
-        match NapiPollWake::open(online, config.quiet.wake_after_polls) {
+        let watched = topology
+            .online
+            .iter()
+            .filter(|cpu| !topology.isolated.contains(*cpu) && !topology.nohz_full.contains(*cpu));
+        match NapiPollWake::open(watched, config.quiet.wake_after_polls) {
             Ok(wake) => {
                 if !wake.skipped().is_empty() {
                     info!(cpus = ?wake.skipped(), "quiet mode: CPUs that went offline are not watched");
@@ -151,7 +182,7 @@ impl Quiet {
             Err(e) => {
                 warn!(error = %e, "quiet mode unavailable, ticking every {}: {e}", humantime::format_duration(config.interval));
                 self.unavailable = Some(e.to_string());
-                Change::None
+                Change::Unavailable
             }
         }
     }
@@ -160,14 +191,36 @@ impl Quiet {
     /// the one after it soon.
     pub fn woken_by_receive_work(&mut self) -> Change {
         self.recent = Recent::default();
+        self.streak = 0;
         match self.wake.take() {
             Some(wake) => {
                 self.retired = Some(wake);
                 self.follow_up = true;
+                // Reset by the first tick that decides; doubled if none does.
+                self.enter_after = (self.enter_after * 2).min(MAX_ENTER_AFTER_QUIET_TICKS);
                 Change::WokeUp
             }
             None => Change::None,
         }
+    }
+
+    /// The descriptor of the events a wake-up retired, still open: to take it out of the
+    /// caller's epoll set at once.
+    pub fn retired_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.retired.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Closes the retired events; call it after the tick (see `retired`).
+    pub fn close_retired(&mut self) {
+        self.retired = None;
+    }
+
+    /// Quiet mode cannot work (the caller could not wait on the descriptor): awake until
+    /// the next reload.
+    pub fn give_up(&mut self, reason: String) {
+        self.unavailable = Some(reason);
+        self.wake = None;
+        self.follow_up = false;
     }
 
     /// A reload: on the running machine, tries the events again if they had failed. (A
@@ -177,6 +230,8 @@ impl Quiet {
             self.unavailable = None;
         }
         self.recent = Recent::default();
+        self.streak = 0;
+        self.enter_after = ENTER_AFTER_QUIET_TICKS;
     }
 
     fn wake_up(&mut self) -> Change {
@@ -277,13 +332,53 @@ mod tests {
         Config::default()
     }
 
+    fn two_cpus() -> Topology {
+        let all = crate::cpuset::CpuSet::first_n(2);
+        Topology {
+            nr_cpu_ids: 2,
+            possible: all.clone(),
+            present: all.clone(),
+            online: all,
+            isolated: Default::default(),
+            nohz_full: Default::default(),
+            cpus: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn wake_ups_that_come_to_nothing_double_the_ticks_needed_and_a_decision_resets_them() {
+        // Needs real events to be asleep at all (root with perf); skips otherwise.
+        let open = || NapiPollWake::open([0], 1_000_000);
+        if let Err(e) = open() {
+            eprintln!("skipping: no napi:napi_poll perf event here: {e}");
+            return;
+        }
+        let mut quiet = Quiet::new(true);
+        let mut needed = Vec::new();
+        for _ in 0..6 {
+            quiet.wake = Some(open().unwrap());
+            assert_eq!(quiet.woken_by_receive_work(), Change::WokeUp);
+            assert!(quiet.retired_fd().is_some());
+            quiet.close_retired();
+            needed.push(quiet.enter_after);
+        }
+        assert_eq!(needed, [6, 12, 24, 48, 48, 48]);
+        let s = snapshot_at(1, &[(0, 0)]);
+        quiet.after_tick(&quiet_config(), &two_cpus(), false, &s, &s);
+        assert_eq!(quiet.enter_after, ENTER_AFTER_QUIET_TICKS);
+    }
+
     #[test]
     fn another_root_never_sleeps() {
         let mut quiet = Quiet::new(false);
         let config = quiet_config();
         let s = snapshot(&[(0, 1)]);
         for _ in 0..10 {
-            assert_eq!(quiet.after_tick(&config, true, &s, &s), Change::None);
+            assert_eq!(
+                quiet.after_tick(&config, &two_cpus(), true, &s, &s),
+                Change::None
+            );
         }
         assert!(!quiet.is_asleep());
         assert_eq!(quiet.gap(&config), None);
@@ -334,7 +429,7 @@ mod tests {
         let mut quiet = Quiet::new(true);
         for _ in 0..10 {
             assert_eq!(
-                quiet.after_tick(&config, true, &before, &busy),
+                quiet.after_tick(&config, &two_cpus(), true, &before, &busy),
                 Change::None
             );
         }
@@ -343,7 +438,7 @@ mod tests {
         let mut quiet = Quiet::new(true);
         for _ in 0..10 {
             assert_eq!(
-                quiet.after_tick(&config, false, &before, &calm),
+                quiet.after_tick(&config, &two_cpus(), false, &before, &calm),
                 Change::None
             );
         }

@@ -245,6 +245,16 @@ impl Waiter {
         Ok(())
     }
 
+    /// Takes quiet mode's descriptor out of the set while it is still open (a retired one,
+    /// closed later).
+    pub fn unwatch_receive(&mut self, receive: BorrowedFd<'_>) {
+        if self.receive {
+            // ENOENT would only mean it was not registered; nothing to undo either way.
+            let _ = self.epoll.delete(receive);
+            self.receive = false;
+        }
+    }
+
     /// Blocks until a source is readable or `timeout` passes. The timeout is rounded up
     /// to whole milliseconds (what `epoll_wait` takes), so the wait never ends before it:
     /// an early end would cost a second wake-up for the remaining fraction.

@@ -99,7 +99,7 @@ mod libc_errno {
 /// Reads the tracepoint's id from the first of `tracefs_dirs` that has it.
 pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
     let mut tried = Vec::new();
-    let mut reason = String::from("no tracefs directory given");
+    let mut errors = Vec::new();
     for dir in tracefs_dirs {
         let path = dir.join("events").join(TRACEPOINT).join("id");
         match fs::read_to_string(&path) {
@@ -113,17 +113,33 @@ pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
                     });
             }
             Err(e) => {
-                reason = if e.kind() == io::ErrorKind::NotFound {
-                    "not found: is tracefs mounted, and the kernel built with tracepoints?"
-                        .to_string()
-                } else {
-                    e.to_string()
-                };
+                errors.push(e);
                 tried.push(path);
             }
         }
     }
-    Err(WakeError::NoTracepoint { tried, reason })
+    Err(WakeError::NoTracepoint {
+        tried,
+        reason: most_telling(&errors),
+    })
+}
+
+/// Why none of the places had the id: a denied read says more than a missing mount point
+/// elsewhere.
+fn most_telling(errors: &[io::Error]) -> String {
+    if let Some(denied) = errors
+        .iter()
+        .find(|e| e.kind() == io::ErrorKind::PermissionDenied)
+    {
+        return format!(
+            "{denied} (tracefs is root's alone: run steerd as root; quiet mode also needs CAP_PERFMON)"
+        );
+    }
+    match errors.iter().find(|e| e.kind() != io::ErrorKind::NotFound) {
+        Some(other) => other.to_string(),
+        None if errors.is_empty() => "no tracefs directory given".to_string(),
+        None => "not found: is tracefs mounted, and the kernel built with tracepoints?".to_string(),
+    }
 }
 
 /// One CPU's event: its descriptor and its read-only ring buffer.
@@ -332,6 +348,15 @@ mod tests {
         assert!(error.contains(&a.path().display().to_string()), "{error}");
         assert!(error.contains(&b.path().display().to_string()), "{error}");
         assert!(error.contains("is tracefs mounted"), "{error}");
+    }
+
+    #[test]
+    fn a_denied_tracefs_says_so_even_when_another_place_is_missing() {
+        use io::ErrorKind::{NotFound, PermissionDenied};
+        let reason = most_telling(&[io::Error::from(PermissionDenied), io::Error::from(NotFound)]);
+        assert!(reason.contains("run steerd as root"), "{reason}");
+        let reason = most_telling(&[io::Error::from(NotFound), io::Error::from(NotFound)]);
+        assert!(reason.contains("is tracefs mounted"), "{reason}");
     }
 
     #[test]
