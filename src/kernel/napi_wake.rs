@@ -24,7 +24,11 @@
 //! drops them as soon as traffic returns.
 //!
 //! Needs CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), `perf_event_open` allowed by any
-//! seccomp filter, and tracefs mounted (for the tracepoint's id).
+//! seccomp filter, and the tracepoint's id, which only tracefs tells. systemd mounts tracefs
+//! at boot; where nothing did (a bare VM, a fresh `/sys` from `ip netns exec`) and steerd
+//! holds CAP_SYS_ADMIN, it mounts tracefs for a moment on a directory of its own, reads the
+//! id and unmounts it again, as `perf` would mount it (but perf leaves it mounted). The id
+//! of a built-in tracepoint is fixed while the kernel runs, so this happens once per process.
 
 use std::fs;
 use std::io;
@@ -32,10 +36,13 @@ use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::OnceLock;
 
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::poll::PollTimeout;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
+use nix::sys::statfs::{TRACEFS_MAGIC, statfs};
 use perf_event_open_sys as perf;
 
 /// Where tracefs is mounted: its own mount point since Linux 4.1, and inside debugfs on
@@ -124,6 +131,83 @@ pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
     })
 }
 
+/// The tracepoint's id on this machine: from a mounted tracefs, or else from a mount of
+/// steerd's own that lasts only while it reads the id. Found once per process.
+fn host_tracepoint_id() -> Result<u64, WakeError> {
+    static ID: OnceLock<u64> = OnceLock::new();
+    if let Some(id) = ID.get() {
+        return Ok(*id);
+    }
+    let dirs: Vec<&Path> = TRACEFS_DIRS.iter().map(Path::new).collect();
+    let id = match tracepoint_id(&dirs) {
+        Ok(id) => id,
+        Err(WakeError::NoTracepoint { tried, reason }) if !tracefs_mounted(&dirs) => {
+            let mount_point =
+                std::env::temp_dir().join(format!("steerd-tracefs.{}", std::process::id()));
+            let id = id_from_a_momentary_mount(&mount_point).map_err(|mount_error| {
+                WakeError::NoTracepoint {
+                    tried,
+                    reason: format!(
+                        "{reason}; tracefs is mounted nowhere, and mounting it for a moment on {} \
+                         failed: {mount_error} (mount it at /sys/kernel/tracing, as systemd does \
+                         at boot, or give steerd CAP_SYS_ADMIN)",
+                        mount_point.display()
+                    ),
+                }
+            })?;
+            tracing::info!(
+                mount_point = %mount_point.display(),
+                "tracefs is mounted nowhere: mounted it for a moment to read the napi:napi_poll id ({id})"
+            );
+            id
+        }
+        Err(e) => return Err(e),
+    };
+    let _ = ID.set(id);
+    Ok(id)
+}
+
+/// True when one of `dirs` is a tracefs mount (the first is tracefs's own mount point; the
+/// second, inside debugfs, is mounted by the kernel on first access when debugfs is).
+fn tracefs_mounted(dirs: &[&Path]) -> bool {
+    dirs.iter()
+        .any(|dir| statfs(*dir).is_ok_and(|fs| fs.filesystem_type() == TRACEFS_MAGIC))
+}
+
+/// Mounts tracefs on `mount_point` (created for it), reads the tracepoint's id, and unmounts
+/// and removes it again, whatever the read gave. The mount is in the caller's mount
+/// namespace for the few microseconds this takes.
+pub fn id_from_a_momentary_mount(mount_point: &Path) -> Result<u64, String> {
+    fs::create_dir(mount_point).map_err(|e| format!("creating {}: {e}", mount_point.display()))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if let Err(e) = mount(
+        Some("tracefs"),
+        mount_point,
+        Some("tracefs"),
+        flags,
+        None::<&str>,
+    ) {
+        let _ = fs::remove_dir(mount_point);
+        return Err(format!("mount: {}", io::Error::from(e)));
+    }
+    let id = tracepoint_id(&[mount_point]).map_err(|e| e.to_string());
+    if let Err(e) = umount2(mount_point, MntFlags::MNT_DETACH) {
+        // Left mounted: the id is still good; say where the mount is so it can be removed.
+        tracing::warn!(
+            mount_point = %mount_point.display(),
+            "could not unmount the tracefs mounted to read the napi:napi_poll id: {}; \
+             `umount {}` removes it",
+            io::Error::from(e),
+            mount_point.display()
+        );
+        return id;
+    }
+    if let Err(e) = fs::remove_dir(mount_point) {
+        tracing::warn!(mount_point = %mount_point.display(), "removing the empty directory tracefs was mounted on: {e}");
+    }
+    id
+}
+
 /// Why none of the places had the id: a denied read says more than a missing mount point
 /// elsewhere.
 fn most_telling(errors: &[io::Error]) -> String {
@@ -171,10 +255,10 @@ pub struct NapiPollWake {
 }
 
 impl NapiPollWake {
-    /// Opens one event on each of `cpus`, with the tracepoint id found in [`TRACEFS_DIRS`].
+    /// Opens one event on each of `cpus`, with the tracepoint id found in [`TRACEFS_DIRS`]
+    /// (or, when tracefs is mounted nowhere, in a mount of steerd's own for a moment).
     pub fn open(cpus: impl IntoIterator<Item = u32>, polls: u64) -> Result<Self, WakeError> {
-        let dirs: Vec<&Path> = TRACEFS_DIRS.iter().map(Path::new).collect();
-        let id = tracepoint_id(&dirs)?;
+        let id = host_tracepoint_id()?;
         Self::open_tracepoint(id, cpus, polls)
     }
 
@@ -335,6 +419,38 @@ mod tests {
         assert_eq!(
             tracepoint_id(&[missing.path(), tracefs.path()]).unwrap(),
             2291
+        );
+    }
+
+    #[test]
+    fn a_momentary_mount_reads_the_id_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().join("tracefs");
+        let root = nix::unistd::geteuid().is_root();
+        match id_from_a_momentary_mount(&point) {
+            Ok(id) => {
+                assert!(root, "mounted tracefs without being root");
+                assert!(id > 0);
+            }
+            Err(e) if !root => assert!(e.starts_with("mount: "), "{e}"),
+            Err(e) if !Path::new("/sys/kernel/tracing").exists() => {
+                eprintln!("skipping: this kernel has no tracefs ({e})");
+            }
+            Err(e) => panic!("as root: {e}"),
+        }
+        assert!(!point.exists(), "the mount point was left behind");
+        let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains(&*point.to_string_lossy()), "{mounts}");
+    }
+
+    #[test]
+    fn a_momentary_mount_where_no_directory_can_be_made_says_where() {
+        let dir = tempfile::tempdir().unwrap();
+        let point = dir.path().join("missing/tracefs");
+        let error = id_from_a_momentary_mount(&point).unwrap_err();
+        assert!(
+            error.contains("creating") && error.contains("missing/tracefs"),
+            "{error}"
         );
     }
 
