@@ -142,19 +142,17 @@ fn host_tracepoint_id() -> Result<u64, WakeError> {
     let id = match tracepoint_id(&dirs) {
         Ok(id) => id,
         Err(WakeError::NoTracepoint { tried, reason }) if !tracefs_mounted(&dirs) => {
-            let mount_point =
-                std::env::temp_dir().join(format!("steerd-tracefs.{}", std::process::id()));
-            let id = id_from_a_momentary_mount(&mount_point).map_err(|mount_error| {
-                WakeError::NoTracepoint {
-                    tried,
-                    reason: format!(
-                        "{reason}; tracefs is mounted nowhere, and mounting it for a moment on {} \
-                         failed: {mount_error} (mount it at /sys/kernel/tracing, as systemd does \
-                         at boot, or give steerd CAP_SYS_ADMIN)",
-                        mount_point.display()
-                    ),
-                }
-            })?;
+            let (id, mount_point) =
+                id_from_a_momentary_mount(&std::env::temp_dir()).map_err(|mount_error| {
+                    WakeError::NoTracepoint {
+                        tried,
+                        reason: format!(
+                            "{reason}; tracefs is mounted nowhere, and mounting it for a moment \
+                         failed: {mount_error} (mount it at /sys/kernel/tracing, as systemd \
+                         does at boot, or give steerd CAP_SYS_ADMIN)"
+                        ),
+                    }
+                })?;
             tracing::info!(
                 mount_point = %mount_point.display(),
                 "tracefs is mounted nowhere: mounted it for a moment to read the napi:napi_poll id ({id})"
@@ -174,24 +172,32 @@ fn tracefs_mounted(dirs: &[&Path]) -> bool {
         .any(|dir| statfs(*dir).is_ok_and(|fs| fs.filesystem_type() == TRACEFS_MAGIC))
 }
 
-/// Mounts tracefs on `mount_point` (created for it), reads the tracepoint's id, and unmounts
-/// and removes it again, whatever the read gave. The mount is in the caller's mount
-/// namespace for the few microseconds this takes.
-pub fn id_from_a_momentary_mount(mount_point: &Path) -> Result<u64, String> {
-    fs::create_dir(mount_point).map_err(|e| format!("creating {}: {e}", mount_point.display()))?;
+/// Mounts tracefs on a new directory `steerd-tracefs.XXXXXX` in `parent` (a random name,
+/// made with `mkdtemp`, so that nobody can make it first), reads the tracepoint's id, and
+/// unmounts and removes it again, whatever the read gave. The mount is in the caller's
+/// mount namespace for the few microseconds this takes. Returns the id and where the mount
+/// was.
+pub fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String> {
+    let template = parent.join("steerd-tracefs.XXXXXX");
+    let mount_point = nix::unistd::mkdtemp(&template)
+        .map_err(|e| format!("creating {}: {}", template.display(), io::Error::from(e)))?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
         Some("tracefs"),
-        mount_point,
+        &mount_point,
         Some("tracefs"),
         flags,
         None::<&str>,
     ) {
-        let _ = fs::remove_dir(mount_point);
-        return Err(format!("mount: {}", io::Error::from(e)));
+        let _ = fs::remove_dir(&mount_point);
+        return Err(format!(
+            "mount on {}: {}",
+            mount_point.display(),
+            io::Error::from(e)
+        ));
     }
-    let id = tracepoint_id(&[mount_point]).map_err(|e| e.to_string());
-    if let Err(e) = umount2(mount_point, MntFlags::MNT_DETACH) {
+    let id = tracepoint_id(&[&mount_point]).map_err(|e| e.to_string());
+    if let Err(e) = umount2(&mount_point, MntFlags::MNT_DETACH) {
         // Left mounted: the id is still good; say where the mount is so it can be removed.
         tracing::warn!(
             mount_point = %mount_point.display(),
@@ -200,12 +206,12 @@ pub fn id_from_a_momentary_mount(mount_point: &Path) -> Result<u64, String> {
             io::Error::from(e),
             mount_point.display()
         );
-        return id;
+        return id.map(|id| (id, mount_point));
     }
-    if let Err(e) = fs::remove_dir(mount_point) {
+    if let Err(e) = fs::remove_dir(&mount_point) {
         tracing::warn!(mount_point = %mount_point.display(), "removing the empty directory tracefs was mounted on: {e}");
     }
-    id
+    id.map(|id| (id, mount_point))
 }
 
 /// Why none of the places had the id: a denied read says more than a missing mount point
@@ -425,31 +431,32 @@ mod tests {
     #[test]
     fn a_momentary_mount_reads_the_id_and_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
-        let point = dir.path().join("tracefs");
         let root = nix::unistd::geteuid().is_root();
-        match id_from_a_momentary_mount(&point) {
-            Ok(id) => {
+        match id_from_a_momentary_mount(dir.path()) {
+            Ok((id, point)) => {
                 assert!(root, "mounted tracefs without being root");
                 assert!(id > 0);
+                assert!(point.starts_with(dir.path()), "{}", point.display());
             }
-            Err(e) if !root => assert!(e.starts_with("mount: "), "{e}"),
+            Err(e) if !root => assert!(e.starts_with("mount on "), "{e}"),
             Err(e) if !Path::new("/sys/kernel/tracing").exists() => {
                 eprintln!("skipping: this kernel has no tracefs ({e})");
             }
             Err(e) => panic!("as root: {e}"),
         }
-        assert!(!point.exists(), "the mount point was left behind");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "the mount point was left behind: {left:?}");
         let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
-        assert!(!mounts.contains(&*point.to_string_lossy()), "{mounts}");
+        assert!(!mounts.contains(&*dir.path().to_string_lossy()), "{mounts}");
     }
 
     #[test]
     fn a_momentary_mount_where_no_directory_can_be_made_says_where() {
         let dir = tempfile::tempdir().unwrap();
-        let point = dir.path().join("missing/tracefs");
-        let error = id_from_a_momentary_mount(&point).unwrap_err();
+        let parent = dir.path().join("missing");
+        let error = id_from_a_momentary_mount(&parent).unwrap_err();
         assert!(
-            error.contains("creating") && error.contains("missing/tracefs"),
+            error.contains("creating") && error.contains("missing/steerd-tracefs."),
             "{error}"
         );
     }
