@@ -177,7 +177,7 @@ fn tracefs_mounted(dirs: &[&Path]) -> bool {
 /// unmounts and removes it again, whatever the read gave. The mount is in the caller's
 /// mount namespace for the few microseconds this takes. Returns the id and where the mount
 /// was.
-pub fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String> {
+fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String> {
     let template = parent.join("steerd-tracefs.XXXXXX");
     let mount_point = nix::unistd::mkdtemp(&template)
         .map_err(|e| format!("creating {}: {}", template.display(), io::Error::from(e)))?;
@@ -197,19 +197,20 @@ pub fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String
         ));
     }
     let id = tracepoint_id(&[&mount_point]).map_err(|e| e.to_string());
-    if let Err(e) = umount2(&mount_point, MntFlags::MNT_DETACH) {
+    match umount2(&mount_point, MntFlags::MNT_DETACH) {
         // Left mounted: the id is still good; say where the mount is so it can be removed.
-        tracing::warn!(
+        Err(e) => tracing::warn!(
             mount_point = %mount_point.display(),
             "could not unmount the tracefs mounted to read the napi:napi_poll id: {}; \
              `umount {}` removes it",
             io::Error::from(e),
             mount_point.display()
-        );
-        return id.map(|id| (id, mount_point));
-    }
-    if let Err(e) = fs::remove_dir(&mount_point) {
-        tracing::warn!(mount_point = %mount_point.display(), "removing the empty directory tracefs was mounted on: {e}");
+        ),
+        Ok(()) => {
+            if let Err(e) = fs::remove_dir(&mount_point) {
+                tracing::warn!(mount_point = %mount_point.display(), "removing the empty directory tracefs was mounted on: {e}");
+            }
+        }
     }
     id.map(|id| (id, mount_point))
 }
