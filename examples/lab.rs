@@ -1,0 +1,98 @@
+//! The real-NIC lab's command line: runs scenarios with every balancer and prints the
+//! side-by-side table (`scripts/lab.sh` writes it into `docs/lab.md`).
+//!
+//! `cargo run --release --example lab -- [--reps N] [--idle SECS] [--balancers a,b]
+//! [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see docs/lab.md).
+
+#[path = "../lab/mod.rs"]
+mod lab;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lab::scenario::{self, Balancer};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("lab: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let mut reps = 3;
+    let mut idle = 300;
+    let mut balancers = Balancer::ALL.to_vec();
+    let mut steerd = PathBuf::from("target/release/steerd");
+    let mut wanted = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--reps" => reps = value()?.parse()?,
+            "--idle" => idle = value()?.parse()?,
+            "--steerd" => steerd = PathBuf::from(value()?),
+            "--balancers" => {
+                balancers = value()?
+                    .split(',')
+                    .map(|b| Balancer::parse(b).ok_or(format!("unknown balancer {b}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "-h" | "--help" => {
+                println!("lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]");
+                for s in scenario::all(Duration::from_secs(idle)) {
+                    println!("  {:<11} {}", s.name, s.what);
+                }
+                return Ok(());
+            }
+            name => wanted.push(name.to_string()),
+        }
+    }
+    if let Some(why) = lab::unavailable() {
+        return Err(format!("the lab cannot run here: {why}").into());
+    }
+    let scenarios: Vec<_> = scenario::all(Duration::from_secs(idle))
+        .into_iter()
+        .filter(|s| wanted.is_empty() || wanted.iter().any(|w| w == s.name))
+        .collect();
+    if scenarios.is_empty() {
+        return Err(format!("no such scenario: {}", wanted.join(" ")).into());
+    }
+    let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
+    let mut lab = lab::run::Lab::build(&work, &steerd)?;
+    eprintln!("lab: guest kernel {}", lab.kernel.version);
+    let mut rows = Vec::new();
+    for s in &scenarios {
+        for &b in &balancers {
+            let mut runs = Vec::new();
+            for rep in 0..reps {
+                let raw = lab.run(s, b)?;
+                let m = lab::report::analyse(s, &raw);
+                eprintln!(
+                    "lab: {} {} #{}: first change {:?}, busiest {:.2}, input CPUs {}, late changes {}, restored {}",
+                    s.name,
+                    b.name(),
+                    rep + 1,
+                    m.first_change,
+                    m.busiest_processed,
+                    m.input_cpus,
+                    m.late_changes,
+                    m.restored
+                );
+                if std::env::var_os("LAB_VERBOSE").is_some() {
+                    for l in &m.log {
+                        eprintln!("    {l}");
+                    }
+                    for d in &m.diffs {
+                        eprintln!("    diff {d}");
+                    }
+                }
+                runs.push(m);
+            }
+            rows.push((s.clone(), b.name(), runs));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    print!("{}", lab::report::table(&rows));
+    Ok(())
+}

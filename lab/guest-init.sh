@@ -1,0 +1,153 @@
+#!/bin/busybox sh
+# The lab guest's /init (busybox sh). It brings up the NIC, applies the scenario's
+# set-up, snapshots every value a balancer may change, starts the balancer, samples the
+# counters the host's report needs for a fixed time (running the scenario's timed events
+# on the way), stops the balancer with SIGTERM, compares every value with the snapshot and
+# powers off. Everything it prints for the host starts with a tag the host parses:
+#   LAB READY / LAB EVENT t what / S uptime / N softnet row / C cpu line / I irq counts /
+#   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
+#   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /run /tmp /var/run
+mount -t tmpfs run /run
+mount -t tmpfs tmp /tmp
+. /lab.env
+for m in $MODULES; do insmod "/modules/$m.ko" || echo "LAB ERROR insmod $m"; done
+ip link set lo up
+ip link set eth0 up
+ip addr add "$GUEST_ADDR/24" dev eth0
+ip neigh replace "$HOST_ADDR" lladdr "$HOST_MAC" dev eth0 nud permanent
+# TCP sinks: one listener per port, output discarded.
+for port in $TCP_PORTS; do
+    ( while true; do nc -l -p "$port" > /dev/null 2>&1 || break; done ) &
+done
+echo 1000000 > /proc/sys/net/ipv4/icmp_msgs_per_sec 2>/dev/null
+echo 0 > /proc/sys/net/ipv4/icmp_ratelimit 2>/dev/null
+
+# The vectors this lab watches: the NIC's (virtioN-*) and the disk's.
+QIRQS=$(awk '/virtio[0-9]+-(input|output|config|req|request)/ { sub(":", "", $1); print $1 }' /proc/interrupts)
+
+snapshot() {
+    for i in $(ls /proc/irq | grep '^[0-9]'); do
+        [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list" && echo "irq $i $a"
+    done
+    for f in /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/rx-*/rps_flow_cnt /proc/sys/net/core/rps_sock_flow_entries /sys/class/net/*/threaded; do
+        [ -r "$f" ] && read -r v < "$f" && echo "$f $v"
+    done
+}
+
+sample() {
+    read -r up _ < /proc/uptime
+    echo "S $up"
+    sed 's/^/N /' /proc/net/softnet_stat
+    grep '^cpu[0-9]' /proc/stat | sed 's/^/C /'
+    head -n 1 /proc/interrupts | sed 's/^/H /'
+    grep -E 'virtio[0-9]+-' /proc/interrupts | sed 's/^/I /'
+    for i in $QIRQS; do
+        a=-; e=-
+        [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list"
+        [ -r "/proc/irq/$i/effective_affinity_list" ] && read -r e < "/proc/irq/$i/effective_affinity_list"
+        echo "A $i $a $e"
+    done
+    for f in /sys/class/net/eth0/queues/rx-*/rps_cpus; do
+        [ -r "$f" ] || continue
+        read -r v < "$f"
+        q=${f%/rps_cpus}; q=${q##*/rx-}
+        echo "R eth0 $q $v"
+    done
+    echo E
+}
+
+start_balancer() {
+    case "$BALANCER" in
+        steerd)
+            /usr/sbin/steerd run --state-file /run/steerd/state $STEERD_ARGS >> /tmp/balancer.log 2>&1 &
+            BPID=$! ;;
+        irqbalance)
+            mkdir -p /run/irqbalance
+            /usr/sbin/irqbalance --foreground >> /tmp/balancer.log 2>&1 &
+            BPID=$! ;;
+        *) BPID= ;;
+    esac
+}
+
+# Set-up helpers for scenarios.
+nic_vectors() { # "irq kind queue" for each queue vector of the NIC
+    awk '/virtio[0-9]+-(input|output)\./ { sub(":", "", $1); n = $NF; sub(/^virtio[0-9]+-/, "", n); split(n, p, "."); print $1, p[1], p[2] }' /proc/interrupts
+}
+pin_inputs() { # every input vector on CPU $1
+    nic_vectors | while read -r irq kind q; do
+        [ "$kind" = input ] && echo "$1" > "/proc/irq/$irq/smp_affinity_list"
+    done
+}
+hand_place() { # queue N's vectors on the Nth CPU of $HAND_CPUS (wrapping)
+    set -- $HAND_CPUS
+    n=$#
+    nic_vectors | while read -r irq kind q; do
+        i=$(( q % n + 1 ))
+        eval "cpu=\${$i}"
+        echo "$cpu" > "/proc/irq/$irq/smp_affinity_list"
+    done
+}
+
+# The scenario's set-up (before the snapshot: it is the machine as the balancer finds it).
+eval "$SETUP"
+snapshot > /tmp/before
+sample
+start_balancer
+read -r START _ < /proc/uptime
+echo "LAB READY $START"
+# Timed events: "SECONDS:command;SECONDS:command", run once each when due.
+END=$(awk -v s="$START" -v d="$DURATION" 'BEGIN { print s + d }')
+done_events=""
+while :; do
+    read -r now _ < /proc/uptime
+    if awk -v n="$now" -v e="$END" 'BEGIN { exit !(n >= e) }'; then break; fi
+    sample
+    if [ -n "$EVENTS" ]; then
+        elapsed=$(awk -v n="$now" -v s="$START" 'BEGIN { print n - s }')
+        IFS=';'
+        k=0
+        for ev in $EVENTS; do
+            k=$((k + 1))
+            at=${ev%%:*}; cmd=${ev#*:}
+            case " $done_events " in *" $k "*) continue ;; esac
+            if awk -v e="$elapsed" -v a="$at" 'BEGIN { exit !(e >= a) }'; then
+                done_events="$done_events $k"
+                echo "LAB EVENT $now $cmd"
+                unset IFS
+                eval "$cmd"
+                IFS=';'
+            fi
+        done
+        unset IFS
+    fi
+    sleep "$PERIOD"
+done
+sample
+grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
+if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
+    set -- $(cat "/proc/$BPID/stat" | sed 's/^.*) //')
+    ticks=$(( ${12} + ${13} ))
+    rss=$(awk '/VmHWM/ { print $2 }' "/proc/$BPID/status")
+    echo "LAB DAEMON $ticks $rss"
+    kill -TERM "$BPID"
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        kill -0 "$BPID" 2>/dev/null || break
+        sleep 0.5
+    done
+fi
+sed 's/^/LOG /' /tmp/balancer.log
+snapshot > /tmp/after
+if cmp -s /tmp/before /tmp/after; then
+    echo "LAB RESTORED yes"
+else
+    diff /tmp/before /tmp/after | grep '^[-+][^-+]' | sed 's/^/LAB DIFF /'
+    echo "LAB RESTORED no"
+fi
+echo "LAB DONE"
+poweroff -f

@@ -1,0 +1,225 @@
+//! The guest's root: an initramfs built on the host from Debian's packages (busybox-static,
+//! the cloud kernel's virtio modules, irqbalance, ethtool and the libraries they link) and
+//! the steerd binary under test, plus a small per-run archive with the scenario.
+//!
+//! An initramfs boots in seconds and needs no disk image; the kernel unpacks concatenated
+//! newc archives in order, so the per-run part is appended rather than rebuilding the base.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{LabError, Result, io, run_cmd, which};
+
+/// The guest's init script.
+pub const INIT: &str = include_str!("guest-init.sh");
+
+/// virtio modules in load order; those built into a kernel are simply absent.
+pub const MODULES: [&str; 9] = [
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_legacy_dev",
+    "virtio_pci_modern_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+    "virtio_blk",
+];
+
+/// A kernel to boot and the directory of its modules.
+#[derive(Debug, Clone)]
+pub struct GuestKernel {
+    pub vmlinuz: PathBuf,
+    pub modules: PathBuf,
+    pub version: String,
+}
+
+impl GuestKernel {
+    /// `STEERD_LAB_KERNEL=DIR` (an unpacked kernel package: `DIR/boot/vmlinuz-V`,
+    /// `DIR/lib/modules/V`), else the newest cloud kernel in `/boot`.
+    pub fn find() -> Result<Self> {
+        let root = std::env::var_os("STEERD_LAB_KERNEL")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let boot = root.join("boot");
+        let mut found: Vec<String> = fs::read_dir(&boot)
+            .map_err(io(format!("reading {}", boot.display())))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| n.strip_prefix("vmlinuz-").map(str::to_string))
+            .filter(|v| v.contains("cloud"))
+            .collect();
+        found.sort();
+        let Some(version) = found.pop() else {
+            return Err(LabError::Missing(
+                format!("a cloud kernel in {}", boot.display()),
+                "apt-get install linux-image-cloud-amd64".into(),
+            ));
+        };
+        let modules = ["lib/modules", "usr/lib/modules"]
+            .iter()
+            .map(|m| root.join(m).join(&version))
+            .find(|p| p.is_dir())
+            .ok_or_else(|| {
+                LabError::Missing(
+                    format!("modules of {version}"),
+                    "install the kernel package whole".into(),
+                )
+            })?;
+        Ok(GuestKernel {
+            vmlinuz: boot.join(format!("vmlinuz-{version}")),
+            modules,
+            version,
+        })
+    }
+
+    /// The module file of `name`, if the kernel has it as a module.
+    fn module(&self, name: &str) -> Option<PathBuf> {
+        let file = format!("{name}.ko");
+        find_file(&self.modules.join("kernel"), &file, 6)
+    }
+}
+
+fn find_file(dir: &Path, stem: &str, depth: u32) -> Option<PathBuf> {
+    let entries = fs::read_dir(dir).ok()?;
+    let mut dirs = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == stem || name.strip_prefix(stem).is_some_and(|s| s == ".xz" || s == ".zst") {
+            return Some(path);
+        }
+        if path.is_dir() {
+            dirs.push(path);
+        }
+    }
+    if depth == 0 {
+        return None;
+    }
+    dirs.iter().find_map(|d| find_file(d, stem, depth - 1))
+}
+
+/// Builds the base archive in `work` and returns its path and the modules it carries.
+pub fn build_base(work: &Path, kernel: &GuestKernel, steerd: &Path) -> Result<(PathBuf, Vec<String>)> {
+    let stage = work.join("stage");
+    let _ = fs::remove_dir_all(&stage);
+    for dir in ["bin", "sbin", "usr/sbin", "modules", "proc", "sys", "dev", "run", "tmp", "etc"] {
+        fs::create_dir_all(stage.join(dir)).map_err(io("making the guest root"))?;
+    }
+    let busybox = which("busybox").ok_or_else(|| {
+        LabError::Missing("busybox".into(), "apt-get install busybox-static".into())
+    })?;
+    copy_exec(&busybox, &stage.join("bin/busybox"))?;
+    for (program, to) in [
+        (steerd.to_path_buf(), "usr/sbin/steerd"),
+        (find_tool("irqbalance")?, "usr/sbin/irqbalance"),
+        (find_tool("ethtool")?, "usr/sbin/ethtool"),
+    ] {
+        copy_exec(&program, &stage.join(to))?;
+        copy_libraries(&program, &stage)?;
+    }
+    let mut loaded = Vec::new();
+    for name in MODULES {
+        let Some(path) = kernel.module(name) else { continue };
+        let to = stage.join(format!("modules/{name}.ko"));
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        match ext {
+            "xz" | "zst" => {
+                let tool = if ext == "xz" { "xz" } else { "zstd" };
+                let out = Command::new(tool)
+                    .args(["-dc"])
+                    .arg(&path)
+                    .output()
+                    .map_err(io(format!("running {tool}")))?;
+                fs::write(&to, out.stdout).map_err(io(format!("writing {}", to.display())))?;
+            }
+            _ => {
+                fs::copy(&path, &to).map_err(io(format!("copying {}", path.display())))?;
+            }
+        }
+        loaded.push(name.to_string());
+    }
+    let init = stage.join("init");
+    fs::write(&init, INIT).map_err(io("writing init"))?;
+    fs::set_permissions(&init, fs::Permissions::from_mode(0o755)).map_err(io("chmod init"))?;
+    let base = work.join("base.cpio");
+    cpio(&stage, &base)?;
+    Ok((base, loaded))
+}
+
+fn find_tool(name: &str) -> Result<PathBuf> {
+    which(name).ok_or_else(|| LabError::Missing(name.into(), format!("apt-get install {name}")))
+}
+
+fn copy_exec(from: &Path, to: &Path) -> Result<()> {
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent).map_err(io("making the guest root"))?;
+    }
+    fs::copy(from, to).map_err(io(format!("copying {}", from.display())))?;
+    fs::set_permissions(to, fs::Permissions::from_mode(0o755)).map_err(io("chmod"))?;
+    Ok(())
+}
+
+/// Copies the shared libraries `ldd` lists for a program to the same paths in the guest.
+fn copy_libraries(program: &Path, stage: &Path) -> Result<()> {
+    let out = Command::new("ldd").arg(program).output().map_err(io("running ldd"))?;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let path = match line.split("=>").nth(1) {
+            Some(rest) => rest.split_whitespace().next(),
+            None => line.split_whitespace().next().filter(|p| p.starts_with('/')),
+        };
+        let Some(path) = path.filter(|p| p.starts_with('/')) else { continue };
+        let to = stage.join(path.trim_start_matches('/'));
+        if !to.exists() {
+            copy_exec(Path::new(path), &to)?;
+        }
+    }
+    Ok(())
+}
+
+/// Packs a directory as a newc archive.
+fn cpio(dir: &Path, to: &Path) -> Result<()> {
+    let list = run_cmd("sh", &["-c", &format!("cd '{}' && find .", dir.display())])?;
+    let out = fs::File::create(to).map_err(io(format!("creating {}", to.display())))?;
+    let mut child = Command::new("cpio")
+        .args(["--quiet", "-o", "-H", "newc"])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(out)
+        .spawn()
+        .map_err(io("running cpio (apt-get install cpio)"))?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| LabError::Guest("cpio has no stdin".into()))?
+        .write_all(list.as_bytes())
+        .map_err(io("feeding cpio"))?;
+    let status = child.wait().map_err(io("waiting for cpio"))?;
+    if !status.success() {
+        return Err(LabError::Command {
+            command: "cpio -o -H newc".into(),
+            status: status.to_string(),
+            stderr: String::new(),
+        });
+    }
+    Ok(())
+}
+
+/// The base archive with `lab.env` appended: one initrd for one run.
+pub fn with_env(base: &Path, work: &Path, env: &str) -> Result<PathBuf> {
+    let stage = work.join("run-stage");
+    let _ = fs::remove_dir_all(&stage);
+    fs::create_dir_all(&stage).map_err(io("making the run archive"))?;
+    fs::write(stage.join("lab.env"), env).map_err(io("writing lab.env"))?;
+    let extra = work.join("run-extra.cpio");
+    cpio(&stage, &extra)?;
+    let initrd = work.join("run.cpio");
+    let mut bytes = fs::read(base).map_err(io("reading the base archive"))?;
+    bytes.extend(fs::read(&extra).map_err(io("reading the run archive"))?);
+    fs::write(&initrd, bytes).map_err(io("writing the initrd"))?;
+    Ok(initrd)
+}

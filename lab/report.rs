@@ -1,0 +1,362 @@
+//! Turns a guest's console into the figures of the side-by-side table, and the table
+//! itself (medians over repetitions).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::run::RawRun;
+use super::scenario::Scenario;
+
+/// One sample of the guest's counters.
+#[derive(Debug, Default, Clone)]
+struct Sample {
+    up: f64,
+    /// By CPU id: processed, dropped.
+    softnet: BTreeMap<u32, (u64, u64)>,
+    /// By CPU id: irq+softirq ticks, all ticks.
+    stat: BTreeMap<u32, (u64, u64)>,
+    /// Column CPU ids of `/proc/interrupts`.
+    columns: Vec<u32>,
+    /// By IRQ: name and per-CPU counts.
+    interrupts: BTreeMap<u32, (String, BTreeMap<u32, u64>)>,
+    /// By IRQ: smp_affinity_list; by queue: rps_cpus.
+    values: BTreeMap<String, String>,
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    /// Seconds from the reference (balancer start, or the burst after an idle spell) to
+    /// the first change of a NIC vector's affinity or an RPS mask.
+    pub first_change: Option<f64>,
+    /// Changes while idle (before the burst), in scenarios with an idle spell.
+    pub idle_changes: usize,
+    /// CPUs the input vectors fired on in the steady window.
+    pub input_cpus: usize,
+    /// The busiest CPU's share of softnet `processed` in the steady window.
+    pub busiest_processed: f64,
+    /// The highest irq+softirq share of a CPU's time in the steady window.
+    pub busiest_softirq: f64,
+    /// Packets processed per second in the steady window (all CPUs).
+    pub processed_pps: f64,
+    /// UDP datagrams the guest's stack received per datagram sent.
+    pub delivered: Option<f64>,
+    /// softnet drops over the run, and the tap's.
+    pub softnet_dropped: u64,
+    pub tap_dropped: u64,
+    /// Value changes between samples in the steady window.
+    pub late_changes: usize,
+    /// All value changes during the run.
+    pub changes: usize,
+    /// The daemon's CPU seconds and peak RSS (MB), when there is a daemon.
+    pub daemon_cpu_s: Option<f64>,
+    pub daemon_rss_mb: Option<f64>,
+    pub restored: bool,
+    pub diffs: Vec<String>,
+    /// Seconds after each timed event until every input vector is pinned to one online CPU.
+    pub settle: Option<f64>,
+    /// Daemon log lines that mention managed IRQs.
+    pub managed_lines: usize,
+    pub log: Vec<String>,
+}
+
+fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) {
+    let mut samples = Vec::new();
+    let mut cur: Option<Sample> = None;
+    let mut other: HashMap<&'static str, Vec<String>> = HashMap::new();
+    for line in lines {
+        let (tag, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        match tag {
+            "S" => {
+                cur = Some(Sample {
+                    up: f.first().and_then(|v| v.parse().ok()).unwrap_or(0.0),
+                    ..Sample::default()
+                })
+            }
+            "E" => samples.extend(cur.take()),
+            "N" => {
+                if let Some(s) = cur.as_mut() {
+                    let hex = |i: usize| f.get(i).and_then(|v| u64::from_str_radix(v, 16).ok());
+                    let cpu = if f.len() >= 13 { hex(12) } else { Some(s.softnet.len() as u64) };
+                    if let (Some(cpu), Some(p), Some(d)) = (cpu, hex(0), hex(1)) {
+                        s.softnet.insert(cpu as u32, (p, d));
+                    }
+                }
+            }
+            "C" => {
+                if let Some(s) = cur.as_mut() {
+                    let cpu = f.first().and_then(|c| c.strip_prefix("cpu")).and_then(|c| c.parse().ok());
+                    let n: Vec<u64> = f.iter().skip(1).take(8).filter_map(|v| v.parse().ok()).collect();
+                    if let (Some(cpu), true) = (cpu, n.len() == 8) {
+                        s.stat.insert(cpu, (n[5] + n[6], n.iter().sum()));
+                    }
+                }
+            }
+            "H" => {
+                if let Some(s) = cur.as_mut() {
+                    s.columns = f.iter().filter_map(|c| c.strip_prefix("CPU")?.parse().ok()).collect();
+                }
+            }
+            "I" => {
+                if let Some(s) = cur.as_mut() {
+                    let irq = f.first().and_then(|v| v.trim_end_matches(':').parse().ok());
+                    let counts: BTreeMap<u32, u64> = s
+                        .columns
+                        .iter()
+                        .zip(f.iter().skip(1))
+                        .filter_map(|(&cpu, v)| Some((cpu, v.parse().ok()?)))
+                        .collect();
+                    if let (Some(irq), Some(name)) = (irq, f.last()) {
+                        s.interrupts.insert(irq, (name.to_string(), counts));
+                    }
+                }
+            }
+            "A" => {
+                if let (Some(s), Some(irq), Some(aff)) = (cur.as_mut(), f.first(), f.get(1)) {
+                    s.values.insert(format!("irq {irq}"), aff.to_string());
+                }
+            }
+            "R" => {
+                if let (Some(s), Some(q), Some(mask)) = (cur.as_mut(), f.get(1), f.get(2)) {
+                    s.values.insert(format!("rps {q}"), mask.to_string());
+                }
+            }
+            "LAB" => {
+                let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+                let key = match kind {
+                    "READY" => "ready",
+                    "EVENT" => "event",
+                    "DAEMON" => "daemon",
+                    "RESTORED" => "restored",
+                    "DIFF" => "diff",
+                    _ => continue,
+                };
+                other.entry(key).or_default().push(rest.to_string());
+            }
+            "P" => other.entry("snmp").or_default().push(rest.to_string()),
+            "LOG" => other.entry("log").or_default().push(rest.to_string()),
+            _ => {}
+        }
+    }
+    (samples, other)
+}
+
+/// A NIC queue vector's kind, from its name (`virtio0-input.2` -> input).
+fn vector_kind(name: &str) -> Option<&str> {
+    let (_, what) = name.split_once('-')?;
+    let (kind, _) = what.split_once('.')?;
+    matches!(kind, "input" | "output").then_some(kind)
+}
+
+fn single_cpu(list: &str) -> Option<u32> {
+    list.parse().ok()
+}
+
+/// The figures of one run of a scenario.
+pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
+    let (samples, other) = parse(&raw.lines);
+    let first = |k: &str| other.get(k).and_then(|v| v.first()).cloned();
+    let ready: f64 = first("ready").and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let last = s.phases.iter().map(|p| (p.start, p.length)).max().unwrap_or_default();
+    let reference = if last.0 > Duration::from_secs(2) {
+        ready + last.0.as_secs_f64()
+    } else {
+        ready
+    };
+    let end = ready + (last.0 + last.1).as_secs_f64();
+    let start = end - s.steady.as_secs_f64();
+    let nic_value = |key: &str, sample: &Sample| -> bool {
+        match key.strip_prefix("irq ") {
+            Some(irq) => irq
+                .parse()
+                .ok()
+                .and_then(|irq: u32| sample.interrupts.get(&irq))
+                .is_some_and(|(name, _)| vector_kind(name).is_some()),
+            None => true,
+        }
+    };
+    let mut m = Metrics {
+        tap_dropped: raw.tap_dropped,
+        restored: first("restored").as_deref() == Some("yes"),
+        diffs: other.get("diff").cloned().unwrap_or_default(),
+        log: other.get("log").cloned().unwrap_or_default(),
+        ..Metrics::default()
+    };
+    for pair in samples.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let changed = b
+            .values
+            .iter()
+            .filter(|(k, v)| nic_value(k, b) && a.values.get(*k).is_some_and(|old| old != *v))
+            .count();
+        if changed == 0 {
+            continue;
+        }
+        m.changes += changed;
+        if b.up < reference {
+            m.idle_changes += changed;
+        } else if m.first_change.is_none() {
+            m.first_change = Some(b.up - reference);
+        }
+        if b.up > start && b.up <= end + 0.5 {
+            m.late_changes += changed;
+        }
+    }
+    let window_start = samples.iter().find(|x| x.up >= start);
+    let window_end = samples.iter().rev().find(|x| x.up <= end + 0.5);
+    if let (Some(a), Some(b)) = (window_start, window_end)
+        && b.up > a.up
+    {
+        let delta = |cpu: &u32, now: u64, map: &BTreeMap<u32, (u64, u64)>, pick: fn(&(u64, u64)) -> u64| {
+            now.saturating_sub(map.get(cpu).map(pick).unwrap_or(now))
+        };
+        let processed: Vec<u64> = b
+            .softnet
+            .iter()
+            .map(|(cpu, v)| delta(cpu, v.0, &a.softnet, |x| x.0))
+            .collect();
+        let total: u64 = processed.iter().sum();
+        if total > 0 {
+            m.busiest_processed = *processed.iter().max().unwrap_or(&0) as f64 / total as f64;
+        }
+        m.processed_pps = total as f64 / (b.up - a.up);
+        m.busiest_softirq = b
+            .stat
+            .iter()
+            .map(|(cpu, v)| {
+                let soft = delta(cpu, v.0, &a.stat, |x| x.0) as f64;
+                let all = delta(cpu, v.1, &a.stat, |x| x.1) as f64;
+                if all > 0.0 { soft / all } else { 0.0 }
+            })
+            .fold(0.0, f64::max);
+        let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+        for (irq, (name, counts)) in &b.interrupts {
+            if vector_kind(name) != Some("input") {
+                continue;
+            }
+            for (cpu, n) in counts {
+                let before = a
+                    .interrupts
+                    .get(irq)
+                    .and_then(|(_, c)| c.get(cpu))
+                    .copied()
+                    .unwrap_or(0);
+                *per_cpu.entry(*cpu).or_default() += n.saturating_sub(before);
+            }
+        }
+        let all: u64 = per_cpu.values().sum();
+        m.input_cpus = per_cpu.values().filter(|&&n| all > 0 && n * 50 > all).count();
+    }
+    if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
+        m.softnet_dropped = b
+            .softnet
+            .iter()
+            .map(|(cpu, v)| v.1.saturating_sub(a.softnet.get(cpu).map_or(v.1, |x| x.1)))
+            .sum();
+    }
+    // Udp: InDatagrams NoPorts InErrors ... (header line, then values).
+    if let Some(snmp) = other.get("snmp") {
+        let udp: Vec<&String> = snmp.iter().filter(|l| l.starts_with("Udp:")).collect();
+        if let [names, values] = udp[..] {
+            let names: Vec<&str> = names.split_whitespace().collect();
+            let values: Vec<u64> = values.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+            let get = |n: &str| names.iter().skip(1).position(|x| *x == n).and_then(|i| values.get(i)).copied().unwrap_or(0);
+            let received = get("InDatagrams") + get("NoPorts") + get("InErrors");
+            if raw.sent.udp_packets > 0 {
+                m.delivered = Some(received as f64 / raw.sent.udp_packets as f64);
+            }
+        }
+    }
+    if let Some(d) = first("daemon") {
+        let f: Vec<f64> = d.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        if let [ticks, rss_kb] = f[..] {
+            m.daemon_cpu_s = Some(ticks / 100.0);
+            m.daemon_rss_mb = Some(rss_kb / 1024.0);
+        }
+    }
+    m.managed_lines = m
+        .log
+        .iter()
+        .filter(|l| l.contains("kernel-managed") || l.contains("managed"))
+        .count();
+    m.settle = settle(&samples, other.get("event"));
+    m
+}
+
+/// The longest time after a timed event until every NIC input vector is pinned to a
+/// single online CPU.
+fn settle(samples: &[Sample], events: Option<&Vec<String>>) -> Option<f64> {
+    let events = events?;
+    let mut worst: Option<f64> = None;
+    for event in events {
+        let at: f64 = event.split_whitespace().next()?.parse().ok()?;
+        let ok = samples.iter().filter(|x| x.up > at + 0.2).find(|x| {
+            let online: BTreeSet<u32> = x.stat.keys().copied().collect();
+            x.values.iter().all(|(k, v)| {
+                let Some(irq) = k.strip_prefix("irq ").and_then(|i| i.parse::<u32>().ok()) else {
+                    return true;
+                };
+                match x.interrupts.get(&irq) {
+                    Some((name, _)) if vector_kind(name) == Some("input") => {
+                        single_cpu(v).is_some_and(|c| online.contains(&c))
+                    }
+                    _ => true,
+                }
+            })
+        });
+        let took = ok.map_or(f64::INFINITY, |x| x.up - at);
+        worst = Some(worst.map_or(took, |w: f64| w.max(took)));
+    }
+    worst
+}
+
+/// The median of the present values.
+pub fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+fn show(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// The side-by-side table: one row per scenario and balancer, medians of its runs.
+pub fn table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "| scenario | balancer | runs | first change (s) | input IRQ CPUs | busiest CPU processed share | busiest CPU irq+softirq share | processed pkt/s | delivered/offered | drops softnet/tap | changes after convergence | settle after event (s) | daemon CPU s / RSS MB | restored |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (s, balancer, runs) in rows {
+        let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));
+        let restored = runs.iter().filter(|m| m.restored).count();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} / {} | {}/{} |",
+            s.name,
+            balancer,
+            runs.len(),
+            show(med(|m| m.first_change), 1),
+            show(med(|m| Some(m.input_cpus as f64)), 0),
+            show(med(|m| Some(m.busiest_processed)), 2),
+            show(med(|m| Some(m.busiest_softirq)), 2),
+            show(med(|m| Some(m.processed_pps)), 0),
+            show(med(|m| m.delivered), 2),
+            show(med(|m| Some(m.softnet_dropped as f64)), 0),
+            show(med(|m| Some(m.tap_dropped as f64)), 0),
+            show(med(|m| Some(m.late_changes as f64)), 0),
+            show(med(|m| m.settle), 1),
+            show(med(|m| m.daemon_cpu_s), 2),
+            show(med(|m| m.daemon_rss_mb), 1),
+            restored,
+            runs.len(),
+        );
+    }
+    out
+}

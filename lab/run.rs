@@ -1,0 +1,125 @@
+//! One run: a fresh namespace and guest for one scenario and one balancer, the traffic,
+//! and the guest's console kept for the report.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::image::{self, GuestKernel};
+use super::netns::LabNetns;
+use super::scenario::{Balancer, Scenario};
+use super::traffic::{self, Sent};
+use super::vm::Vm;
+use super::{LabError, Result, io};
+
+/// The built guest: kernel, base archive and the modules it carries.
+pub struct Lab {
+    pub kernel: GuestKernel,
+    pub base: PathBuf,
+    pub modules: Vec<String>,
+    pub work: PathBuf,
+    runs: u32,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone)]
+pub struct RawRun {
+    pub lines: Vec<String>,
+    pub sent: Sent,
+    pub tap_dropped: u64,
+}
+
+impl Lab {
+    /// Builds the guest image around `steerd` in `work`.
+    pub fn build(work: &Path, steerd: &Path) -> Result<Lab> {
+        std::fs::create_dir_all(work).map_err(io(format!("creating {}", work.display())))?;
+        let kernel = GuestKernel::find()?;
+        let (base, modules) = image::build_base(work, &kernel, steerd)?;
+        Ok(Lab {
+            kernel,
+            base,
+            modules,
+            work: work.to_path_buf(),
+            runs: 0,
+        })
+    }
+
+    /// Boots a guest for the scenario with the balancer and drives its traffic.
+    pub fn run(&mut self, scenario: &Scenario, balancer: Balancer) -> Result<RawRun> {
+        self.runs += 1;
+        let env = super::scenario::guest_env(scenario, balancer, &self.modules);
+        let initrd = image::with_env(&self.base, &self.work, &env)?;
+        let disk = self.work.join("disk.img");
+        if scenario.vm.blk_queues.is_some() {
+            let f = std::fs::File::create(&disk).map_err(io("creating the guest's disk"))?;
+            f.set_len(16 << 20).map_err(io("sizing the guest's disk"))?;
+        }
+        let ns = LabNetns::create(self.runs)?;
+        let vm = Vm::start(&scenario.vm, &ns, &self.kernel.vmlinuz, &initrd, &disk)?;
+        let mut lines = Vec::new();
+        let boot_deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            match vm.next_line(boot_deadline)? {
+                Some(line) => {
+                    let ready = line.starts_with("LAB READY");
+                    if line.starts_with("LAB ERROR") {
+                        return Err(LabError::Guest(line));
+                    }
+                    lines.push(line);
+                    if ready {
+                        break;
+                    }
+                }
+                None => return Err(LabError::Guest(format!("console closed before ready: {}", tail(&lines)))),
+            }
+        }
+        let t0 = Instant::now();
+        let sent = std::thread::scope(|scope| {
+            let senders: Vec<_> = scenario
+                .phases
+                .iter()
+                .map(|phase| {
+                    let ns = &ns;
+                    scope.spawn(move || traffic::send(ns, phase, t0))
+                })
+                .collect();
+            let end = t0 + scenario.duration + Duration::from_secs(90);
+            let mut done = false;
+            while !done {
+                match vm.next_line(end) {
+                    Ok(Some(line)) => {
+                        done = line == "LAB DONE";
+                        lines.push(line);
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            let mut total = Sent::default();
+            for s in senders {
+                let sent = s
+                    .join()
+                    .map_err(|_| LabError::Guest("a traffic thread panicked".into()))??;
+                total.udp_packets += sent.udp_packets;
+                total.udp_errors += sent.udp_errors;
+                total.tcp_bytes += sent.tcp_bytes;
+            }
+            Ok(total)
+        })?;
+        if !lines.iter().any(|l| l == "LAB DONE") {
+            return Err(LabError::Guest(format!("the guest stopped early: {}", tail(&lines))));
+        }
+        let tap_dropped = ns.tap_tx_dropped();
+        vm.wait(Duration::from_secs(20))?;
+        drop(ns);
+        Ok(RawRun {
+            lines,
+            sent,
+            tap_dropped,
+        })
+    }
+}
+
+fn tail(lines: &[String]) -> String {
+    let start = lines.len().saturating_sub(8);
+    lines[start..].join(" | ")
+}

@@ -1,0 +1,193 @@
+//! The lab's scenarios: a guest, a set-up, timed events and traffic, each run with every
+//! balancer on the same traffic.
+
+use std::time::Duration;
+
+use super::traffic::{Phase, udp_flows};
+use super::vm::VmSpec;
+
+/// Who steers the guest's IRQs during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balancer {
+    /// Nothing moves: the set-up stays.
+    None,
+    /// Debian's irqbalance with default options (`irqbalance --foreground`).
+    Irqbalance,
+    /// The steerd binary under test, on its built-in default config.
+    Steerd,
+    /// A static placement by hand: queue N's vectors on the scenario's Nth allowed CPU.
+    Hand,
+}
+
+impl Balancer {
+    pub const ALL: [Balancer; 4] = [Balancer::None, Balancer::Irqbalance, Balancer::Steerd, Balancer::Hand];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Balancer::None => "none",
+            Balancer::Irqbalance => "irqbalance",
+            Balancer::Steerd => "steerd",
+            Balancer::Hand => "hand",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Balancer> {
+        Balancer::ALL.into_iter().find(|b| b.name() == s)
+    }
+}
+
+/// One scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub vm: VmSpec,
+    /// Guest shell run before the snapshot and the balancer (the machine as found).
+    pub setup: String,
+    /// `SECONDS:command;...` run in the guest after the balancer starts.
+    pub events: String,
+    /// The CPUs a hand placement uses, in queue order.
+    pub hand_cpus: String,
+    /// How long the guest samples after the balancer starts.
+    pub duration: Duration,
+    pub phases: Vec<Phase>,
+    /// The window whose shares the table reports: the last `steady` of the last phase.
+    pub steady: Duration,
+    /// Whether it is a "spread" scenario: steerd's busiest share is held against the hand
+    /// placement's.
+    pub spread: bool,
+}
+
+const UDP_PPS: u32 = 60_000;
+
+fn udp(start: u64, length: u64, flows: u16, pps: u32) -> Phase {
+    Phase {
+        start: Duration::from_secs(start),
+        length: Duration::from_secs(length),
+        udp_flows: udp_flows(flows),
+        udp_pps: pps,
+        tcp_ports: Vec::new(),
+    }
+}
+
+fn base(name: &'static str, what: &'static str) -> Scenario {
+    Scenario {
+        name,
+        what,
+        vm: VmSpec::default(),
+        setup: String::new(),
+        events: String::new(),
+        hand_cpus: "0 1 2 3".into(),
+        duration: Duration::from_secs(32),
+        phases: vec![udp(1, 30, 8, UDP_PPS)],
+        steady: Duration::from_secs(12),
+        spread: false,
+    }
+}
+
+/// Every scenario; `idle` is the idle spell of `idle-burst` (5 minutes in the full table).
+pub fn all(idle: Duration) -> Vec<Scenario> {
+    let idle_s = idle.as_secs();
+    vec![
+        Scenario {
+            setup: "pin_inputs 0".into(),
+            spread: true,
+            ..base("cpu0", "4 queues, every input vector on CPU0, 8 UDP flows")
+        },
+        Scenario {
+            spread: true,
+            ..base("defaults", "4 queues, the driver's placement (queue N on CPU N), 8 UDP flows")
+        },
+        Scenario {
+            phases: vec![Phase {
+                tcp_ports: vec![5001, 5002, 5003, 5004],
+                ..udp(1, 30, 0, 0)
+            }],
+            setup: "pin_inputs 0".into(),
+            spread: true,
+            ..base("tcp-cpu0", "4 queues, every input vector on CPU0, 4 TCP flows")
+        },
+        Scenario {
+            phases: vec![udp(1, 30, 1, UDP_PPS)],
+            ..base("elephant", "4 queues, driver's placement, one UDP flow")
+        },
+        Scenario {
+            vm: VmSpec { rss: true, ..VmSpec::default() },
+            setup: "ethtool -X eth0 weight 1 1 0 0".into(),
+            ..base("skew-2of4", "rss=on, indirection table on queues 0-1 only, 8 UDP flows")
+        },
+        Scenario {
+            duration: Duration::from_secs(idle_s + 22),
+            phases: vec![udp(idle_s, 20, 8, UDP_PPS)],
+            steady: Duration::from_secs(10),
+            setup: "pin_inputs 0".into(),
+            ..base("idle-burst", "every input on CPU0, idle, then 8 UDP flows")
+        },
+        Scenario {
+            events: "10:echo 0 > /sys/devices/system/cpu/cpu3/online;18:echo 1 > /sys/devices/system/cpu/cpu3/online".into(),
+            ..base("hotplug", "driver's placement, CPU 3 offline at 10 s and back at 18 s, 8 UDP flows")
+        },
+        Scenario {
+            events: "10:ethtool -L eth0 combined 2;18:ethtool -L eth0 combined 4".into(),
+            ..base("channels", "ethtool -L eth0 combined 2 at 10 s, 4 at 18 s, 8 UDP flows")
+        },
+        Scenario {
+            vm: VmSpec {
+                cmdline: "isolcpus=3 nohz_full=3".into(),
+                ..VmSpec::default()
+            },
+            hand_cpus: "0 1 2".into(),
+            ..base("isolated", "isolcpus=3 nohz_full=3, driver's placement (queue 3 on CPU 3), 8 UDP flows")
+        },
+        Scenario {
+            vm: VmSpec { blk_queues: Some(4), ..VmSpec::default() },
+            ..base("managed", "virtio-blk num-queues=4 beside the NIC (kernel-managed vectors), 8 UDP flows")
+        },
+        Scenario {
+            vm: VmSpec { numa: true, ..VmSpec::default() },
+            setup: "pin_inputs 0".into(),
+            hand_cpus: "2 3".into(),
+            ..base("numa", "2 nodes, NIC on node 1 (CPUs 2-3), every input on CPU0, 8 UDP flows")
+        },
+        Scenario {
+            events: "10:kill -9 $BPID; sleep 1; start_balancer".into(),
+            setup: "pin_inputs 0".into(),
+            ..base("kill9", "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows")
+        },
+    ]
+}
+
+/// The scenario's guest environment for one balancer.
+pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String {
+    let mut setup = s.setup.clone();
+    let daemon = match balancer {
+        Balancer::Hand => {
+            setup = if setup.is_empty() {
+                "hand_place".into()
+            } else {
+                format!("{setup}; hand_place")
+            };
+            "none"
+        }
+        other => other.name(),
+    };
+    let tcp: Vec<String> = s
+        .phases
+        .iter()
+        .flat_map(|p| p.tcp_ports.iter().map(u16::to_string))
+        .collect();
+    let quote = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    format!(
+        "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
+         SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD=0.5\nSTEERD_ARGS=\n",
+        quote(&modules.join(" ")),
+        super::netns::GUEST_ADDR,
+        super::netns::HOST_ADDR,
+        super::netns::HOST_MAC,
+        quote(&tcp.join(" ")),
+        quote(&setup),
+        quote(&s.events),
+        quote(&s.hand_cpus),
+        s.duration.as_secs(),
+    )
+}
