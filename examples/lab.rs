@@ -61,12 +61,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
     let mut lab = lab::run::Lab::build(&work, &steerd)?;
     eprintln!("lab: guest kernel {}", lab.kernel.version);
+    println!("Guest kernel {}.\n", lab.kernel.version);
     let mut rows = Vec::new();
+    let mut failures = 0;
     for s in &scenarios {
         for &b in &balancers {
             let mut runs = Vec::new();
             for rep in 0..reps {
-                let raw = lab.run(s, b)?;
+                let raw = match lab.run(s, b) {
+                    Ok(raw) => raw,
+                    Err(e) => {
+                        eprintln!("lab: {} {} #{}: {e}", s.name, b.name(), rep + 1);
+                        failures += 1;
+                        continue;
+                    }
+                };
                 let m = lab::report::analyse(s, &raw);
                 eprintln!(
                     "lab: {} {} #{}: first change {:?}, busiest {:.2}, input CPUs {}, late changes {}, restored {}",
@@ -94,5 +103,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let _ = std::fs::remove_dir_all(&work);
     print!("{}", lab::report::table(&rows));
+    println!();
+    for (what, ok) in lab::report::verdicts(&rows) {
+        println!("- {} {what}", if ok { "met:" } else { "NOT MET:" });
+    }
+    if failures > 0 {
+        return Err(format!("{failures} run(s) failed (see above)").into());
+    }
     Ok(())
 }

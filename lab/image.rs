@@ -121,6 +121,10 @@ pub fn build_base(work: &Path, kernel: &GuestKernel, steerd: &Path) -> Result<(P
     ] {
         copy_exec(&program, &stage.join(to))?;
         copy_libraries(&program, &stage)?;
+        // Debug info is most of a test build's size and the guest never reads it.
+        if which("strip").is_some() {
+            run_cmd("strip", &["--strip-debug", &stage.join(to).display().to_string()])?;
+        }
     }
     let mut loaded = Vec::new();
     for name in MODULES {

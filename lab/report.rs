@@ -360,3 +360,67 @@ pub fn table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
     }
     out
 }
+
+/// The targets, judged on the table's medians: each a sentence and whether it holds.
+pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let find = |name: &str, balancer: &str| {
+        rows.iter()
+            .find(|(s, b, runs)| s.name == name && *b == balancer && !runs.is_empty())
+    };
+    for (s, b, runs) in rows {
+        if *b != "steerd" || runs.is_empty() {
+            continue;
+        }
+        let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));
+        let busiest = med(|m| Some(m.busiest_processed)).unwrap_or(1.0);
+        if let Some((_, _, irqb)) = find(s.name, "irqbalance") {
+            let theirs = median(irqb.iter().map(|m| Some(m.busiest_processed))).unwrap_or(1.0);
+            out.push((
+                format!("{}: steerd's busiest-CPU share {busiest:.2} <= irqbalance's {theirs:.2}", s.name),
+                busiest <= theirs + 0.005,
+            ));
+        }
+        if s.spread
+            && let Some((_, _, hand)) = find(s.name, "hand")
+        {
+            let theirs = median(hand.iter().map(|m| Some(m.busiest_processed))).unwrap_or(1.0);
+            out.push((
+                format!("{}: steerd's busiest-CPU share {busiest:.2} within 10 % of the hand placement's {theirs:.2}", s.name),
+                busiest <= theirs * 1.10 + 0.005,
+            ));
+        }
+        if let Some(first) = med(|m| m.first_change) {
+            out.push((format!("{}: first change after {first:.1} s (< 2 s)", s.name), first < 2.0));
+        }
+        let late = med(|m| Some(m.late_changes as f64)).unwrap_or(0.0);
+        out.push((format!("{}: {late:.0} changes after convergence (0)", s.name), late == 0.0));
+        if s.name == "idle-burst" {
+            let idle = runs.iter().map(|m| m.idle_changes).max().unwrap_or(0);
+            out.push((format!("{}: {idle} changes while idle (0)", s.name), idle == 0));
+        }
+        let restored = runs.iter().filter(|m| m.restored).count();
+        out.push((
+            format!("{}: every value restored after SIGTERM in {restored} of {} runs", s.name, runs.len()),
+            restored == runs.len(),
+        ));
+        if !s.events.is_empty()
+            && s.name != "kill9"
+            && let Some(settle) = med(|m| m.settle)
+        {
+            out.push((
+                format!("{}: every input vector on one online CPU {settle:.1} s after each event (<= 2 ticks)", s.name),
+                settle <= 2.5,
+            ));
+        }
+        if s.vm.blk_queues.is_some() {
+            let lines = runs.iter().map(|m| m.managed_lines).max().unwrap_or(0);
+            let managed = s.vm.blk_queues.unwrap_or(0) as usize;
+            out.push((
+                format!("{}: {lines} log lines about managed IRQs (at most one per managed IRQ, {managed})", s.name),
+                lines <= managed,
+            ));
+        }
+    }
+    out
+}

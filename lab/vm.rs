@@ -33,7 +33,7 @@ impl Default for VmSpec {
             cpus: 4,
             queues: 4,
             rss: false,
-            mem_mb: 512,
+            mem_mb: 1024,
             cmdline: String::new(),
             numa: false,
             blk_queues: None,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Regenerates the side-by-side table in docs/lab.md: builds steerd and the lab in release
+# mode, boots a real guest kernel under QEMU for every scenario and balancer (REPS runs
+# each, medians; IDLE seconds of idle in idle-burst), and replaces the text between the
+# lab-table markers. Needs root and the lab's packages (docs/lab.md). Extra arguments go to
+# the lab (scenario names, --balancers ...). STEERD_LAB_KERNEL=DIR boots an unpacked kernel
+# package instead of /boot's (docs/lab.md).
+#
+#   sudo scripts/lab.sh                 # everything, 3 runs each (about 2.5 hours)
+#   sudo REPS=1 scripts/lab.sh cpu0     # one scenario, one run each
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reps=${REPS:-3}
+idle=${IDLE:-300}
+cargo build --release --bin steerd --example lab
+table=$(mktemp)
+trap 'rm -f "$table"' EXIT
+target/release/examples/lab --reps "$reps" --idle "$idle" "$@" > "$table"
+{
+    echo "Generated $(date -u +%Y-%m-%d) by \`REPS=$reps IDLE=$idle scripts/lab.sh $*\` on $(nproc) host CPUs,"
+    echo "steerd $(git describe --always --dirty)."
+    echo
+    cat "$table"
+} > "$table.block"
+awk -v block="$table.block" '
+    /<!-- lab-table:begin -->/ { print; while ((getline line < block) > 0) print line; skip = 1; next }
+    /<!-- lab-table:end -->/ { skip = 0 }
+    !skip { print }
+' docs/lab.md > docs/lab.md.new
+mv docs/lab.md.new docs/lab.md
+rm -f "$table.block"
+echo "docs/lab.md updated"
