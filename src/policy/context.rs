@@ -312,12 +312,19 @@ impl<'a> Planner<'a> {
                 && matches!(irq.role, IrqRole::Rx | IrqRole::Rxtx);
             let current = current_of.get(irq.irq as usize).copied().flatten();
             let affinity = current.map(|a| &a.affinity).or(irq.affinity.as_ref());
-            let effective = current
-                .and_then(|a| a.effective.as_ref())
-                .or(irq.effective_affinity.as_ref())
-                .and_then(CpuSet::first);
-            let cpu = effective
-                .or_else(|| affinity.and_then(|a| a.intersection(&self.topology.online).first()));
+            // Where it fires: a single-CPU mask is the answer, whatever a (possibly stale)
+            // effective affinity says; a wide mask needs where its interrupts arrive.
+            let cpu = match current {
+                Some(values) => values.cpu(&self.topology.online),
+                None => irq.affinity.as_ref().and_then(|affinity| {
+                    IrqAffinity {
+                        affinity: affinity.clone(),
+                        effective: irq.effective_affinity.clone(),
+                        fires_on: None,
+                    }
+                    .cpu(&self.topology.online)
+                }),
+            };
             let target = Target::IrqAffinity { irq: irq.irq };
             let blocker = if irq.managed {
                 Some(Blocker::Managed)
