@@ -22,6 +22,12 @@ use crate::model::topology::Topology;
 
 use super::placement::{IrqAffinity, Placement};
 
+/// A CPU "carries measured work" from this share of `watermarks.busy_pps` of receive
+/// work up (5k pkt/s by default), and a queue vector below it is idle: placement never
+/// moves an idle vector onto such a CPU while an idle one will do, so tidying up never
+/// stacks a quiet queue onto the CPU doing the machine's work.
+pub const WORK_FLOOR_SHARE: f64 = 0.1;
+
 /// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
 /// protocol work away (measured 30-36 % on veth at 250k pkt/s, KERNEL.md).
 pub const RPS_INTERRUPT_SHARE: f64 = 0.3;
@@ -336,7 +342,10 @@ impl<'a> Planner<'a> {
                 Some(Blocker::Unknown)
             } else if !config.irq.enabled || device.is_some_and(|d| !self.devices[d].manages_irqs) {
                 Some(Blocker::Leave)
-            } else if !queue_vector && config.irq.non_queue == NonQueueIrqs::Leave {
+            } else if !queue_vector
+                && !(irq.role == IrqRole::Tx && irq.queue.is_some())
+                && config.irq.non_queue == NonQueueIrqs::Leave
+            {
                 Some(Blocker::NonQueueLeft)
             } else {
                 None
@@ -408,6 +417,16 @@ impl<'a> Planner<'a> {
     /// Physical core of a CPU.
     pub fn core(&self, cpu: u32) -> u32 {
         self.core_of.get(cpu as usize).copied().unwrap_or(cpu)
+    }
+
+    /// The slot of an IRQ in `irqs` (built in the inventory's order: by number).
+    pub fn slot_of(&self, irq: u32) -> Option<usize> {
+        self.irqs.binary_search_by_key(&irq, |view| view.irq.irq).ok()
+    }
+
+    /// Receive work from which a CPU carries measured work (see [`WORK_FLOOR_SHARE`]).
+    pub fn work_floor(&self) -> f64 {
+        self.config.watermarks.busy_pps * WORK_FLOOR_SHARE
     }
 
     /// Receive work of a CPU as planned.
@@ -540,10 +559,14 @@ impl<'a> Planner<'a> {
         });
     }
 
-    /// `eth0 rx-3` for a queue vector, the IRQ's name otherwise.
+    /// `eth0 rx-3` for a queue vector (`eth0 tx-3` for a transmit vector), the IRQ's name
+    /// otherwise.
     pub fn serves(&self, slot: usize) -> String {
         let view = &self.irqs[slot];
         match (view.device, view.irq.queue) {
+            (Some(d), Some(q)) if view.irq.role == IrqRole::Tx => {
+                format!("{} tx-{q}", self.devices[d].dev.name)
+            }
             (Some(d), Some(q)) => format!("{} rx-{q}", self.devices[d].dev.name),
             _ => view.irq.name.clone(),
         }
