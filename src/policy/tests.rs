@@ -604,3 +604,52 @@ fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
     assert_eq!(placement.irqs[&40].effective, None);
     assert_eq!(placement.irqs[&40].fires_on, None);
 }
+
+/// A NIC with a queue per core and one hot queue (one heavy flow): moving its IRQ cannot
+/// help, so once the pressure is confirmed that queue's protocol work spreads over the
+/// other cores by RPS (with RFS), and nothing more happens while the load stays.
+#[test]
+fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.skew = Some(vec![0.0, 1.0, 0.0, 0.0]);
+    let mut sim = four_cpus(vec![virtio]);
+    sim.set_rate("eth0", 450_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut first = None;
+    for tick in 0..10 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        if !plan.actions.is_empty() && first.is_none() {
+            first = Some((tick, plan.clone()));
+        } else {
+            assert!(plan.actions.is_empty(), "tick {tick}, after RPS on: {plan}");
+        }
+        bench.apply(&plan, &mut state);
+    }
+    let (tick, plan) = first.expect("RPS turned on");
+    assert!(tick >= 1, "confirmed over several ticks, not at once: {plan}");
+    let rps: Vec<&Action> = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a.target, Target::RpsCpus { .. }))
+        .collect();
+    assert_eq!(rps.len(), 1, "only the hot queue: {plan}");
+    assert_eq!(rps[0].target, Target::RpsCpus { device: "eth0".into(), queue: 1 });
+    assert_eq!(rps[0].reason.kind, ReasonKind::RpsOn);
+    assert_eq!(rps[0].new, Value::Cpus(CpuSet::parse_list("0,2-3").unwrap()));
+    assert!(rps[0].reason.text.contains("queue per local core"), "{plan}");
+    assert!(rps[0].expected.contains("spread over CPUs 0,2-3"), "{plan}");
+    assert!(
+        plan.actions
+            .iter()
+            .any(|a| a.target == Target::RpsFlowCnt { device: "eth0".into(), queue: 1 }),
+        "RFS alongside: {plan}"
+    );
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+        "{plan}"
+    );
+}
