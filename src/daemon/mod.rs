@@ -646,7 +646,10 @@ impl Daemon {
                 && irq.queue.is_some()
                 && !irq.managed
                 && config.irq.enabled
-                && irq.device.as_deref().is_some_and(|d| config.manages_irqs_of(d))
+                && irq
+                    .device
+                    .as_deref()
+                    .is_some_and(|d| config.manages_irqs_of(d))
                 && self
                     .placement
                     .irqs

@@ -332,6 +332,9 @@ impl<'a> Planner<'a> {
                 }),
             };
             let target = Target::IrqAffinity { irq: irq.irq };
+            // A queue's transmit vector is placed with its queue (it follows the receive
+            // vector), not left alone as a non-queue IRQ.
+            let tx_vector = device.is_some() && irq.queue.is_some() && irq.role == IrqRole::Tx;
             let blocker = if irq.managed {
                 Some(Blocker::Managed)
             } else if !self.state.failed.is_empty() && self.state.failed.contains_key(&target) {
@@ -342,10 +345,7 @@ impl<'a> Planner<'a> {
                 Some(Blocker::Unknown)
             } else if !config.irq.enabled || device.is_some_and(|d| !self.devices[d].manages_irqs) {
                 Some(Blocker::Leave)
-            } else if !queue_vector
-                && !(irq.role == IrqRole::Tx && irq.queue.is_some())
-                && config.irq.non_queue == NonQueueIrqs::Leave
-            {
+            } else if !queue_vector && !tx_vector && config.irq.non_queue == NonQueueIrqs::Leave {
                 Some(Blocker::NonQueueLeft)
             } else {
                 None
@@ -421,7 +421,9 @@ impl<'a> Planner<'a> {
 
     /// The slot of an IRQ in `irqs` (built in the inventory's order: by number).
     pub fn slot_of(&self, irq: u32) -> Option<usize> {
-        self.irqs.binary_search_by_key(&irq, |view| view.irq.irq).ok()
+        self.irqs
+            .binary_search_by_key(&irq, |view| view.irq.irq)
+            .ok()
     }
 
     /// Receive work from which a CPU carries measured work (see [`WORK_FLOOR_SHARE`]).

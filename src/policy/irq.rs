@@ -295,8 +295,11 @@ fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
     // An idle vector goes to an idle CPU; only if it must leave and none is free does it
     // take a busy one.
     let found = if idle {
-        structural_target(p, d, from, true)
-            .or_else(|| must_move.then(|| structural_target(p, d, from, false)).flatten())
+        structural_target(p, d, from, true).or_else(|| {
+            must_move
+                .then(|| structural_target(p, d, from, false))
+                .flatten()
+        })
     } else {
         structural_target(p, d, from, false)
     };

@@ -463,9 +463,17 @@ fn a_wide_mask_is_pinned_where_its_interrupts_arrive() {
     let action = &plan.actions[0];
     assert_eq!(action.target, Target::IrqAffinity { irq: rx2 });
     assert_eq!(action.reason.kind, ReasonKind::Unpinned);
-    assert_eq!(pinned_to(action), Some(4), "fires on CPU 4 (lowest of 4-7): {plan}");
+    assert_eq!(
+        pinned_to(action),
+        Some(4),
+        "fires on CPU 4 (lowest of 4-7): {plan}"
+    );
     assert!(action.reason.text.contains("4-7"), "{}", action.reason.text);
-    assert!(action.expected.contains("no work moves"), "{}", action.expected);
+    assert!(
+        action.expected.contains("no work moves"),
+        "{}",
+        action.expected
+    );
 }
 
 /// Without a measured CPU (idle, so no interrupt arrived), a wide-mask vector still gets a
@@ -574,7 +582,11 @@ fn an_idle_vector_is_never_moved_onto_a_cpu_that_carries_work() {
     bench.run(20);
     let plan = bench.decide(&mut PolicyState::new());
     let rx3 = bench.sim.irq_of("eth0", 3).unwrap();
-    assert_eq!(irq_action(&plan, rx3).and_then(pinned_to), Some(3), "{plan}");
+    assert_eq!(
+        irq_action(&plan, rx3).and_then(pinned_to),
+        Some(3),
+        "{plan}"
+    );
 }
 
 #[test]
@@ -628,22 +640,39 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         bench.apply(&plan, &mut state);
     }
     let (tick, plan) = first.expect("RPS turned on");
-    assert!(tick >= 1, "confirmed over several ticks, not at once: {plan}");
+    assert!(
+        tick >= 1,
+        "confirmed over several ticks, not at once: {plan}"
+    );
     let rps: Vec<&Action> = plan
         .actions
         .iter()
         .filter(|a| matches!(a.target, Target::RpsCpus { .. }))
         .collect();
     assert_eq!(rps.len(), 1, "only the hot queue: {plan}");
-    assert_eq!(rps[0].target, Target::RpsCpus { device: "eth0".into(), queue: 1 });
+    assert_eq!(
+        rps[0].target,
+        Target::RpsCpus {
+            device: "eth0".into(),
+            queue: 1
+        }
+    );
     assert_eq!(rps[0].reason.kind, ReasonKind::RpsOn);
-    assert_eq!(rps[0].new, Value::Cpus(CpuSet::parse_list("0,2-3").unwrap()));
-    assert!(rps[0].reason.text.contains("queue per local core"), "{plan}");
+    assert_eq!(
+        rps[0].new,
+        Value::Cpus(CpuSet::parse_list("0,2-3").unwrap())
+    );
+    assert!(
+        rps[0].reason.text.contains("queue per local core"),
+        "{plan}"
+    );
     assert!(rps[0].expected.contains("spread over CPUs 0,2-3"), "{plan}");
     assert!(
-        plan.actions
-            .iter()
-            .any(|a| a.target == Target::RpsFlowCnt { device: "eth0".into(), queue: 1 }),
+        plan.actions.iter().any(|a| a.target
+            == Target::RpsFlowCnt {
+                device: "eth0".into(),
+                queue: 1
+            }),
         "RFS alongside: {plan}"
     );
     assert!(
