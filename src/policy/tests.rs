@@ -629,7 +629,8 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     let mut bench = Bench::new(sim, Config::default());
     let mut state = PolicyState::new();
     let mut first = None;
-    for tick in 0..10 {
+    // Past rps_dwell and calm_ticks: the load stays, so nothing narrows either.
+    for tick in 0..90 {
         bench.run(1);
         let plan = bench.decide(&mut state);
         if !plan.actions.is_empty() && first.is_none() {
@@ -639,6 +640,23 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         }
         bench.apply(&plan, &mut state);
     }
+    // The load goes: calm-down turns that RPS off again, as for any mask steerd set.
+    bench.sim.set_rate("eth0", 1_000.0);
+    let mut off = false;
+    for _ in 0..90 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        off |= plan.actions.iter().any(|a| {
+            a.target
+                == Target::RpsCpus {
+                    device: "eth0".into(),
+                    queue: 1,
+                }
+                && a.reason.kind == ReasonKind::RpsOff
+        });
+        bench.apply(&plan, &mut state);
+    }
+    assert!(off, "RPS turned off once calm");
     let (tick, plan) = first.expect("RPS turned on");
     assert!(
         tick >= 1,
