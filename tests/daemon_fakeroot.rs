@@ -976,3 +976,59 @@ fn follows_irqbalances_ban_file_and_a_watched_config_without_restart() {
         Some(1.0)
     );
 }
+
+/// 9. Issue 14: a queue vector with a wide mask whose `effective_affinity_list` is stale
+///    (names rx-1's CPU) is located by its `proc/interrupts` counts (CPU 3) and pinned
+///    there, with nothing moving; the stale value never makes a stacked vector out of it.
+#[test]
+fn pins_a_wide_mask_vector_where_its_interrupts_arrive() {
+    let mut machine = FakeMachine::new(4);
+    machine.nics.push(FakeNic {
+        name: "eth0".into(),
+        driver: "ixgbe".into(),
+        node: Some(0),
+        queues: 4,
+    });
+    let m = Machine::new(machine, |root, tree| {
+        let irqs = &tree.queue_irqs[0];
+        for (q, cpus) in ["0", "1", "2", "1-3"].iter().enumerate() {
+            write_file(
+                root,
+                &format!("proc/irq/{}/smp_affinity_list", irqs[q]),
+                &format!("{cpus}\n"),
+            );
+            let stale = if q == 3 { "1" } else { cpus };
+            write_file(
+                root,
+                &format!("proc/irq/{}/effective_affinity_list", irqs[q]),
+                &format!("{stale}\n"),
+            );
+        }
+    });
+    let kernel = FakeKernel::start(m.tree.clone(), Vec::new());
+    kernel.set_stale_effective();
+    kernel.set_loads((0..4).map(|q| load("eth0", q, 20_000.0)).collect());
+    let rx3 = m.queue_irqs(0)[3];
+    let mut steerd = Steerd::start(m.root(), None);
+    wait_until(WAIT, "rx-3 pinned", Some(&steerd), || {
+        m.irq_cpus(rx3).len() == 1
+    });
+    assert_eq!(m.irq_cpus(rx3).to_list(), "3", "{}", steerd.stderr_text());
+    let decisions = steerd.decisions();
+    let pin = decisions
+        .iter()
+        .find(|d| d.target == format!("irq {rx3} affinity"))
+        .unwrap_or_else(|| panic!("{decisions:#?}"));
+    assert_eq!(pin.reason, "unpinned");
+    assert!(pin.detail.contains("now CPU 3"), "{}", pin.detail);
+    steerd.wait_ticks(3);
+    let moves: Vec<_> = steerd
+        .decisions()
+        .into_iter()
+        .filter(|d| d.target.ends_with("affinity"))
+        .collect();
+    assert_eq!(moves.len(), 1, "{moves:#?}");
+    let status = steerd.stop(Signal::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+    m.assert_all_restored(&steerd);
+}

@@ -451,6 +451,15 @@ impl Daemon {
             }
             self.decide_needed = false;
             self.idle_ticks = 0;
+            self.locate_wide_vectors();
+            let input = DecideInput {
+                topology: &self.machine.topology,
+                inventory: &self.machine.inventory,
+                load: &self.load,
+                config: &self.config,
+                placement: &self.placement,
+                now_ns: self.current.taken_at_ns,
+            };
             let plan = policy::decide(&input, &mut self.policy);
             // A plan repeats every standing note (a managed IRQ, a value someone else
             // set) on every tick, flagged `new` only the first time: log and count
@@ -621,6 +630,71 @@ impl Daemon {
         }
     }
 
+    /// Where the interrupts of movable queue vectors with a wide mask (one that lets the
+    /// kernel pick the CPU) arrived since the last look: the CPU with the largest rise of
+    /// its `proc/interrupts` column, recorded as `fires_on` in the placement.
+    ///
+    /// Their `effective_affinity` cannot be trusted (on 6.1 x86 it keeps an older CPU
+    /// until the vector fires), and their mask does not say. Reading `proc/interrupts` is
+    /// costly on big machines, so it is read only on ticks that decide and only while such
+    /// vectors exist: the policy pins every queue vector it may move to a single CPU
+    /// (`unpinned`), so in steady state there are none and this costs nothing.
+    fn locate_wide_vectors(&mut self) {
+        let config = &self.config;
+        let wide = |irq: &&crate::model::inventory::Irq| {
+            matches!(irq.role, IrqRole::Rx | IrqRole::Rxtx)
+                && irq.queue.is_some()
+                && !irq.managed
+                && config.irq.enabled
+                && irq
+                    .device
+                    .as_deref()
+                    .is_some_and(|d| config.manages_irqs_of(d))
+                && self
+                    .placement
+                    .irqs
+                    .get(&irq.irq)
+                    .is_some_and(|a| a.affinity.len() > 1)
+        };
+        if !self.machine.inventory.irqs.iter().any(|irq| wide(&irq)) {
+            return;
+        }
+        let wanted: Vec<u32> = self
+            .machine
+            .inventory
+            .irqs
+            .iter()
+            .filter(wide)
+            .map(|irq| irq.irq)
+            .collect();
+        let parsed = match crate::kernel::procfs::interrupts::read(&self.options.root) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                debug!(error = %e, "cannot read proc/interrupts to locate wide-mask vectors: {e}");
+                return;
+            }
+        };
+        for irq in wanted {
+            let Some(line) = parsed.line(irq) else {
+                continue;
+            };
+            let Ok(index) = self
+                .machine
+                .inventory
+                .irqs
+                .binary_search_by_key(&irq, |i| i.irq)
+            else {
+                continue;
+            };
+            let entry = &mut self.machine.inventory.irqs[index];
+            let busiest = fires_on(&entry.per_cpu, &line.per_cpu);
+            entry.per_cpu.clone_from(&line.per_cpu);
+            if let Some(values) = self.placement.irqs.get_mut(&irq) {
+                values.fires_on = busiest;
+            }
+        }
+    }
+
     /// Per-queue counters of the devices where they matter (see `queue_devices`).
     fn sample_queues(&mut self) {
         let Some(source) = self.queue_source.as_mut() else {
@@ -670,12 +744,13 @@ impl Daemon {
                 if let Ok(index) = inventory.irqs.binary_search_by_key(irq, |i| i.irq) {
                     let entry = &mut inventory.irqs[index];
                     entry.affinity = Some(cpus.clone());
-                    // The kernel delivers it to one CPU of the new mask from the next
-                    // interrupt on; until rediscovery reads effective_affinity again,
-                    // assume the first one, as the policy's placement does. Without
-                    // this, steerd_irq_effective_cpu kept the old CPU for up to
+                    // The kernel delivers it to the new mask from the next interrupt on;
+                    // until rediscovery reads effective_affinity again, a single-CPU mask
+                    // is where it fires, and for a wide mask nobody knows yet (the
+                    // policy's placement does the same). Without this,
+                    // steerd_irq_effective_cpu kept the old CPU for up to
                     // REDISCOVER_EVERY after every move.
-                    entry.effective_affinity = cpus.first().map(|cpu| [cpu].into_iter().collect());
+                    entry.effective_affinity = (cpus.len() == 1).then(|| cpus.clone());
                 }
             }
             (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
@@ -1140,9 +1215,33 @@ fn policy_value_of(value: &KnobValue) -> Value {
     }
 }
 
+/// The CPU whose count rose most between two `proc/interrupts` rows (indexed by CPU id),
+/// if any rose.
+fn fires_on(before: &[u64], now: &[u64]) -> Option<u32> {
+    now.iter()
+        .enumerate()
+        .map(|(cpu, &count)| {
+            let was = before.get(cpu).copied().unwrap_or(0);
+            (cpu as u32, count.saturating_sub(was))
+        })
+        .filter(|&(_, rise)| rise > 0)
+        .max_by_key(|&(cpu, rise)| (rise, std::cmp::Reverse(cpu)))
+        .map(|(cpu, _)| cpu)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_vector_fires_where_its_count_rose_most() {
+        // CPU 2 took the interrupts since the last look; CPU 0's old count is history.
+        assert_eq!(fires_on(&[900, 0, 5, 0], &[900, 1, 80, 0]), Some(2));
+        // Nothing rose: not known (the policy falls back to effective_affinity).
+        assert_eq!(fires_on(&[7, 3], &[7, 3]), None);
+        // A CPU that came online has no earlier column.
+        assert_eq!(fires_on(&[4], &[4, 0, 12]), Some(2));
+    }
     use crate::fakeroot::{FakeMachine, FakeNic};
 
     #[test]

@@ -22,6 +22,12 @@ use crate::model::topology::Topology;
 
 use super::placement::{IrqAffinity, Placement};
 
+/// A CPU "carries measured work" from this share of `watermarks.busy_pps` of receive
+/// work up (5k pkt/s by default), and a queue vector below it is idle: placement never
+/// moves an idle vector onto such a CPU while an idle one will do, so tidying up never
+/// stacks a quiet queue onto the CPU doing the machine's work.
+pub const WORK_FLOOR_SHARE: f64 = 0.1;
+
 /// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
 /// protocol work away (measured 30-36 % on veth at 250k pkt/s, KERNEL.md).
 pub const RPS_INTERRUPT_SHARE: f64 = 0.3;
@@ -312,13 +318,23 @@ impl<'a> Planner<'a> {
                 && matches!(irq.role, IrqRole::Rx | IrqRole::Rxtx);
             let current = current_of.get(irq.irq as usize).copied().flatten();
             let affinity = current.map(|a| &a.affinity).or(irq.affinity.as_ref());
-            let effective = current
-                .and_then(|a| a.effective.as_ref())
-                .or(irq.effective_affinity.as_ref())
-                .and_then(CpuSet::first);
-            let cpu = effective
-                .or_else(|| affinity.and_then(|a| a.intersection(&self.topology.online).first()));
+            // Where it fires: a single-CPU mask is the answer, whatever a (possibly stale)
+            // effective affinity says; a wide mask needs where its interrupts arrive.
+            let cpu = match current {
+                Some(values) => values.cpu(&self.topology.online),
+                None => irq.affinity.as_ref().and_then(|affinity| {
+                    IrqAffinity {
+                        affinity: affinity.clone(),
+                        effective: irq.effective_affinity.clone(),
+                        fires_on: None,
+                    }
+                    .cpu(&self.topology.online)
+                }),
+            };
             let target = Target::IrqAffinity { irq: irq.irq };
+            // A queue's transmit vector is placed with its queue (it follows the receive
+            // vector), not left alone as a non-queue IRQ.
+            let tx_vector = device.is_some() && irq.queue.is_some() && irq.role == IrqRole::Tx;
             let blocker = if irq.managed {
                 Some(Blocker::Managed)
             } else if !self.state.failed.is_empty() && self.state.failed.contains_key(&target) {
@@ -329,7 +345,7 @@ impl<'a> Planner<'a> {
                 Some(Blocker::Unknown)
             } else if !config.irq.enabled || device.is_some_and(|d| !self.devices[d].manages_irqs) {
                 Some(Blocker::Leave)
-            } else if !queue_vector && config.irq.non_queue == NonQueueIrqs::Leave {
+            } else if !queue_vector && !tx_vector && config.irq.non_queue == NonQueueIrqs::Leave {
                 Some(Blocker::NonQueueLeft)
             } else {
                 None
@@ -401,6 +417,18 @@ impl<'a> Planner<'a> {
     /// Physical core of a CPU.
     pub fn core(&self, cpu: u32) -> u32 {
         self.core_of.get(cpu as usize).copied().unwrap_or(cpu)
+    }
+
+    /// The slot of an IRQ in `irqs` (built in the inventory's order: by number).
+    pub fn slot_of(&self, irq: u32) -> Option<usize> {
+        self.irqs
+            .binary_search_by_key(&irq, |view| view.irq.irq)
+            .ok()
+    }
+
+    /// Receive work from which a CPU carries measured work (see [`WORK_FLOOR_SHARE`]).
+    pub fn work_floor(&self) -> f64 {
+        self.config.watermarks.busy_pps * WORK_FLOOR_SHARE
     }
 
     /// Receive work of a CPU as planned.
@@ -533,10 +561,14 @@ impl<'a> Planner<'a> {
         });
     }
 
-    /// `eth0 rx-3` for a queue vector, the IRQ's name otherwise.
+    /// `eth0 rx-3` for a queue vector (`eth0 tx-3` for a transmit vector), the IRQ's name
+    /// otherwise.
     pub fn serves(&self, slot: usize) -> String {
         let view = &self.irqs[slot];
         match (view.device, view.irq.queue) {
+            (Some(d), Some(q)) if view.irq.role == IrqRole::Tx => {
+                format!("{} tx-{q}", self.devices[d].dev.name)
+            }
             (Some(d), Some(q)) => format!("{} rx-{q}", self.devices[d].dev.name),
             _ => view.irq.name.clone(),
         }

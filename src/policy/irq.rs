@@ -4,11 +4,16 @@
 //!
 //! * **Placement** (count-based, applies even when idle, so an idle machine keeps its
 //!   spread and is ready for the next burst): a queue vector must not fire on a forbidden
-//!   CPU, should fire on its device's NUMA node, should not share a CPU with another queue
-//!   vector of its device, nor a physical core while the device has a free local core, nor
-//!   a core used by another device's queue vector while a core is free. Vectors claim CPUs
-//!   in a fixed order (unmovable ones first, then by device name and queue number), so the
-//!   rules have one fixed point and never chase each other.
+//!   CPU, must be pinned to a single CPU (a wide mask lets the kernel pick, and what it
+//!   picked is not reliably visible), should fire on its device's NUMA node, should not
+//!   share a CPU with another queue vector of its device, nor a physical core while the
+//!   device has a free local core, nor a core used by another device's queue vector while a
+//!   core is free. Vectors claim CPUs in a fixed order (unmovable ones first, then by
+//!   device name and queue number), so the rules have one fixed point and never chase each
+//!   other. An idle vector is never moved onto a CPU that carries measured work while an
+//!   idle CPU will do. Only receive (rx and combined) vectors count in the occupancy; a
+//!   queue's separate transmit vector follows its receive vector to the same CPU
+//!   ([`follow_rx`]), so it never takes a CPU from a receive queue.
 //! * **Relief** (load-based): from a confirmed hot CPU, move queue vectors, heaviest first,
 //!   to the coolest CPU that breaks no placement rule, when the predicted drop of the hot
 //!   CPU's work is at least `min_gain` of it and the target ends up below the source.
@@ -21,6 +26,7 @@ use super::hysteresis::kilo;
 use super::plan::{NoteKind, ReasonKind, Target, Value};
 use crate::config::NumaPolicy;
 use crate::cpuset::CpuSet;
+use crate::model::inventory::IrqRole;
 
 /// An IRQ that breaks a placement rule.
 #[derive(Debug, Clone)]
@@ -124,6 +130,15 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
                 "may fire on CPU {}, which is {}",
                 stray.to_list(),
                 forbidden_why(p, first)
+            ),
+        ));
+    }
+    if let Some(mask) = view.affinity.filter(|a| a.len() > 1) {
+        return Some((
+            ReasonKind::Unpinned,
+            format!(
+                "its mask {} lets the kernel pick the CPU (now CPU {cpu}); a receive queue gets one CPU of its own",
+                mask.to_list()
             ),
         ));
     }
@@ -270,7 +285,40 @@ fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
         return false;
     };
     let from = p.irqs[m.slot].cpu;
-    let Some((to, to_key)) = structural_target(p, d, from) else {
+    let idle = p.irqs[m.slot].weight < p.work_floor();
+    // An unpinned vector already on a good local CPU can be pinned where it is.
+    let pin_here = from.filter(|&cpu| {
+        m.kind == ReasonKind::Unpinned && p.devices[d].local.contains(cpu) && !p.evict.contains(cpu)
+    });
+    let must_move = matches!(m.kind, ReasonKind::ForbiddenCpu | ReasonKind::RemoteNode)
+        || (m.kind == ReasonKind::Unpinned && pin_here.is_none());
+    // An idle vector goes to an idle CPU; only if it must leave and none is free does it
+    // take a busy one.
+    let found = if idle {
+        structural_target(p, d, from, true).or_else(|| {
+            must_move
+                .then(|| structural_target(p, d, from, false))
+                .flatten()
+        })
+    } else {
+        structural_target(p, d, from, false)
+    };
+    if let Some(here) = pin_here {
+        let occupied = occupancy(p, d, here);
+        let (to, why) = match found {
+            Some((to, key)) if key < occupied => {
+                let (_, cured) = occupancy_reason(p, d, here, to, occupied);
+                (to, format!("{}; and on CPU {here}: {cured}", m.why))
+            }
+            _ => (here, m.why.clone()),
+        };
+        if to != here {
+            p.devices[d].search_from = to + 1;
+        }
+        move_vector(p, m.slot, to, ReasonKind::Unpinned, why);
+        return true;
+    }
+    let Some((to, to_key)) = found else {
         let name = p.devices[d].dev.name.clone();
         let irq = p.irqs[m.slot].irq.irq;
         if p.devices[d].local.is_empty() {
@@ -288,9 +336,8 @@ fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
         return false;
     };
     let (kind, why) = match (m.kind, from) {
-        (ReasonKind::ForbiddenCpu | ReasonKind::RemoteNode, _) | (_, None) => {
-            (m.kind, m.why.clone())
-        }
+        (ReasonKind::ForbiddenCpu | ReasonKind::RemoteNode | ReasonKind::Unpinned, _)
+        | (_, None) => (m.kind, m.why.clone()),
         (_, Some(cpu)) => {
             // Judged again against the claims made so far this tick: an earlier move may
             // have cured it, or made a better target than the analysis saw.
@@ -355,9 +402,17 @@ fn occupancy_reason(
 
 /// The best CPU for a queue vector of device `d`, with its occupancy: fewest vectors of its
 /// device on the CPU, then on the core, then vectors of any device on the core, then the
-/// least busy core; among equals, the first found from where the last search ended.
-fn structural_target(p: &Planner, d: usize, from: Option<u32>) -> Option<(u32, (u16, u16, u16))> {
+/// least busy core; among equals, the first found from where the last search ended. With
+/// `idle_only`, CPUs that carry measured work (see `WORK_FLOOR_SHARE`) are left out: the
+/// target for an idle vector.
+fn structural_target(
+    p: &Planner,
+    d: usize,
+    from: Option<u32>,
+    idle_only: bool,
+) -> Option<(u32, (u16, u16, u16))> {
     let dev = &p.devices[d];
+    let floor = p.work_floor();
     let mut best: Option<((u16, u16, u16), f64, u32)> = None;
     let start = dev.search_from;
     let order = dev
@@ -371,6 +426,9 @@ fn structural_target(p: &Planner, d: usize, from: Option<u32>) -> Option<(u32, (
         }
         let key = occupancy(p, d, cpu);
         let load = p.core_load(cpu);
+        if idle_only && load >= floor {
+            continue;
+        }
         let better = match &best {
             None => true,
             Some((k, l, _)) => key.cmp(k).then(load.total_cmp(l)).is_lt(),
@@ -437,6 +495,9 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
     let serves = p.serves(slot);
     let to_before = p.work_of(to);
     let expected = match from {
+        Some(from) if from == to => {
+            format!("{serves} fires only on CPU {to}, where it fires now: no work moves")
+        }
         Some(from) if weight > 0.0 => {
             let from_before = p.work_of(from);
             format!(
@@ -450,12 +511,14 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
         _ => format!("{serves} fires on CPU {to} (it carries no measured work now)"),
     };
     p.release(slot);
-    p.shift_work(from, Some(to), weight);
-    if let Some(from) = from {
-        p.relieved.insert(from);
-        p.touched.insert(from);
+    if from != Some(to) {
+        p.shift_work(from, Some(to), weight);
+        if let Some(from) = from {
+            p.relieved.insert(from);
+            p.touched.insert(from);
+        }
+        p.touched.insert(to);
     }
-    p.touched.insert(to);
     p.irqs[slot].cpu = Some(to);
     p.claim(slot);
     p.moved.insert(irq);
@@ -649,4 +712,64 @@ fn relief_target(p: &Planner, slot: usize, h: u32) -> Option<u32> {
         }
     }
     best.map(|b| b.2)
+}
+
+/// Moves each queue's separate transmit vector (virtio's `output.N`, `eth0-tx-N`) to the
+/// CPU its receive vector fires on as planned, in full and outside the budget like the
+/// placement rules. Transmit completions are light and belong with the queue pair's
+/// receive work (same cache, and XPS maps transmit queues to that CPU); they take no part
+/// in the occupancy, so a transmit vector never keeps a receive queue off a CPU. A
+/// follower needs no dwell of its own: it moves only when its receive vector did, which
+/// has one. Transmit vectors without a receive vector of the same queue number are left
+/// where they are (off forbidden CPUs, as any IRQ).
+pub fn follow_rx(p: &mut Planner) {
+    for d in 0..p.devices.len() {
+        if !p.devices[d].manages_irqs {
+            continue;
+        }
+        for &irq_number in &p.devices[d].dev.irqs {
+            let Some(slot) = p.slot_of(irq_number) else {
+                continue;
+            };
+            let view = &p.irqs[slot];
+            let (IrqRole::Tx, Some(queue), None) = (view.irq.role, view.irq.queue, view.blocker)
+            else {
+                continue;
+            };
+            if p.moved.contains(&irq_number) {
+                continue;
+            }
+            let rx = p.devices[d]
+                .vectors
+                .iter()
+                .copied()
+                .find(|&s| p.irqs[s].irq.queue == Some(queue));
+            let Some(rx) = rx else { continue };
+            let Some(to) = p.irqs[rx].cpu else { continue };
+            if !p.allowed.contains(to) {
+                continue;
+            }
+            let view = &p.irqs[slot];
+            let old = view.affinity.cloned().unwrap_or_default();
+            if old.len() == 1 && old.contains(to) {
+                continue;
+            }
+            let serves = p.serves(slot);
+            let why = format!(
+                "{} fires on CPU {to}; its transmit vector goes with it",
+                p.serves(rx)
+            );
+            let expected = format!("{serves} fires only on CPU {to}, beside its receive queue");
+            p.irqs[slot].cpu = Some(to);
+            p.moved.insert(irq_number);
+            p.push(
+                Target::IrqAffinity { irq: irq_number },
+                Some(serves),
+                Value::Cpus(old),
+                Value::Cpus(CpuSet::from_iter([to])),
+                (ReasonKind::FollowsRx, why),
+                expected,
+            );
+        }
+    }
 }

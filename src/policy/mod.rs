@@ -8,8 +8,9 @@
 //!
 //! 1. placement rules, at once and outside the action budget (they are count-based facts
 //!    with a single fixed point): IRQs and RPS masks off forbidden CPUs (banned, isolated,
-//!    `nohz_full`), IRQs onto their device's NUMA node, one queue vector per CPU and per
-//!    physical core, NICs offset from each other;
+//!    `nohz_full`), queue vectors pinned to one CPU each, IRQs onto their device's NUMA
+//!    node, one receive queue vector per CPU and per physical core, NICs offset from each
+//!    other (and, last of all, transmit vectors beside their receive vectors);
 //! 2. the distress fast path: IRQ moves, then RPS, for CPUs dropping packets;
 //! 3. relief of other hot CPUs by IRQ moves;
 //! 4. RPS on, widen, narrow, off (with RFS tables alongside);
@@ -66,6 +67,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     rps::plan(&mut p, true);
     irq::relieve(&mut p, false);
     rps::plan(&mut p, false);
+    irq::follow_rx(&mut p);
     rfs::settle(&mut p);
     p.restart_streaks();
     p.state.settled = p.actions.is_empty() && p.waiting.is_empty();

@@ -19,8 +19,42 @@ use crate::model::inventory::Inventory;
 pub struct IrqAffinity {
     /// `smp_affinity_list`.
     pub affinity: CpuSet,
-    /// `effective_affinity_list`, when the kernel has it.
+    /// `effective_affinity_list`, when the kernel has it. Can be stale: on some kernels
+    /// (6.1 x86 MSI) it keeps naming the CPU of an older mask until the vector next
+    /// fires, which for an idle vector may be never. The policy trusts it only as a last
+    /// resort (see `fires_on`).
     pub effective: Option<CpuSet>,
+    /// The CPU this IRQ's interrupts arrived on most since the caller last looked (per-CPU
+    /// `proc/interrupts` deltas), when known. The daemon measures it only for movable queue
+    /// vectors whose mask spans several CPUs: with a single-CPU mask the mask says it all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fires_on: Option<u32>,
+}
+
+impl IrqAffinity {
+    /// Where the IRQ's interrupts go, as best known: its mask when that is a single online
+    /// CPU (never a stale effective affinity, see `effective`); otherwise the CPU they
+    /// were seen arriving on, then the effective affinity (within the mask, or anywhere
+    /// online when no CPU of the mask is: the kernel broke the affinity), then the mask's
+    /// first online CPU. Allocates nothing: it runs for every IRQ on every decision.
+    pub fn cpu(&self, online: &CpuSet) -> Option<u32> {
+        let in_mask = |c: u32| online.contains(c) && self.affinity.contains(c);
+        if self.affinity.len() == 1
+            && let Some(cpu) = self.affinity.first().filter(|&c| in_mask(c))
+        {
+            return Some(cpu);
+        }
+        let mask_online = self.affinity.iter().any(|c| online.contains(c));
+        self.fires_on
+            .filter(|&c| online.contains(c))
+            .or_else(|| {
+                self.effective
+                    .as_ref()
+                    .and_then(CpuSet::first)
+                    .filter(|&c| in_mask(c) || (!mask_online && online.contains(c)))
+            })
+            .or_else(|| self.affinity.iter().find(|&c| online.contains(c)))
+    }
 }
 
 /// One rx queue's steering values; `None` where the file does not exist.
@@ -54,6 +88,7 @@ impl Placement {
                     IrqAffinity {
                         affinity,
                         effective: irq.effective_affinity.clone(),
+                        fires_on: None,
                     },
                 ))
             })
@@ -126,18 +161,20 @@ impl Placement {
         })
     }
 
-    /// Records a value as written. An IRQ's effective affinity becomes the lowest CPU of
-    /// its new affinity until the next read says otherwise (the kernel picks one CPU of
-    /// the mask at the next interrupt).
+    /// Records a value as written. An IRQ's effective affinity becomes its new mask when
+    /// that is a single CPU (the only CPU the kernel can deliver to), and unknown
+    /// otherwise: which CPU of a wide mask the kernel picks shows only in where the
+    /// interrupts arrive, measured afresh (`fires_on` starts over too).
     pub fn set(&mut self, target: &Target, value: &Value) {
         match (target, value) {
             (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
-                let effective = cpus.first().map(|cpu| [cpu].into_iter().collect());
+                let effective = (cpus.len() == 1).then(|| cpus.clone());
                 self.irqs.insert(
                     *irq,
                     IrqAffinity {
                         affinity: cpus.clone(),
                         effective,
+                        fires_on: None,
                     },
                 );
             }

@@ -85,6 +85,11 @@ pub enum ReasonKind {
     SharedCore,
     /// Queue vectors of two devices share a core while a core is free.
     DeviceOverlap,
+    /// A queue vector's mask spans several CPUs and lets the kernel pick one: it gets a
+    /// single CPU by the same rules.
+    Unpinned,
+    /// A queue's transmit vector joins its receive vector's CPU.
+    FollowsRx,
     /// Moving load off a hot CPU (pressure or imbalance).
     HotCpu,
     /// Moving load off a CPU that drops packets or runs out of budget.
@@ -114,6 +119,8 @@ impl ReasonKind {
             ReasonKind::StackedVectors => "stacked_vectors",
             ReasonKind::SharedCore => "shared_core",
             ReasonKind::DeviceOverlap => "device_overlap",
+            ReasonKind::Unpinned => "unpinned",
+            ReasonKind::FollowsRx => "follows_rx",
             ReasonKind::HotCpu => "hot_cpu",
             ReasonKind::Distress => "distress",
             ReasonKind::RpsOn => "rps_on",
@@ -315,6 +322,8 @@ mod tests {
     fn reason_names_match_serde() {
         for kind in [
             ReasonKind::ForbiddenCpu,
+            ReasonKind::Unpinned,
+            ReasonKind::FollowsRx,
             ReasonKind::RpsOn,
             ReasonKind::RfsOff,
         ] {

@@ -7,9 +7,10 @@
 //! IPI per batch on the interrupting CPU), so in `auto` mode:
 //!
 //! * **on / widen** when a queue's interrupting CPU is under pressure or in distress and
-//!   its device has fewer queues than local cores (a NIC with one queue per core keeps RPS
-//!   off); for devices without IRQs, when a hot CPU's work is not explained by any queue
-//!   IRQ. The mask is the device's allowed NUMA-local CPUs, leaving out the busy
+//!   its device has fewer queues than local cores; on a NIC with a queue per core, only the
+//!   hot queue, over the other local cores, one CPU per core ([`per_core_relief`]: until
+//!   the RSS table lever lands, the hash cannot be evened out); for devices without IRQs,
+//!   when a hot CPU's work is not explained by any queue IRQ. The mask is the device's allowed NUMA-local CPUs, leaving out the busy
 //!   interrupting CPUs when enough others remain. Hot queues and queues carrying a skewed
 //!   share are widened; a device without IRQs gets the same mask on every queue (veth maps
 //!   a packet on queue k to rx-(k-1)'s mask).
@@ -268,14 +269,9 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
             return;
         }
         if one_per_core {
-            p.note(
-                NoteKind::CannotRelieve,
-                None,
-                format!("{name} one queue per core"),
-                format!(
-                    "{why}; but {name} has a hardware queue per local core, so RPS stays off: spread its hash instead (ethtool -X)"
-                ),
-            );
+            // Every core already has a queue: only the hot queues spread, each over the
+            // other cores, until the RSS indirection lever can even the hash out.
+            per_core_relief(p, d, distress, &hot_cpus, &hot_queues, why);
             return;
         }
         // Queues carrying a skewed share are widened with the hot ones.
@@ -387,6 +383,139 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
         100.0 * super::context::RPS_INTERRUPT_SHARE
     );
     apply(p, d, changes, kind, why, expected, true);
+}
+
+/// RPS for the hot queues of a NIC with a hardware queue per local core (issue 14): moving
+/// a queue's IRQ cannot help (it takes all its work along, and every core already has a
+/// queue), so each hot queue's protocol work spreads over the device's other allowed
+/// NUMA-local cores, one CPU per core (`per_core_mask`), as the kernel's scaling.rst sets
+/// RPS for a queue: the interrupting CPU keeps the driver's share of each packet. Same
+/// hysteresis as any RPS change (confirmed pressure, `rps_dwell`, the action budget,
+/// calm-down narrowing), and the predicted cut of the hot CPU's work must reach
+/// `min_gain`. The RSS indirection table (a later lever) would fix the hash instead.
+fn per_core_relief(
+    p: &mut Planner,
+    d: usize,
+    distress: bool,
+    hot_cpus: &CpuSet,
+    hot_queues: &[u32],
+    why: String,
+) {
+    let name = p.devices[d].dev.name.clone();
+    let dwell = p.config.hysteresis.rps_dwell.as_nanos() as u64;
+    let min_gain = p.config.hysteresis.min_gain;
+    let dev_queues = queues(p, d);
+    let mut changes = Vec::new();
+    let mut all_off = true;
+    let mut spread = CpuSet::new();
+    for &queue in hot_queues {
+        let Some((_, current)) = dev_queues.iter().find(|(q, _)| *q == queue) else {
+            continue;
+        };
+        let vector = p.devices[d]
+            .vectors
+            .iter()
+            .map(|&slot| &p.irqs[slot])
+            .find(|view| view.irq.queue == Some(queue));
+        let Some((irq_cpu, pps)) = vector.and_then(|v| Some((v.cpu?, v.pps))) else {
+            continue;
+        };
+        let mask = per_core_mask(p, d, irq_cpu, hot_cpus);
+        if mask.len() < 2 || *current == mask || mask.is_subset(current) {
+            continue;
+        }
+        let t = target(p, d, queue);
+        if p.frozen(&t) {
+            continue;
+        }
+        if !current.is_empty() && !owned(p, d, queue, current) {
+            p.note(
+                NoteKind::ForeignMask,
+                Some(t),
+                format!("{name} rx-{queue}"),
+                format!(
+                    "{name} rx-{queue} rps_cpus {} was not set by steerd: auto mode leaves it",
+                    current.to_list()
+                ),
+            );
+            continue;
+        }
+        if !distress && !p.state.dwelt(&t, p.now_ns, dwell) {
+            p.waiting.push(format!(
+                "{name} rx-{queue}: RPS changed less than hysteresis.rps_dwell ago"
+            ));
+            continue;
+        }
+        // The protocol work leaves the interrupting CPU (if it is not in the mask).
+        let kept = if mask.contains(irq_cpu) {
+            1.0 / mask.len() as f64
+        } else {
+            0.0
+        };
+        let cut = pps * (1.0 - super::context::RPS_INTERRUPT_SHARE) * (1.0 - kept);
+        let work = p.work_of(irq_cpu).max(f64::MIN_POSITIVE);
+        if cut < min_gain * work {
+            p.waiting.push(format!(
+                "{name} rx-{queue}: RPS would cut CPU {irq_cpu}'s work by only {:.0}% (hysteresis.min_gain {:.0}%)",
+                100.0 * cut / work,
+                100.0 * min_gain
+            ));
+            continue;
+        }
+        all_off &= current.is_empty();
+        spread = spread.union(&mask);
+        changes.push((queue, mask));
+    }
+    if changes.is_empty() {
+        return;
+    }
+    let list: Vec<String> = changes.iter().map(|(q, _)| format!("rx-{q}")).collect();
+    let why = format!(
+        "{why}; {name} has a hardware queue per local core, so its hot queue's protocol work spreads over the other cores (until the RSS table can be evened out)"
+    );
+    let expected = format!(
+        "protocol work of {name} {} spread over CPUs {}, one per core; the interrupting CPU keeps about {:.0}% of the per-packet cost plus an IPI per batch",
+        list.join(", "),
+        spread.to_list(),
+        100.0 * super::context::RPS_INTERRUPT_SHARE
+    );
+    let kind = if all_off {
+        ReasonKind::RpsOn
+    } else {
+        ReasonKind::RpsWiden
+    };
+    apply(p, d, changes, kind, why, expected, true);
+}
+
+/// One allowed NUMA-local CPU per physical core of device `d` (the lowest of each core),
+/// leaving out the cores of the hot interrupting CPUs when `rps.exclude_busy_irq_cpus`
+/// is on and at least two cores remain (else only `irq_cpu`'s core, else none).
+fn per_core_mask(p: &Planner, d: usize, irq_cpu: u32, busy: &CpuSet) -> CpuSet {
+    let pick = |skip: &dyn Fn(u32) -> bool| {
+        let mut cores = std::collections::HashSet::new();
+        let mut mask = CpuSet::new();
+        for cpu in p.devices[d].local.iter() {
+            let core = p.core(cpu);
+            if !skip(core) && cores.insert(core) {
+                mask.insert(cpu);
+            }
+        }
+        mask
+    };
+    if !p.config.rps.exclude_busy_irq_cpus {
+        return pick(&|_| false);
+    }
+    let busy_cores: std::collections::HashSet<u32> = busy.iter().map(|c| p.core(c)).collect();
+    let without_busy = pick(&|core| busy_cores.contains(&core));
+    if without_busy.len() >= 2 {
+        return without_busy;
+    }
+    let own = p.core(irq_cpu);
+    let without_own = pick(&|core| core == own);
+    if without_own.len() >= 2 {
+        return without_own;
+    }
+    pick(&|_| false)
 }
 
 /// The mask for a device: its allowed NUMA-local CPUs (for a device without a node, those

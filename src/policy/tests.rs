@@ -355,3 +355,348 @@ fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
     );
     assert!(state.written(&Target::IrqAffinity { irq }).is_none());
 }
+
+// ---------------------------------------------------------------------------------------
+// Placement on real vector layouts (issue 14)
+
+fn four_cpus(nics: Vec<NicSpec>) -> SimMachine {
+    SimMachine::new(&Shape::new(1, 4, 1, Siblings::Split), nics, 7)
+}
+
+/// The single CPU an IRQ action pins to.
+fn pinned_to(action: &Action) -> Option<u32> {
+    match (&action.target, &action.new) {
+        (Target::IrqAffinity { .. }, Value::Cpus(cpus)) if cpus.len() == 1 => cpus.first(),
+        _ => None,
+    }
+}
+
+fn irq_action(plan: &Plan, irq: u32) -> Option<&Action> {
+    plan.actions
+        .iter()
+        .find(|a| a.target == Target::IrqAffinity { irq })
+}
+
+/// The issue's guest: virtio-net with 4 queue pairs on 4 vCPUs, every input vector pinned
+/// to CPU 0, the outputs where the driver put them (reversed here, so that following
+/// shows), effective_affinity stale (still the driver's CPU N, which would make input.N
+/// look alone on CPU N). The single-CPU masks are what counts: the plan spreads the inputs
+/// over 4 CPUs in one tick, and each output joins its input.
+#[test]
+fn inputs_on_one_cpu_spread_in_one_tick_whatever_a_stale_effective_affinity_says() {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.flows = 8;
+    let mut sim = four_cpus(vec![virtio]);
+    sim.stale_effective = true;
+    sim.pin_queues("eth0", &[0]);
+    for q in 0..4 {
+        let tx = sim.tx_irq_of("eth0", q).unwrap();
+        sim.write(
+            &Target::IrqAffinity { irq: tx },
+            &Value::Cpus(CpuSet::from_iter([3 - q])),
+        )
+        .unwrap();
+    }
+    sim.set_rate("eth0", 400_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(3);
+    for q in 0..4 {
+        let rx = bench.sim.irq_of("eth0", q).unwrap();
+        bench.sim.set_reported_effective(rx, q);
+    }
+    let mut state = PolicyState::new();
+    let plan = bench.decide(&mut state);
+    let mut cpus: Vec<u32> = (0..4)
+        .map(|q| {
+            let rx = bench.sim.irq_of("eth0", q).unwrap();
+            irq_action(&plan, rx).map_or(0, |a| pinned_to(a).unwrap())
+        })
+        .collect();
+    for q in 1..4 {
+        let rx = bench.sim.irq_of("eth0", q).unwrap();
+        let action = irq_action(&plan, rx).expect("every stacked input moves now");
+        assert_eq!(action.reason.kind, ReasonKind::StackedVectors, "{plan}");
+        assert!(
+            action.reason.text.contains("already fires on CPU 0"),
+            "{}",
+            action.reason.text
+        );
+    }
+    for q in 0..4 {
+        let tx = bench.sim.tx_irq_of("eth0", q).unwrap();
+        let action = irq_action(&plan, tx).expect("each output follows its input");
+        assert_eq!(action.reason.kind, ReasonKind::FollowsRx, "{plan}");
+        assert_eq!(pinned_to(action), Some(cpus[q as usize]), "{plan}");
+        assert_eq!(action.serves.as_deref(), Some(&*format!("eth0 tx-{q}")));
+    }
+    cpus.sort_unstable();
+    assert_eq!(cpus, [0, 1, 2, 3], "{plan}");
+    bench.apply(&plan, &mut state);
+    bench.run(3);
+    let next = bench.decide(&mut state);
+    assert!(
+        next.actions
+            .iter()
+            .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+        "{next}"
+    );
+}
+
+/// A queue vector whose mask lets the kernel pick: where it is comes from where its
+/// interrupts arrive, not from a stale effective_affinity naming another queue's CPU; it
+/// is pinned there (no work moves), and nothing else moves.
+#[test]
+fn a_wide_mask_is_pinned_where_its_interrupts_arrive() {
+    let mut sim = eight_cpus(vec![NicSpec::physical("eth0", 0, 4)]);
+    sim.stale_effective = true;
+    let rx2 = sim.irq_of("eth0", 2).unwrap();
+    let wide = CpuSet::parse_list("4-7").unwrap();
+    sim.write(&Target::IrqAffinity { irq: rx2 }, &Value::Cpus(wide))
+        .unwrap();
+    sim.set_rate("eth0", 200_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(3);
+    // effective_affinity still names rx-1's CPU.
+    bench.sim.set_reported_effective(rx2, 1);
+    let plan = bench.decide(&mut PolicyState::new());
+    assert_eq!(plan.actions.len(), 1, "{plan}");
+    let action = &plan.actions[0];
+    assert_eq!(action.target, Target::IrqAffinity { irq: rx2 });
+    assert_eq!(action.reason.kind, ReasonKind::Unpinned);
+    assert_eq!(
+        pinned_to(action),
+        Some(4),
+        "fires on CPU 4 (lowest of 4-7): {plan}"
+    );
+    assert!(action.reason.text.contains("4-7"), "{}", action.reason.text);
+    assert!(
+        action.expected.contains("no work moves"),
+        "{}",
+        action.expected
+    );
+}
+
+/// Without a measured CPU (idle, so no interrupt arrived), a wide-mask vector still gets a
+/// single CPU: a free one by the structural rules.
+#[test]
+fn an_idle_wide_mask_vector_gets_a_cpu_of_its_own() {
+    let mut sim = four_cpus(vec![NicSpec::virtio("eth0", 2)]);
+    let rx1 = sim.irq_of("eth0", 1).unwrap();
+    sim.write(
+        &Target::IrqAffinity { irq: rx1 },
+        &Value::Cpus(CpuSet::parse_list("0-3").unwrap()),
+    )
+    .unwrap();
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(2);
+    let plan = bench.decide(&mut PolicyState::new());
+    let action = irq_action(&plan, rx1).expect("pinned");
+    assert_eq!(action.reason.kind, ReasonKind::Unpinned, "{plan}");
+    // CPU 0 (where the kernel delivers it) is rx-0's: it goes to a free CPU.
+    let to = pinned_to(action).unwrap();
+    assert!(to != 0, "{plan}");
+    // Its output is there or follows.
+    let tx1 = bench.sim.tx_irq_of("eth0", 1).unwrap();
+    let tx_cpu = irq_action(&plan, tx1)
+        .and_then(pinned_to)
+        .or_else(|| bench.sim.affinity(tx1).and_then(CpuSet::first));
+    assert_eq!(tx_cpu, Some(to), "{plan}");
+}
+
+/// More queues than CPUs: every CPU gets a receive vector, none gets more than its share;
+/// fewer: each its own CPU. Transmit vectors do not count.
+#[test]
+fn receive_queues_spread_with_more_or_fewer_queues_than_cpus() {
+    for queues in [2u32, 4, 6, 9] {
+        let mut sim = four_cpus(vec![NicSpec::virtio("eth0", queues)]);
+        sim.pin_queues("eth0", &[0]);
+        sim.set_rate("eth0", 100_000.0);
+        let mut bench = Bench::new(sim, Config::default());
+        bench.run(3);
+        let plan = bench.decide(&mut PolicyState::new());
+        let mut per_cpu = [0u32; 4];
+        for q in 0..queues {
+            let rx = bench.sim.irq_of("eth0", q).unwrap();
+            let cpu = irq_action(&plan, rx).map_or(0, |a| pinned_to(a).unwrap());
+            per_cpu[cpu as usize] += 1;
+        }
+        let most = queues.div_ceil(4);
+        let least = queues / 4;
+        assert!(
+            per_cpu.iter().all(|&n| n <= most && n >= least.min(1)),
+            "{queues} queues: {per_cpu:?}\n{plan}"
+        );
+    }
+}
+
+/// Driver defaults (input.N and output.N on CPU N) with one heavy flow: the placement is
+/// right as it is, even with stale effective affinities; nothing idle goes to the CPU
+/// doing the work.
+#[test]
+fn driver_defaults_with_one_heavy_flow_move_no_vector() {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.skew = Some(vec![0.0, 1.0, 0.0, 0.0]);
+    let mut sim = four_cpus(vec![virtio]);
+    sim.stale_effective = true;
+    sim.set_rate("eth0", 300_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(4);
+    let rx3 = bench.sim.irq_of("eth0", 3).unwrap();
+    bench.sim.set_reported_effective(rx3, 1);
+    let mut state = PolicyState::new();
+    for _ in 0..5 {
+        let plan = bench.decide(&mut state);
+        assert!(
+            plan.actions
+                .iter()
+                .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+            "{plan}"
+        );
+        bench.apply(&plan, &mut state);
+        bench.run(1);
+        bench.sim.set_reported_effective(rx3, 1);
+    }
+}
+
+/// Placement must tidy a stacked idle vector, and the only CPU without a vector carries
+/// the machine's work (a veth sender): the idle vector stays where it is rather than land
+/// there.
+#[test]
+fn an_idle_vector_is_never_moved_onto_a_cpu_that_carries_work() {
+    let mut sim = four_cpus(vec![
+        NicSpec::physical("eth0", 0, 4),
+        NicSpec::veth("veth0", 1, 3),
+    ]);
+    sim.pin_queues("eth0", &[0, 1, 2, 2]);
+    sim.set_rate("eth0", 1_000.0);
+    sim.set_rate("veth0", 300_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(3);
+    let plan = bench.decide(&mut PolicyState::new());
+    assert!(
+        plan.actions.iter().all(|a| pinned_to(a) != Some(3)),
+        "{plan}"
+    );
+    // With CPU 3 idle, the same vector does go there.
+    bench.sim.set_rate("veth0", 0.0);
+    bench.run(20);
+    let plan = bench.decide(&mut PolicyState::new());
+    let rx3 = bench.sim.irq_of("eth0", 3).unwrap();
+    assert_eq!(
+        irq_action(&plan, rx3).and_then(pinned_to),
+        Some(3),
+        "{plan}"
+    );
+}
+
+#[test]
+fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
+    let online = CpuSet::first_n(4);
+    let set = |list: &str| CpuSet::parse_list(list).unwrap();
+    let values = |mask: &str, effective: Option<&str>, fires_on: Option<u32>| IrqAffinity {
+        affinity: set(mask),
+        effective: effective.map(set),
+        fires_on,
+    };
+    // A single-CPU mask wins over a stale effective affinity.
+    assert_eq!(values("0", Some("2"), None).cpu(&online), Some(0));
+    // A wide mask: measured arrivals, then effective within the mask, then the mask.
+    assert_eq!(values("0-3", Some("1"), Some(3)).cpu(&online), Some(3));
+    assert_eq!(values("0-3", Some("1"), None).cpu(&online), Some(1));
+    assert_eq!(values("2-3", Some("1"), None).cpu(&online), Some(2));
+    // The kernel broke an offline CPU's affinity: effective says where it went.
+    assert_eq!(values("7", Some("1"), None).cpu(&online), Some(1));
+
+    // After a write, only a single-CPU mask is known to be where it fires.
+    let mut placement = Placement::default();
+    let target = Target::IrqAffinity { irq: 40 };
+    placement.set(&target, &Value::Cpus(set("2")));
+    assert_eq!(placement.irqs[&40].effective, Some(set("2")));
+    placement.set(&target, &Value::Cpus(set("1-3")));
+    assert_eq!(placement.irqs[&40].effective, None);
+    assert_eq!(placement.irqs[&40].fires_on, None);
+}
+
+/// A NIC with a queue per core and one hot queue (one heavy flow): moving its IRQ cannot
+/// help, so once the pressure is confirmed that queue's protocol work spreads over the
+/// other cores by RPS (with RFS), and nothing more happens while the load stays.
+#[test]
+fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.skew = Some(vec![0.0, 1.0, 0.0, 0.0]);
+    let mut sim = four_cpus(vec![virtio]);
+    sim.set_rate("eth0", 450_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut first = None;
+    // Past rps_dwell and calm_ticks: the load stays, so nothing narrows either.
+    for tick in 0..90 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        if !plan.actions.is_empty() && first.is_none() {
+            first = Some((tick, plan.clone()));
+        } else {
+            assert!(plan.actions.is_empty(), "tick {tick}, after RPS on: {plan}");
+        }
+        bench.apply(&plan, &mut state);
+    }
+    // The load goes: calm-down turns that RPS off again, as for any mask steerd set.
+    bench.sim.set_rate("eth0", 1_000.0);
+    let mut off = false;
+    for _ in 0..90 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        off |= plan.actions.iter().any(|a| {
+            a.target
+                == Target::RpsCpus {
+                    device: "eth0".into(),
+                    queue: 1,
+                }
+                && a.reason.kind == ReasonKind::RpsOff
+        });
+        bench.apply(&plan, &mut state);
+    }
+    assert!(off, "RPS turned off once calm");
+    let (tick, plan) = first.expect("RPS turned on");
+    assert!(
+        tick >= 1,
+        "confirmed over several ticks, not at once: {plan}"
+    );
+    let rps: Vec<&Action> = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a.target, Target::RpsCpus { .. }))
+        .collect();
+    assert_eq!(rps.len(), 1, "only the hot queue: {plan}");
+    assert_eq!(
+        rps[0].target,
+        Target::RpsCpus {
+            device: "eth0".into(),
+            queue: 1
+        }
+    );
+    assert_eq!(rps[0].reason.kind, ReasonKind::RpsOn);
+    assert_eq!(
+        rps[0].new,
+        Value::Cpus(CpuSet::parse_list("0,2-3").unwrap())
+    );
+    assert!(
+        rps[0].reason.text.contains("queue per local core"),
+        "{plan}"
+    );
+    assert!(rps[0].expected.contains("spread over CPUs 0,2-3"), "{plan}");
+    assert!(
+        plan.actions.iter().any(|a| a.target
+            == Target::RpsFlowCnt {
+                device: "eth0".into(),
+                queue: 1
+            }),
+        "RFS alongside: {plan}"
+    );
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+        "{plan}"
+    );
+}

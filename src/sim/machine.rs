@@ -88,6 +88,9 @@ pub struct NicSpec {
     pub skew: Option<Vec<f64>>,
     /// Number of flows.
     pub flows: u32,
+    /// Separate receive and transmit vectors per queue (virtio_net's `input.N` and
+    /// `output.N`) instead of one combined `TxRx` vector.
+    pub separate_tx: bool,
 }
 
 impl NicSpec {
@@ -104,6 +107,25 @@ impl NicSpec {
             sender_cpu: None,
             skew: None,
             flows: 1024,
+            separate_tx: false,
+        }
+    }
+
+    /// A virtio_net NIC in a guest: no NUMA node, an `input.N` (rx) and an `output.N` (tx)
+    /// MSI-X vector per queue pair, per-queue counters (`ethtool -S`).
+    pub fn virtio(name: &str, queues: u32) -> Self {
+        NicSpec {
+            name: name.to_string(),
+            kind: DeviceKind::Virtio,
+            driver: "virtio_net".to_string(),
+            node: None,
+            queues,
+            queue_counters: true,
+            managed_queues: Vec::new(),
+            sender_cpu: None,
+            skew: None,
+            flows: 1024,
+            separate_tx: true,
         }
     }
 
@@ -120,6 +142,7 @@ impl NicSpec {
             sender_cpu: Some(sender_cpu),
             skew: None,
             flows: 256,
+            separate_tx: false,
         }
     }
 }
@@ -127,7 +150,9 @@ impl NicSpec {
 #[derive(Debug, Clone)]
 pub(super) struct Nic {
     pub(super) spec: NicSpec,
-    /// IRQ of queue q is `first_irq + q`, for NICs with IRQs.
+    /// IRQ of queue q is `first_irq + q`, for NICs with IRQs; with separate transmit
+    /// vectors, queue q's tx vector is `first_irq + queues + q`; the non-queue vector
+    /// comes last.
     pub(super) first_irq: Option<u32>,
     pub(super) rate_pps: f64,
     /// Per queue: each flow's RPS hash and share of the NIC's traffic.
@@ -201,6 +226,14 @@ pub struct SimMachine {
     pub(super) nics: Vec<Nic>,
     pub(super) others: Vec<OtherIrq>,
     pub(super) affinity: HashMap<u32, CpuSet>,
+    /// Models the 6.1 x86 MSI quirk: `effective_affinity` is updated only when the vector
+    /// next fires, so after a write it keeps naming the old CPU while the vector is idle.
+    pub stale_effective: bool,
+    /// The `effective_affinity` the kernel reports, where it differs from where the IRQ
+    /// fires (stale).
+    pub(super) reported_effective: HashMap<u32, u32>,
+    /// Per IRQ, the CPU its interrupts arrived on in the last tick (IRQs that fired).
+    pub(super) fired_on: HashMap<u32, u32>,
     pub(super) sock_flow_entries: u32,
     pub(super) rng: Rng,
     pub(super) tick_ns: u64,
@@ -226,7 +259,8 @@ impl SimMachine {
                 None
             } else {
                 let first = next_irq;
-                next_irq += spec.queues + 1;
+                let vectors = if spec.separate_tx { 2 } else { 1 };
+                next_irq += vectors * spec.queues + 1;
                 Some(first)
             };
             let queue_flows = make_flows(&spec, &mut rng);
@@ -248,6 +282,9 @@ impl SimMachine {
             nics: built,
             others: Vec::new(),
             affinity: HashMap::new(),
+            stale_effective: false,
+            reported_effective: HashMap::new(),
+            fired_on: HashMap::new(),
             sock_flow_entries: 0,
             rng,
             tick_ns: 1_000_000_000,
@@ -261,14 +298,16 @@ impl SimMachine {
             let node_cpus = machine.home(index);
             let list: Vec<u32> = node_cpus.iter().collect();
             for q in 0..machine.nics[index].spec.queues {
-                if let Some(irq) = machine.queue_irq(index, q) {
-                    let cpu = list[q as usize % list.len().max(1)];
+                let cpu = list[q as usize % list.len().max(1)];
+                for irq in [machine.queue_irq(index, q), machine.tx_irq(index, q)]
+                    .into_iter()
+                    .flatten()
+                {
                     machine.affinity.insert(irq, CpuSet::from_iter([cpu]));
                 }
             }
-            if let Some(first) = machine.nics[index].first_irq {
-                // The NIC's non-queue (link/misc) vector.
-                let misc = first + machine.nics[index].spec.queues;
+            if let Some(misc) = machine.misc_irq(index) {
+                // The NIC's non-queue (link/misc/config) vector.
                 machine.affinity.insert(misc, node_cpus.clone());
             }
         }
@@ -322,6 +361,46 @@ impl SimMachine {
 
     pub(super) fn queue_irq(&self, nic: usize, queue: u32) -> Option<u32> {
         self.nics[nic].first_irq.map(|first| first + queue)
+    }
+
+    /// The separate transmit vector of a queue, for NICs that have them.
+    pub(super) fn tx_irq(&self, nic: usize, queue: u32) -> Option<u32> {
+        let nic = &self.nics[nic];
+        let first = nic.first_irq.filter(|_| nic.spec.separate_tx)?;
+        Some(first + nic.spec.queues + queue)
+    }
+
+    /// The non-queue vector of a NIC with IRQs.
+    pub(super) fn misc_irq(&self, nic: usize) -> Option<u32> {
+        let nic = &self.nics[nic];
+        let vectors = if nic.spec.separate_tx { 2 } else { 1 };
+        Some(nic.first_irq? + vectors * nic.spec.queues)
+    }
+
+    /// The transmit vector serving a queue of a NIC with separate rx and tx vectors.
+    pub fn tx_irq_of(&self, nic: &str, queue: u32) -> Option<u32> {
+        self.tx_irq(self.nic_index(nic)?, queue)
+    }
+
+    /// Sets what `effective_affinity` reports for an IRQ until it next fires (set-up:
+    /// the stale value a 6.1 kernel shows after someone else's write). Only kept while
+    /// [`SimMachine::stale_effective`] is on.
+    pub fn set_reported_effective(&mut self, irq: u32, cpu: u32) {
+        self.reported_effective.insert(irq, cpu);
+    }
+
+    /// The CPU `effective_affinity` names: where the IRQ fires, or a stale CPU (see
+    /// [`SimMachine::stale_effective`]).
+    pub fn reported_effective(&self, irq: u32) -> Option<u32> {
+        match self.reported_effective.get(&irq) {
+            Some(&cpu) if self.stale_effective => Some(cpu),
+            _ => self.effective_cpu(irq),
+        }
+    }
+
+    /// The CPU an IRQ's interrupts arrived on in the last tick, if it fired.
+    pub fn fired_on(&self, irq: u32) -> Option<u32> {
+        self.fired_on.get(&irq).copied()
     }
 
     fn nic_index(&self, name: &str) -> Option<usize> {
@@ -413,6 +492,13 @@ impl SimMachine {
                 }
                 if cpus.last().is_some_and(|c| c >= self.topology.nr_cpu_ids) {
                     return fail("EOVERFLOW: mask wider than nr_cpu_ids");
+                }
+                if self.stale_effective
+                    && !self.reported_effective.contains_key(irq)
+                    && let Some(before) = self.effective_cpu(*irq)
+                {
+                    // The kernel updates effective_affinity at the next interrupt.
+                    self.reported_effective.insert(*irq, before);
                 }
                 self.affinity.insert(*irq, cpus.clone());
                 Ok(())

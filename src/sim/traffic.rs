@@ -191,9 +191,17 @@ impl SimMachine {
     fn publish(&mut self, demand: &Demand, served: &[f64], outcome: &Outcome) {
         let cap = self.tick_ns as f64;
         let secs = self.secs();
+        self.fired_on.clear();
         for &(irq, count) in &demand.interrupts {
             if let Some(total) = self.counters.irq_totals.get_mut(irq as usize) {
                 *total += count as u64;
+            }
+            if count >= 1.0 {
+                // It fired: its effective affinity is current again.
+                self.reported_effective.remove(&irq);
+                if let Some(cpu) = self.effective_cpu(irq) {
+                    self.fired_on.insert(irq, cpu);
+                }
             }
         }
         for other in &self.others {

@@ -26,28 +26,32 @@ impl SimMachine {
                     irq: self.queue_irq(index, q),
                 })
                 .collect();
-            if let Some(first) = nic.first_irq {
-                for q in 0..=spec.queues {
-                    let irq = first + q;
-                    let queue_vector = q < spec.queues;
+            if nic.first_irq.is_some() {
+                let queue_vectors = (0..spec.queues).map(|q| (self.queue_irq(index, q), Some(q)));
+                let tx_vectors = (0..spec.queues).map(|q| (self.tx_irq(index, q), Some(q)));
+                let misc = std::iter::once((self.misc_irq(index), None));
+                for (irq, queue) in queue_vectors.chain(tx_vectors).chain(misc) {
+                    let Some(irq) = irq else { continue };
+                    let tx = self.tx_irq(index, queue.unwrap_or(0)) == Some(irq);
+                    let (name, role) = match (queue, spec.separate_tx, tx) {
+                        (None, true, _) => (format!("{}-config", spec.name), IrqRole::Other),
+                        (None, false, _) => (spec.name.clone(), IrqRole::Other),
+                        (Some(q), true, true) => (format!("{}-output.{q}", spec.name), IrqRole::Tx),
+                        (Some(q), true, false) => (format!("{}-input.{q}", spec.name), IrqRole::Rx),
+                        (Some(q), false, _) => (format!("{}-TxRx-{q}", spec.name), IrqRole::Rxtx),
+                    };
                     device_irqs.push(irq);
                     irqs.push(Irq {
                         irq,
-                        name: if queue_vector {
-                            format!("{}-TxRx-{q}", spec.name)
-                        } else {
-                            spec.name.clone()
-                        },
+                        name,
                         chip: Some("PCI-MSIX".to_string()),
                         device: Some(spec.name.clone()),
-                        queue: queue_vector.then_some(q),
-                        role: if queue_vector {
-                            IrqRole::Rxtx
-                        } else {
-                            IrqRole::Other
-                        },
+                        queue,
+                        role,
                         affinity: self.affinity.get(&irq).cloned(),
-                        effective_affinity: self.effective_cpu(irq).map(|c| CpuSet::from_iter([c])),
+                        effective_affinity: self
+                            .reported_effective(irq)
+                            .map(|c| CpuSet::from_iter([c])),
                         affinity_hint: None,
                         node: spec.node,
                         managed: self.irq_is_managed(irq),
@@ -55,6 +59,7 @@ impl SimMachine {
                         total: 0,
                     });
                 }
+                device_irqs.sort_unstable();
             }
             devices.push(NetDevice {
                 name: spec.name.clone(),
@@ -81,7 +86,7 @@ impl SimMachine {
                 role: IrqRole::Other,
                 affinity: self.affinity.get(&other.irq).cloned(),
                 effective_affinity: self
-                    .effective_cpu(other.irq)
+                    .reported_effective(other.irq)
                     .map(|c| CpuSet::from_iter([c])),
                 affinity_hint: None,
                 node: None,
@@ -109,7 +114,10 @@ impl SimMachine {
                     irq,
                     IrqAffinity {
                         affinity: cpus.clone(),
-                        effective: self.effective_cpu(irq).map(|c| CpuSet::from_iter([c])),
+                        effective: self.reported_effective(irq).map(|c| CpuSet::from_iter([c])),
+                        // As the daemon measures it: only for masks that leave the kernel
+                        // a choice, and only when the IRQ fired.
+                        fires_on: self.fired_on(irq).filter(|_| cpus.len() > 1),
                     },
                 )
             })

@@ -355,6 +355,10 @@ struct World {
     irq_counts: BTreeMap<u32, Vec<f64>>,
     last_step: Instant,
     steps: u64,
+    /// 6.1 x86 MSI behaviour: `effective_affinity_list` keeps whatever it said (stale),
+    /// and a mask of several CPUs delivers to its last CPU (the vector matrix picks any
+    /// CPU of the mask; the lowest is not a rule).
+    stale_effective: bool,
 }
 
 /// The kernel side of the fake machine, advancing its counters in a thread.
@@ -376,6 +380,7 @@ impl FakeKernel {
             irq_counts: BTreeMap::new(),
             last_step: Instant::now(),
             steps: 0,
+            stale_effective: false,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         {
@@ -397,6 +402,12 @@ impl FakeKernel {
             stop,
             thread: Some(thread),
         }
+    }
+
+    /// Leaves `effective_affinity_list` stale and delivers wide masks to their last CPU
+    /// (see `World::stale_effective`).
+    pub fn set_stale_effective(&self) {
+        self.world.lock().unwrap().stale_effective = true;
     }
 
     pub fn set_loads(&self, loads: Vec<QueueLoad>) {
@@ -483,11 +494,18 @@ impl World {
             else {
                 continue;
             };
-            let Some(irq_cpu) = affinity.first() else {
+            let pick = if self.stale_effective {
+                affinity.last()
+            } else {
+                affinity.first()
+            };
+            let Some(irq_cpu) = pick else {
                 continue;
             };
             let effective = root.join(format!("proc/irq/{irq}/effective_affinity_list"));
-            if read_trimmed(&effective).as_deref() != Some(irq_cpu.to_string().as_str()) {
+            if !self.stale_effective
+                && read_trimmed(&effective).as_deref() != Some(irq_cpu.to_string().as_str())
+            {
                 let _ = fs::write(&effective, format!("{irq_cpu}\n"));
             }
             let rps = read_trimmed(&root.join(format!(
