@@ -458,6 +458,24 @@ impl Actuator {
         Ok(true)
     }
 
+    /// Lets go of a knob whose value the driver reset (its device's queue set changed):
+    /// steerd no longer owns what is there and will not restore over it, but keeps the
+    /// original from before its first write, so a later write by steerd is restored to
+    /// that original (the machine as steerd found it), not to the driver's new default.
+    /// Returns whether steerd had written the knob.
+    pub fn release(&mut self, knob: &Knob) -> bool {
+        let Some(entry) = self.remembered.get_mut(knob) else {
+            return false;
+        };
+        let had = entry.written.is_some() || entry.intended.is_some();
+        entry.written = None;
+        entry.intended = None;
+        if had {
+            let _ = self.save();
+        }
+        had
+    }
+
     /// Forgets everything steerd wrote without restoring (the operator asked to keep the
     /// tuning on exit).
     pub fn forget_all(&mut self) {
@@ -575,6 +593,43 @@ mod tests {
         let (restored, failures) = actuator.restore_all(false);
         assert!(restored.is_empty() && failures.is_empty());
         assert_eq!(fs::read_to_string(&file).unwrap(), "5\n");
+    }
+
+    #[test]
+    fn a_value_the_driver_reset_is_released_and_the_original_kept() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        let file = dir.path().join("proc/irq/30/smp_affinity_list");
+        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        // A channel change: the driver writes its new default over steerd's value.
+        fs::write(&file, "2-3\n").unwrap();
+        assert!(actuator.release(&irq));
+        assert!(!actuator.release(&irq), "released once");
+        assert_eq!(actuator.last_written(&irq), None);
+        assert_eq!(actuator.changed().count(), 0, "not steerd's to restore");
+        // A restart in between keeps the original too.
+        drop(actuator);
+        let root = Root::new(dir.path());
+        let mut actuator = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
+        // steerd places it again: not "changed by someone else", and on stop the value
+        // from before steerd's first write comes back, not the driver's interim one.
+        actuator.write(&irq, &cpus("2"), 1, 0).unwrap();
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored, failures), (vec![irq], vec![]));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
+    }
+
+    #[test]
+    fn a_released_value_steerd_does_not_write_again_is_left_to_the_driver() {
+        let (dir, mut actuator) = setup();
+        let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
+        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
+        fs::write(&file, "0\n").unwrap(); // the queue was removed and added again
+        actuator.release(&rps());
+        let (restored, failures) = actuator.restore_all(false);
+        assert!(restored.is_empty() && failures.is_empty());
+        assert_eq!(fs::read_to_string(&file).unwrap(), "0\n");
+        assert!(!actuator.state_path().exists());
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //!
 //! Each tick samples the per-tick counters, updates the load model, asks the policy for a
 //! plan and hands the plan to the actuator, then reports (metrics, decision log, journal).
-//! Around the loop: discovery at start, again on link events, CPU hot-plug and a slow
-//! timer; SIGHUP (and, with `--watch-config`, a changed file) reloads the configuration;
+//! Around the loop: discovery at start, again on link events, queue uevents (a
+//! channel-count change), CPU hot-plug and a slow timer; SIGHUP (and, with `--watch-config`, a changed file) reloads the configuration;
 //! irqbalance's ban file is followed when `cpus.irqbalance_banned_cpus` is on;
 //! SIGTERM/SIGINT restore what steerd changed and exit 0; systemd hears READY, RELOADING,
 //! WATCHDOG and STOPPING.
@@ -32,6 +32,7 @@ use crate::http::{ServerThread, Shared};
 use crate::irqbalance_compat::{self, IrqbalanceBan};
 use crate::kernel::link_events::LinkEvents;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
+use crate::kernel::queue_events::QueueEvents;
 use crate::kernel::sampler::TickSampler;
 use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
@@ -147,6 +148,8 @@ struct Daemon {
     /// Why steerd does not write, when it does not.
     observe_only: Option<String>,
     link_events: Option<LinkEvents>,
+    /// Kernel uevents: a network device's queues added or removed (`ethtool -L`).
+    queue_events: Option<QueueEvents>,
     /// Per-queue packet counters (netdev qstats, else `ethtool -S`), on the host only.
     queue_source: Option<QueueCounterSource>,
     /// Devices whose per-queue rates tell the policy something: several rx queues served
@@ -220,6 +223,17 @@ impl Daemon {
         } else {
             None
         };
+        let queue_events = if root.is_host() {
+            match QueueEvents::subscribe() {
+                Ok(events) => Some(events),
+                Err(e) => {
+                    warn!(error = %e, "no queue uevents; a channel-count change (ethtool -L) is seen only by the read-back every {}s: {e}", RECHECK_EVERY.as_secs());
+                    None
+                }
+            }
+        } else {
+            None
+        };
         shared
             .metrics
             .observe_only
@@ -245,6 +259,7 @@ impl Daemon {
             shared,
             observe_only,
             link_events,
+            queue_events,
             queue_source: None,
             queue_devices: Vec::new(),
             tick: 0,
@@ -283,8 +298,12 @@ impl Daemon {
     }
 
     fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), String> {
-        let mut waiter = wakeups::Waiter::new(signals, self.link_events.as_ref().map(AsFd::as_fd))
-            .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
+        let mut waiter = wakeups::Waiter::new(
+            signals,
+            self.link_events.as_ref().map(AsFd::as_fd),
+            self.queue_events.as_ref().map(AsFd::as_fd),
+        )
+        .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
         // The first tick at once: it takes the baseline sample the next one measures from.
         let mut last_tick = Instant::now();
         self.tick_once();
@@ -339,6 +358,17 @@ impl Daemon {
                     .map_or(0, |events| events.drain().unwrap_or(1));
                 if changed > 0 {
                     self.rediscover("link event");
+                    act_now = true;
+                }
+            }
+            if ready.queues {
+                // Most uevents are not about network queues: those cost one `recv` each.
+                let changed = self
+                    .queue_events
+                    .as_mut()
+                    .map_or(0, |events| events.drain().unwrap_or(1));
+                if changed > 0 {
+                    self.rediscover("queues added or removed");
                     act_now = true;
                 }
             }
@@ -790,8 +820,12 @@ impl Daemon {
         if let Some(events) = self.link_events.as_mut() {
             let _ = events.drain();
         }
+        if let Some(events) = self.queue_events.as_mut() {
+            let _ = events.drain();
+        }
         match discover(&self.options.root) {
             Ok(machine) => {
+                let resized = queue_sets_changed(&self.machine.inventory, &machine.inventory);
                 let changed = machine.inventory.devices.len()
                     != self.machine.inventory.devices.len()
                     || machine.topology.online != self.machine.topology.online;
@@ -803,12 +837,82 @@ impl Daemon {
                         "machine changed"
                     );
                 }
-                self.machine = machine;
+                let before = std::mem::replace(&mut self.machine, machine);
                 self.after_discovery();
+                for device in resized {
+                    self.after_queue_change(&before.inventory, &device);
+                }
             }
             Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}"),
         }
         self.last_discovery = Instant::now();
+    }
+
+    /// A device's queue set changed (a channel-count change): its driver re-did its
+    /// defaults, rewriting the affinity of its vectors (virtio_net: wide masks, then queue N
+    /// on CPU N) and adding queues with RPS off. That is not someone else's choice to
+    /// respect but a device made anew: every target of the device whose value is no
+    /// longer the one steerd wrote (or the one it respected) is forgotten by the policy —
+    /// no frozen IRQ, no dwell time — and released by the actuator, which keeps the value
+    /// from before steerd's first write for the restore on exit. The next tick places
+    /// them again and re-applies steerd's RPS masks.
+    fn after_queue_change(&mut self, before: &crate::model::inventory::Inventory, device: &str) {
+        let mut targets: Vec<Target> = Vec::new();
+        for inventory in [before, &self.machine.inventory] {
+            for irq in inventory
+                .irqs
+                .iter()
+                .filter(|i| i.device.as_deref() == Some(device))
+            {
+                targets.push(Target::IrqAffinity { irq: irq.irq });
+            }
+            for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {
+                for target in [
+                    Target::RpsCpus {
+                        device: device.to_string(),
+                        queue: queue.index,
+                    },
+                    Target::RpsFlowCnt {
+                        device: device.to_string(),
+                        queue: queue.index,
+                    },
+                ] {
+                    targets.push(target);
+                }
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        let mut released = 0;
+        for target in targets {
+            let knob = knob_of(&target);
+            let known = [
+                self.policy.written(&target).cloned(),
+                self.policy.respected(&target).cloned(),
+                self.actuator.last_written(&knob).map(policy_value_of),
+            ];
+            let reset = known
+                .iter()
+                .flatten()
+                .any(|value| self.placement.holds(&target, value) != Some(true));
+            if reset {
+                self.policy.forget_owner(&target);
+                self.actuator.release(&knob);
+                released += 1;
+            }
+        }
+        let (rx, tx) = self
+            .machine
+            .inventory
+            .device(device)
+            .map_or((0, 0), |d| (d.rx_queues.len(), d.tx_queues.len()));
+        info!(
+            device,
+            rx_queues = rx,
+            tx_queues = tx,
+            released,
+            "{device}: queue set changed (now {rx} rx, {tx} tx); the driver reset {released} of steerd's values: placing its queues again"
+        );
     }
 
     /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
@@ -1118,6 +1222,35 @@ fn rx_queue_mut<'a>(
         .rx_queues
         .iter_mut()
         .find(|q| q.index == queue)
+}
+
+/// The devices (same name and ifindex in both) whose rx or tx queue set differs between
+/// two discoveries. A device that came or went is not listed: it has no history to
+/// forget, or nothing left to place.
+fn queue_sets_changed(
+    before: &crate::model::inventory::Inventory,
+    after: &crate::model::inventory::Inventory,
+) -> Vec<String> {
+    after
+        .devices
+        .iter()
+        .filter(|now| {
+            before.device(&now.name).is_some_and(|was| {
+                was.ifindex == now.ifindex
+                    && (!was
+                        .rx_queues
+                        .iter()
+                        .map(|q| q.index)
+                        .eq(now.rx_queues.iter().map(|q| q.index))
+                        || !was
+                            .tx_queues
+                            .iter()
+                            .map(|q| q.index)
+                            .eq(now.tx_queues.iter().map(|q| q.index)))
+            })
+        })
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 /// Whether the set of online CPUs changed between two samples. `softnet_stat` has one row

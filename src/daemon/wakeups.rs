@@ -1,6 +1,7 @@
 //! What the daemon's tick thread waits on, all at once, with one `epoll_wait`: a signalfd
-//! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, an inotify descriptor for the
-//! files steerd follows, in quiet mode the NAPI-poll perf events, and, as the wait's
+//! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, the kobject-uevent socket
+//! that announces queues added and removed (a channel-count change), an inotify descriptor
+//! for the files steerd follows, in quiet mode the NAPI-poll perf events, and, as the wait's
 //! timeout, the next tick's deadline.
 //!
 //! Why a plain blocking wait and not the async runtime: on an idle 1 s tick the runtime's
@@ -179,6 +180,8 @@ impl AsFd for FileWatch {
 pub struct Ready {
     pub signal: bool,
     pub link: bool,
+    /// A uevent arrived (a network queue may have come or gone).
+    pub queues: bool,
     pub files: bool,
     /// Receive work, in quiet mode.
     pub receive: bool,
@@ -188,6 +191,7 @@ const SIGNAL: u64 = 1;
 const LINK: u64 = 2;
 const FILES: u64 = 3;
 const RECEIVE: u64 = 4;
+const QUEUES: u64 = 5;
 
 /// One epoll instance over every source. epoll rather than `poll(2)`: the sources stay
 /// registered between waits, where `poll` would add and remove a wait-queue entry on each
@@ -201,11 +205,20 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    pub fn new(signals: &Signals, link: Option<BorrowedFd<'_>>) -> io::Result<Waiter> {
+    /// `link`: the rtnetlink link-event socket; `queues`: the uevent socket (either may
+    /// be missing when its subscription failed).
+    pub fn new(
+        signals: &Signals,
+        link: Option<BorrowedFd<'_>>,
+        queues: Option<BorrowedFd<'_>>,
+    ) -> io::Result<Waiter> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         epoll.add(signals, EpollEvent::new(EpollFlags::EPOLLIN, SIGNAL))?;
         if let Some(link) = link {
             epoll.add(link, EpollEvent::new(EpollFlags::EPOLLIN, LINK))?;
+        }
+        if let Some(queues) = queues {
+            epoll.add(queues, EpollEvent::new(EpollFlags::EPOLLIN, QUEUES))?;
         }
         Ok(Waiter {
             epoll,
@@ -261,7 +274,7 @@ impl Waiter {
     pub fn wait(&self, timeout: Duration) -> io::Result<Ready> {
         let millis = timeout.as_nanos().div_ceil(1_000_000);
         let timeout = PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX);
-        let mut events = [EpollEvent::empty(); 4];
+        let mut events = [EpollEvent::empty(); 5];
         let count = match self.epoll.wait(&mut events, timeout) {
             Ok(count) => count,
             Err(nix::errno::Errno::EINTR) => 0,
@@ -272,6 +285,7 @@ impl Waiter {
             match event.data() {
                 SIGNAL => ready.signal = true,
                 LINK => ready.link = true,
+                QUEUES => ready.queues = true,
                 FILES => ready.files = true,
                 RECEIVE => ready.receive = true,
                 _ => {}
@@ -288,11 +302,13 @@ mod tests {
     #[test]
     fn a_wait_never_ends_before_its_timeout() {
         let signals = Signals::block_and_open().unwrap();
-        let waiter = Waiter::new(&signals, None).unwrap();
+        let waiter = Waiter::new(&signals, None, None).unwrap();
         for timeout in [Duration::from_micros(300), Duration::from_micros(20_500)] {
             let started = std::time::Instant::now();
             let ready = waiter.wait(timeout).unwrap();
-            assert!(!ready.signal && !ready.link && !ready.files && !ready.receive);
+            assert!(
+                !ready.signal && !ready.link && !ready.queues && !ready.files && !ready.receive
+            );
             assert!(started.elapsed() >= timeout, "{timeout:?}");
         }
     }

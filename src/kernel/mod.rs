@@ -10,5 +10,6 @@ pub mod napi_wake;
 pub mod netlink;
 pub mod procfs;
 pub mod queue_counters;
+pub mod queue_events;
 pub mod sampler;
 pub mod sysfs;

@@ -79,6 +79,22 @@ impl PolicyState {
         self.external.iter()
     }
 
+    /// Forgets whose value a target holds, as for a target of a re-created device: the
+    /// driver reset it (its device's queue set changed), so what steerd wrote, and what
+    /// someone else set and steerd respected, are gone. No dwell time holds it either: the
+    /// next decision places it afresh. A failure for good (a managed IRQ) is kept.
+    pub fn forget_owner(&mut self, target: &Target) {
+        self.written.remove(target);
+        self.changed_at.remove(target);
+        self.external.remove(target);
+    }
+
+    /// The value someone else set on a target steerd leaves alone (`on_external_change:
+    /// respect`).
+    pub fn respected(&self, target: &Target) -> Option<&Value> {
+        self.external.get(target)
+    }
+
     /// When steerd last changed a target.
     pub fn changed_at(&self, target: &Target) -> Option<u64> {
         self.changed_at.get(target).copied()
