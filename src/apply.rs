@@ -476,6 +476,31 @@ impl Actuator {
         had
     }
 
+    /// Records `value` as a knob's original when steerd has none for it yet, without
+    /// owning the knob: the value it held before its driver reset it (a channel-count
+    /// change), so that a first write after the reset is restored to the machine as
+    /// steerd found it, not to the driver's interim default. `mask_words` is the width
+    /// the kernel printed the mask in. Returns whether it was recorded.
+    pub fn remember_original(&mut self, knob: &Knob, value: &KnobValue, mask_words: u32) -> bool {
+        if self.remembered.contains_key(knob) {
+            return false;
+        }
+        let Ok(original) = knob.format(value, mask_words) else {
+            return false;
+        };
+        self.remembered.insert(
+            knob.clone(),
+            Remembered {
+                knob: knob.clone(),
+                original,
+                written: None,
+                intended: None,
+            },
+        );
+        let _ = self.save();
+        true
+    }
+
     /// Forgets everything steerd wrote without restoring (the operator asked to keep the
     /// tuning on exit).
     pub fn forget_all(&mut self) {
@@ -616,6 +641,25 @@ mod tests {
         actuator.write(&irq, &cpus("2"), 1, 0).unwrap();
         let (restored, failures) = actuator.restore_all(false);
         assert_eq!((restored, failures), (vec![irq], vec![]));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
+    }
+
+    #[test]
+    fn an_original_from_before_a_driver_reset_is_what_a_later_write_restores() {
+        let (dir, mut actuator) = setup();
+        let irq = Knob::IrqAffinity { irq: 30 };
+        let file = dir.path().join("proc/irq/30/smp_affinity_list");
+        // The driver replaced 0-7 with its interim default before steerd ever wrote.
+        fs::write(&file, "0-3\n").unwrap();
+        assert!(actuator.remember_original(&irq, &cpus("0-7"), 1));
+        assert!(
+            !actuator.remember_original(&irq, &cpus("0-3"), 1),
+            "the first one stays"
+        );
+        assert_eq!(actuator.changed().count(), 0);
+        actuator.write(&irq, &cpus("2"), 1, 0).unwrap();
+        let (restored, _) = actuator.restore_all(false);
+        assert_eq!(restored, vec![irq]);
         assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
     }
 

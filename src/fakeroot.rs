@@ -399,6 +399,57 @@ impl FakeTree {
         Ok(())
     }
 
+    /// A channel-count change (`ethtool -L <nic> combined <active>`) as a driver such as
+    /// virtio_net makes it: the NIC keeps all its vectors, `queues/rx-N` and `tx-N` at or
+    /// past `active` are removed, missing ones below it are added with RPS off (mask 0,
+    /// flow count 0), and the driver writes its own default affinity (`driver_default`
+    /// of the queue index) to the vector of every active queue.
+    pub fn set_channels(
+        &self,
+        nic: usize,
+        active: u32,
+        driver_default: &dyn Fn(u32) -> CpuSet,
+    ) -> io::Result<()> {
+        let n = self.machine.cpu_count();
+        let name = &self.machine.nics[nic].name;
+        let queues = fs::canonicalize(self.root.join("sys/class/net").join(name))?.join("queues");
+        let empty_mask = CpuSet::new().to_mask(n).map_err(io::Error::other)?;
+        for q in 0..self.machine.nics[nic].queues {
+            let (rx, tx) = (
+                queues.join(format!("rx-{q}")),
+                queues.join(format!("tx-{q}")),
+            );
+            if q >= active {
+                for dir in [rx, tx] {
+                    if dir.exists() {
+                        fs::remove_dir_all(dir)?;
+                    }
+                }
+                continue;
+            }
+            if !rx.exists() {
+                fs::create_dir_all(&rx)?;
+                fs::write(rx.join("rps_cpus"), format!("{empty_mask}\n"))?;
+                fs::write(rx.join("rps_flow_cnt"), "0\n")?;
+            }
+            if !tx.exists() {
+                fs::create_dir_all(&tx)?;
+                fs::write(tx.join("xps_cpus"), format!("{empty_mask}\n"))?;
+            }
+            let cpus = driver_default(q);
+            let base = self
+                .root
+                .join(format!("proc/irq/{}", self.queue_irqs[nic][q as usize]));
+            // Only the list form, the file steerd reads and writes: a fake tree does not keep
+            // `smp_affinity` in step (as for writes steerd makes).
+            fs::write(
+                base.join("smp_affinity_list"),
+                format!("{}\n", cpus.to_list()),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Rewrites `proc/stat`, `proc/net/softnet_stat` and `proc/interrupts` from `counters`
     /// (missing entries count zero). Files are replaced atomically, as a reader of the
     /// real kernel files never sees half a file.

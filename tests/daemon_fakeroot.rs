@@ -1032,3 +1032,76 @@ fn pins_a_wide_mask_vector_where_its_interrupts_arrive() {
     assert_eq!(status.code(), Some(0));
     m.assert_all_restored(&steerd);
 }
+
+/// 11. A channel-count change (`ethtool -L eth0 combined 2`, later `combined 4`) with a
+///     driver that, like virtio_net, rewrites its vectors' affinities itself (wide masks
+///     at 2 queues, its 4-queue default at 4) and brings rx-2 and rx-3 back with RPS off.
+///     On a fake root no uevent announces it: the read-back of steerd's values finds it
+///     (every `RECHECK_EVERY`). The driver's values are not "someone else's": nothing is
+///     frozen or counted as an external change; every active vector is pinned to a single
+///     CPU again, the hot queue's RPS comes back, and SIGTERM restores the values from
+///     before steerd's first write.
+#[test]
+fn places_again_after_a_channel_count_change() {
+    // The driver's 4-queue default is the machine as steerd found it (as in the lab,
+    // where it is queue N on CPU N): here every vector on CPU 0.
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let config = m.config("rps:\n  mode: auto\n");
+    let eth0_hot = |q2: f64| {
+        let mut loads = busy();
+        loads[2].pps = q2;
+        loads
+    };
+    let mut kernel = FakeKernel::start(m.tree.clone(), eth0_hot(400_000.0));
+    let mut daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    let pinned_apart = |active: usize| {
+        let cpus: Vec<CpuSet> = eth0[..active].iter().map(|&irq| m.irq_cpus(irq)).collect();
+        cpus.iter().all(|c| c.len() == 1) && (0..active).all(|i| (0..i).all(|j| cpus[i] != cpus[j]))
+    };
+    wait_until(WAIT, "eth0 spread and RPS on rx-2", Some(&daemon), || {
+        pinned_apart(4) && !m.rps("eth0", 2).0.is_empty()
+    });
+    daemon.wait_ticks(3);
+
+    // combined 2: queues 2 and 3 go, the driver spreads queues 0 and 1 over wide masks.
+    kernel.set_loads(vec![
+        load("eth0", 0, 300_000.0),
+        load("eth0", 1, 300_000.0),
+        load("eth1", 0, 400_000.0),
+    ]);
+    kernel.set_channels("eth0", 2, &|q| {
+        CpuSet::parse_list(["0-3", "4-7"][q as usize]).unwrap()
+    });
+    let wide = m.irq_cpus(eth0[0]);
+    assert_eq!(wide.len(), 4);
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "eth0's two vectors pinned again",
+        Some(&daemon),
+        || pinned_apart(2),
+    );
+
+    // combined 4: rx-2 and rx-3 come back with RPS off, every vector on CPU 0 again.
+    kernel.set_loads(eth0_hot(400_000.0));
+    kernel.set_channels("eth0", 4, &|_| CpuSet::parse_list("0").unwrap());
+    assert!(m.rps("eth0", 2).0.is_empty());
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "eth0 spread again and RPS back on rx-2",
+        Some(&daemon),
+        || pinned_apart(4) && !m.rps("eth0", 2).0.is_empty(),
+    );
+    assert_eq!(
+        daemon.metric("steerd_external_changes_total"),
+        Some(0.0),
+        "the driver's reset taken for someone else's change:\n{}",
+        daemon.stderr_text()
+    );
+    let log = daemon.stderr_text();
+    assert!(log.matches("eth0: queue set changed").count() >= 2, "{log}");
+    let status = daemon.stop(Signal::SIGTERM);
+    kernel.stop();
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
+    m.assert_all_restored(&daemon);
+}

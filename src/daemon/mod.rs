@@ -802,18 +802,11 @@ impl Daemon {
     }
 
     fn mask_words(&self, knob: &Knob) -> u32 {
-        let default = self.machine.topology.nr_cpu_ids.div_ceil(32).max(1);
-        match knob {
-            Knob::RpsCpus { device, queue } => self
-                .machine
-                .inventory
-                .device(device)
-                .and_then(|d| d.rx_queues.iter().find(|q| q.index == *queue))
-                .map(|q| q.rps_mask_words)
-                .filter(|&w| w > 0)
-                .unwrap_or(default),
-            _ => default,
-        }
+        mask_words_in(
+            &self.machine.inventory,
+            knob,
+            self.machine.topology.nr_cpu_ids,
+        )
     }
 
     fn rediscover(&mut self, why: &str) {
@@ -884,8 +877,16 @@ impl Daemon {
         targets.sort();
         targets.dedup();
         let mut released = 0;
+        let previous = Placement::from_inventory(before);
         for target in targets {
             let knob = knob_of(&target);
+            // What it held before the change, if steerd never wrote it: the machine as
+            // steerd found it, to restore on exit should steerd write it from now on.
+            if let Some(was) = previous.value(&target) {
+                let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
+                self.actuator
+                    .remember_original(&knob, &knob_value_of(&was), words);
+            }
             let known = [
                 self.policy.written(&target).cloned(),
                 self.policy.respected(&target).cloned(),
@@ -1222,6 +1223,25 @@ fn rx_queue_mut<'a>(
         .rx_queues
         .iter_mut()
         .find(|q| q.index == queue)
+}
+
+/// The width (32-bit words) a knob's mask is printed in: the width the kernel printed an
+/// `rps_cpus` in when read, else the one `nr_cpu_ids` gives.
+fn mask_words_in(
+    inventory: &crate::model::inventory::Inventory,
+    knob: &Knob,
+    nr_cpu_ids: u32,
+) -> u32 {
+    let default = nr_cpu_ids.div_ceil(32).max(1);
+    match knob {
+        Knob::RpsCpus { device, queue } => inventory
+            .device(device)
+            .and_then(|d| d.rx_queues.iter().find(|q| q.index == *queue))
+            .map(|q| q.rps_mask_words)
+            .filter(|&w| w > 0)
+            .unwrap_or(default),
+        _ => default,
+    }
 }
 
 /// The devices (same name and ifindex in both) whose rx or tx queue set differs between

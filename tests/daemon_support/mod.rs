@@ -449,6 +449,22 @@ impl FakeKernel {
         w.step();
     }
 
+    /// A channel-count change on a NIC (see [`FakeTree::set_channels`]), between two
+    /// counter updates.
+    pub fn set_channels(&self, device: &str, active: u32, driver_default: &dyn Fn(u32) -> CpuSet) {
+        let w = self.world.lock().unwrap();
+        let nic = w
+            .tree
+            .machine
+            .nics
+            .iter()
+            .position(|n| n.name == device)
+            .expect("no such NIC");
+        w.tree
+            .set_channels(nic, active, driver_default)
+            .expect("change the channel count");
+    }
+
     /// Stops the thread (also on drop).
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
