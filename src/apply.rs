@@ -458,22 +458,24 @@ impl Actuator {
         Ok(true)
     }
 
-    /// Lets go of a knob whose value the driver reset (its device's queue set changed):
-    /// steerd no longer owns what is there and will not restore over it, but keeps the
-    /// original from before its first write, so a later write by steerd is restored to
-    /// that original (the machine as steerd found it), not to the driver's new default.
-    /// Returns whether steerd had written the knob.
-    pub fn release(&mut self, knob: &Knob) -> bool {
-        let Some(entry) = self.remembered.get_mut(knob) else {
+    /// Takes over a knob whose value the driver reset (its device's queue set changed):
+    /// the value there now is the driver's, not someone else's choice, so it becomes the
+    /// one steerd accounts for (as if steerd had written it) and the original from
+    /// before steerd's first write stays. On exit it is restored to that original unless
+    /// someone else changes it in the meantime, exactly like a value steerd wrote. A knob
+    /// that vanished with its queue keeps only its original. Returns whether steerd had
+    /// an entry for the knob.
+    pub fn take_over_reset(&mut self, knob: &Knob) -> bool {
+        if !self.remembered.contains_key(knob) {
             return false;
-        };
-        let had = entry.written.is_some() || entry.intended.is_some();
-        entry.written = None;
-        entry.intended = None;
-        if had {
-            let _ = self.save();
         }
-        had
+        let now = self.read(knob).ok().map(|(_, value)| value);
+        if let Some(entry) = self.remembered.get_mut(knob) {
+            entry.written = now;
+            entry.intended = None;
+        }
+        let _ = self.save();
+        true
     }
 
     /// Records `value` as a knob's original when steerd has none for it yet, without
@@ -621,18 +623,16 @@ mod tests {
     }
 
     #[test]
-    fn a_value_the_driver_reset_is_released_and_the_original_kept() {
+    fn a_value_the_driver_reset_is_taken_over_and_the_original_kept() {
         let (dir, mut actuator) = setup();
         let irq = Knob::IrqAffinity { irq: 30 };
         let file = dir.path().join("proc/irq/30/smp_affinity_list");
         actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
         // A channel change: the driver writes its new default over steerd's value.
         fs::write(&file, "2-3\n").unwrap();
-        assert!(actuator.release(&irq));
-        assert!(!actuator.release(&irq), "released once");
-        assert_eq!(actuator.last_written(&irq), None);
-        assert_eq!(actuator.changed().count(), 0, "not steerd's to restore");
-        // A restart in between keeps the original too.
+        assert!(actuator.take_over_reset(&irq));
+        assert_eq!(actuator.last_written(&irq), Some(&cpus("2-3")));
+        // A restart in between keeps it all.
         drop(actuator);
         let root = Root::new(dir.path());
         let mut actuator = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
@@ -645,35 +645,35 @@ mod tests {
     }
 
     #[test]
-    fn an_original_from_before_a_driver_reset_is_what_a_later_write_restores() {
+    fn a_taken_over_value_is_restored_unless_someone_else_changed_it() {
         let (dir, mut actuator) = setup();
+        let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
         let irq = Knob::IrqAffinity { irq: 30 };
-        let file = dir.path().join("proc/irq/30/smp_affinity_list");
-        // The driver replaced 0-7 with its interim default before steerd ever wrote.
-        fs::write(&file, "0-3\n").unwrap();
-        assert!(actuator.remember_original(&irq, &cpus("0-7"), 1));
-        assert!(
-            !actuator.remember_original(&irq, &cpus("0-3"), 1),
-            "the first one stays"
-        );
-        assert_eq!(actuator.changed().count(), 0);
-        actuator.write(&irq, &cpus("2"), 1, 0).unwrap();
-        let (restored, _) = actuator.restore_all(false);
-        assert_eq!(restored, vec![irq]);
-        assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
+        let irq_file = dir.path().join("proc/irq/30/smp_affinity_list");
+        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        // The queue was removed and added again (mask 0); the driver moved the vector.
+        fs::write(&file, "1\n").unwrap();
+        fs::write(&irq_file, "1\n").unwrap();
+        actuator.take_over_reset(&rps());
+        actuator.take_over_reset(&irq);
+        // Later an operator sets the vector: theirs, left alone on exit.
+        fs::write(&irq_file, "5\n").unwrap();
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored, failures), (vec![rps()], vec![]));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "00\n");
+        assert_eq!(fs::read_to_string(&irq_file).unwrap(), "5\n");
+        assert!(!actuator.state_path().exists());
     }
 
     #[test]
-    fn a_released_value_steerd_does_not_write_again_is_left_to_the_driver() {
+    fn a_vanished_queue_keeps_only_its_original() {
         let (dir, mut actuator) = setup();
-        let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
         actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
-        fs::write(&file, "0\n").unwrap(); // the queue was removed and added again
-        actuator.release(&rps());
-        let (restored, failures) = actuator.restore_all(false);
-        assert!(restored.is_empty() && failures.is_empty());
-        assert_eq!(fs::read_to_string(&file).unwrap(), "0\n");
-        assert!(!actuator.state_path().exists());
+        fs::remove_dir_all(dir.path().join("sys/class/net/eth0/queues/rx-0")).unwrap();
+        assert!(actuator.take_over_reset(&rps()));
+        assert_eq!(actuator.last_written(&rps()), None);
+        assert_eq!(actuator.changed().count(), 0);
     }
 
     #[test]

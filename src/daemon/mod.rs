@@ -844,11 +844,13 @@ impl Daemon {
     /// A device's queue set changed (a channel-count change): its driver re-did its
     /// defaults, rewriting the affinity of its vectors (virtio_net: wide masks, then queue N
     /// on CPU N) and adding queues with RPS off. That is not someone else's choice to
-    /// respect but a device made anew: every target of the device whose value is no
-    /// longer the one steerd wrote (or the one it respected) is forgotten by the policy —
-    /// no frozen IRQ, no dwell time — and released by the actuator, which keeps the value
-    /// from before steerd's first write for the restore on exit. The next tick places
-    /// them again and re-applies steerd's RPS masks.
+    /// respect but a device made anew. Every target of the device that no longer holds
+    /// what steerd wrote (or respected), or that steerd never wrote but that changed with
+    /// the reset, is forgotten by the policy — no frozen IRQ, no dwell time — and taken
+    /// over by the actuator: the driver's value is accounted for as steerd's, and the
+    /// original (from before steerd's first write, or else from before the reset) is what
+    /// the restore on exit writes back. The next tick places them again and re-applies
+    /// steerd's RPS masks.
     fn after_queue_change(&mut self, before: &crate::model::inventory::Inventory, device: &str) {
         let mut targets: Vec<Target> = Vec::new();
         for inventory in [before, &self.machine.inventory] {
@@ -876,31 +878,34 @@ impl Daemon {
         }
         targets.sort();
         targets.dedup();
-        let mut released = 0;
+        let mut reset = 0;
         let previous = Placement::from_inventory(before);
         for target in targets {
             let knob = knob_of(&target);
-            // What it held before the change, if steerd never wrote it: the machine as
-            // steerd found it, to restore on exit should steerd write it from now on.
-            if let Some(was) = previous.value(&target) {
-                let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
-                self.actuator
-                    .remember_original(&knob, &knob_value_of(&was), words);
-            }
             let known = [
                 self.policy.written(&target).cloned(),
                 self.policy.respected(&target).cloned(),
                 self.actuator.last_written(&knob).map(policy_value_of),
             ];
-            let reset = known
+            let now = self.placement.value(&target);
+            let was = previous.value(&target);
+            let ours_replaced = known
                 .iter()
                 .flatten()
                 .any(|value| self.placement.holds(&target, value) != Some(true));
-            if reset {
-                self.policy.forget_owner(&target);
-                self.actuator.release(&knob);
-                released += 1;
+            let never_ours =
+                known.iter().all(Option::is_none) && now.is_some() && was.is_some() && was != now;
+            if !(ours_replaced || never_ours) {
+                continue;
             }
+            if never_ours && let Some(was) = &was {
+                let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
+                self.actuator
+                    .remember_original(&knob, &knob_value_of(was), words);
+            }
+            self.policy.forget_owner(&target);
+            self.actuator.take_over_reset(&knob);
+            reset += 1;
         }
         let (rx, tx) = self
             .machine
@@ -911,8 +916,8 @@ impl Daemon {
             device,
             rx_queues = rx,
             tx_queues = tx,
-            released,
-            "{device}: queue set changed (now {rx} rx, {tx} tx); the driver reset {released} of steerd's values: placing its queues again"
+            reset,
+            "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
         );
     }
 
