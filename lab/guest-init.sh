@@ -4,7 +4,7 @@
 # counters the host's report needs for a fixed time (running the scenario's timed events
 # on the way), stops the balancer with SIGTERM, compares every value with the snapshot and
 # powers off. Everything it prints for the host starts with a tag the host parses:
-#   LAB READY / LAB EVENT t what / S uptime / N softnet row / C cpu line / I irq counts /
+#   LAB READY / LAB EVENT uptime command / S uptime / N softnet row / C cpu line / I irq counts /
 #   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -101,28 +101,30 @@ sample
 start_balancer
 read -r START _ < /proc/uptime
 echo "LAB READY $START"
-# Timed events: "SECONDS:command;SECONDS:command", run once each when due.
+# Timed events: one per line, "SECONDS command", each run once when due.
 END=$(awk -v s="$START" -v d="$DURATION" 'BEGIN { print s + d }')
 done_events=""
+NL='
+'
 while :; do
     read -r now _ < /proc/uptime
     if awk -v n="$now" -v e="$END" 'BEGIN { exit !(n >= e) }'; then break; fi
     sample
     if [ -n "$EVENTS" ]; then
         elapsed=$(awk -v n="$now" -v s="$START" 'BEGIN { print n - s }')
-        IFS=';'
         k=0
+        IFS=$NL
         for ev in $EVENTS; do
+            unset IFS
             k=$((k + 1))
-            at=${ev%%:*}; cmd=${ev#*:}
-            case " $done_events " in *" $k "*) continue ;; esac
-            if awk -v e="$elapsed" -v a="$at" 'BEGIN { exit !(e >= a) }'; then
+            at=${ev%% *}; cmd=${ev#* }
+            case " $done_events " in *" $k "*) IFS=$NL; continue ;; esac
+            if awk -v e="$elapsed" -v a="$at" 'BEGIN { exit !(e + 0 >= a + 0) }'; then
                 done_events="$done_events $k"
                 echo "LAB EVENT $now $cmd"
-                unset IFS
                 eval "$cmd"
-                IFS=';'
             fi
+            IFS=$NL
         done
         unset IFS
     fi

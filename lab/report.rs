@@ -160,8 +160,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     let first = |k: &str| other.get(k).and_then(|v| v.first()).cloned();
     let ready: f64 = first("ready").and_then(|v| v.parse().ok()).unwrap_or(0.0);
     let last = s.phases.iter().map(|p| (p.start, p.length)).max().unwrap_or_default();
+    // What a first change answers: the burst after an idle spell, the first event (CPU
+    // hot-plug, channels) when the machine starts placed by the driver, else the start.
     let reference = if last.0 > Duration::from_secs(2) {
         ready + last.0.as_secs_f64()
+    } else if let (true, Some((at, _))) = (s.setup.is_empty(), s.events.first()) {
+        ready + f64::from(*at)
     } else {
         ready
     };

@@ -44,8 +44,8 @@ pub struct Scenario {
     pub vm: VmSpec,
     /// Guest shell run before the snapshot and the balancer (the machine as found).
     pub setup: String,
-    /// `SECONDS:command;...` run in the guest after the balancer starts.
-    pub events: String,
+    /// Guest shell commands run at these seconds after the balancer starts.
+    pub events: Vec<(u32, &'static str)>,
     /// The CPUs a hand placement uses, in queue order.
     pub hand_cpus: String,
     /// How long the guest samples after the balancer starts.
@@ -76,7 +76,7 @@ fn base(name: &'static str, what: &'static str) -> Scenario {
         what,
         vm: VmSpec::default(),
         setup: String::new(),
-        events: String::new(),
+        events: Vec::new(),
         hand_cpus: "0 1 2 3".into(),
         duration: Duration::from_secs(32),
         phases: vec![udp(1, 30, 8, UDP_PPS)],
@@ -120,15 +120,22 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             duration: Duration::from_secs(idle_s + 22),
             phases: vec![udp(idle_s, 20, 8, UDP_PPS)],
             steady: Duration::from_secs(10),
-            setup: "pin_inputs 0".into(),
-            ..base("idle-burst", "every input on CPU0, idle, then 8 UDP flows")
+            ..base("idle-burst", "driver's placement, idle, then 8 UDP flows")
         },
         Scenario {
-            events: "10:echo 0 > /sys/devices/system/cpu/cpu3/online;18:echo 1 > /sys/devices/system/cpu/cpu3/online".into(),
+            events: vec![
+                (10, "echo 0 > /sys/devices/system/cpu/cpu3/online"),
+                (18, "echo 1 > /sys/devices/system/cpu/cpu3/online"),
+            ],
+            steady: Duration::from_secs(8),
             ..base("hotplug", "driver's placement, CPU 3 offline at 10 s and back at 18 s, 8 UDP flows")
         },
         Scenario {
-            events: "10:ethtool -L eth0 combined 2;18:ethtool -L eth0 combined 4".into(),
+            events: vec![
+                (10, "ethtool -L eth0 combined 2"),
+                (18, "ethtool -L eth0 combined 4"),
+            ],
+            steady: Duration::from_secs(8),
             ..base("channels", "ethtool -L eth0 combined 2 at 10 s, 4 at 18 s, 8 UDP flows")
         },
         Scenario {
@@ -150,7 +157,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             ..base("numa", "2 nodes, NIC on node 1 (CPUs 2-3), every input on CPU0, 8 UDP flows")
         },
         Scenario {
-            events: "10:kill -9 $BPID; sleep 1; start_balancer".into(),
+            events: vec![(10, "kill -9 $BPID; sleep 1; start_balancer")],
             setup: "pin_inputs 0".into(),
             ..base("kill9", "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows")
         },
@@ -176,6 +183,8 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         .iter()
         .flat_map(|p| p.tcp_ports.iter().map(u16::to_string))
         .collect();
+    let events: Vec<String> = s.events.iter().map(|(at, cmd)| format!("{at} {cmd}")).collect();
+    let events = events.join("\n");
     let quote = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
@@ -186,7 +195,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         super::netns::HOST_MAC,
         quote(&tcp.join(" ")),
         quote(&setup),
-        quote(&s.events),
+        quote(&events),
         quote(&s.hand_cpus),
         s.duration.as_secs(),
     )
