@@ -1,6 +1,6 @@
 //! Link events: an rtnetlink socket subscribed to `RTNLGRP_LINK`, so the daemon
 //! rediscovers as soon as a device appears, vanishes or changes, instead of waiting for
-//! the slow rediscovery timer. A channel-count change sends no link event (seen on 6.1):
+//! the slow rediscovery timer. A channel-count change sends no link event (`tests/queue_events.rs`):
 //! `queue_events` hears that one.
 //!
 //! Only the fact that *something* changed matters here — discovery re-reads `sys/` — so

@@ -1,0 +1,80 @@
+//! A channel-count change on a veth inside a test namespace wakes the queue-event (kobject
+//! uevent) socket, and sends no rtnetlink link event (root only; needs `ethtool`).
+
+mod netns;
+
+use std::process::Command;
+use std::time::Duration;
+
+use steerd::kernel::link_events::LinkEvents;
+use steerd::kernel::queue_events::QueueEvents;
+
+fn ethtool(args: &[&str]) {
+    let out = Command::new("ethtool")
+        .args(args)
+        .output()
+        .expect("run ethtool");
+    assert!(
+        out.status.success(),
+        "ethtool {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_channel_count_change_is_a_queue_event_not_a_link_event() {
+    if let Some(why) = netns::skip_reason() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    if Command::new("ethtool").arg("--version").output().is_err() {
+        eprintln!("skipping: `ethtool` is not installed");
+        return;
+    }
+    let ns = netns::Netns::create("queues");
+    let name = ns.name.clone();
+    let (queue_events, link_events) = ns
+        .spawn(None, move || {
+            let q = "4";
+            netns::ip(&[
+                "-n",
+                &name,
+                "link",
+                "add",
+                "steerd-a",
+                "numrxqueues",
+                q,
+                "numtxqueues",
+                q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "steerd-b",
+                "numrxqueues",
+                q,
+                "numtxqueues",
+                q,
+            ]);
+            let mut queues = QueueEvents::subscribe().expect("subscribe to uevents");
+            let mut links = LinkEvents::subscribe().expect("subscribe to link events");
+            assert_eq!(queues.drain().expect("drain"), 0, "quiet before any change");
+            // This thread is in the namespace: ethtool sees its devices.
+            ethtool(&["-L", "steerd-a", "rx", "2", "tx", "2"]);
+            ethtool(&["-L", "steerd-a", "rx", "4", "tx", "4"]);
+            std::thread::sleep(Duration::from_millis(200));
+            (
+                queues.drain().expect("drain"),
+                links.drain().expect("drain"),
+            )
+        })
+        .join()
+        .expect("thread");
+    // rx-2, rx-3, tx-2, tx-3 removed, then added again.
+    assert_eq!(queue_events, 8, "queue uevents");
+    assert_eq!(
+        link_events, 0,
+        "a link event: the uevent socket would not be needed"
+    );
+}
