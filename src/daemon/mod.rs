@@ -59,6 +59,13 @@ pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 /// small read per value, and a rediscovery only when one differs.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
 
+/// How many times in a row an IRQ affinity write may read back another value before
+/// steerd stops proposing it. Seen on a 6.1 x86 guest right after virtio_net reset its
+/// vectors (a channel-count change): one write of `0` over the driver's `0-1` read back
+/// `0-1` once, apparently while the kernel still moved the vector; a retry is cheap, and
+/// a value the kernel really refuses is given up after these few tries.
+pub const NOT_TAKEN_RETRIES: u32 = 3;
+
 /// The shortest gap between ticks while a hot signal is being confirmed.
 pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
 
@@ -162,6 +169,9 @@ struct Daemon {
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
+    /// IRQs whose affinity write read back another value, with how many times in a row:
+    /// retried with the actuator's backoff up to [`NOT_TAKEN_RETRIES`] times.
+    irq_not_taken: std::collections::BTreeMap<u32, u32>,
     /// Set when this tick rediscovered the machine after a write found its target gone.
     plan_stale: bool,
     /// Something `decide` reads besides the load changed since it last ran (discovery,
@@ -269,6 +279,7 @@ impl Daemon {
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),
+            irq_not_taken: Default::default(),
             plan_stale: false,
             decide_needed: true,
             idle_ticks: 0,
@@ -558,6 +569,9 @@ impl Daemon {
         } else {
             match self.actuator.write(&knob, &wanted, mask_words, now_ns) {
                 Ok(written) => {
+                    if let Knob::IrqAffinity { irq } = knob {
+                        self.irq_not_taken.remove(&irq);
+                    }
                     self.policy.record_applied(&action, now_ns);
                     self.record_written(&action.target, &written.after);
                     "applied".to_string()
@@ -633,6 +647,13 @@ impl Daemon {
                 }
                 self.policy
                     .record_failed(action.target.clone(), failure.message.clone());
+            }
+            FailureKind::NotTaken
+                if let Knob::IrqAffinity { irq } = failure.knob
+                    && self.irq_not_taken.get(&irq).copied().unwrap_or(0) < NOT_TAKEN_RETRIES =>
+            {
+                *self.irq_not_taken.entry(irq).or_default() += 1;
+                warn!(error = %failure, "the kernel did not take this affinity (a move in flight?); retrying later with backoff: {failure}");
             }
             FailureKind::Bug | FailureKind::NotTaken => {
                 error!(error = %failure, "the kernel does not take this value; not proposing it again: {failure}");
