@@ -36,7 +36,9 @@ impl<'writer> FormatFields<'writer> for MessageFirst {
 #[derive(Debug, Default)]
 struct Fields {
     message: String,
-    others: Vec<(&'static str, String)>,
+    /// Name, value as text (to compare with the message), value as written (strings
+    /// quoted, as tracing's default format writes them).
+    others: Vec<(&'static str, String, String)>,
 }
 
 impl Fields {
@@ -44,14 +46,14 @@ impl Fields {
     /// values (a count, a CPU number) are always written: `4` in "every 4s" is not them.
     fn render(&self) -> String {
         let mut out = self.message.clone();
-        for (name, value) in &self.others {
+        for (name, value, shown) in &self.others {
             if value.len() >= SAID_AT_LEAST && self.message.contains(value.as_str()) {
                 continue;
             }
             if !out.is_empty() {
                 out.push(' ');
             }
-            let _ = write!(out, "{name}={value}");
+            let _ = write!(out, "{name}={shown}");
         }
         out
     }
@@ -62,7 +64,8 @@ impl Visit for Fields {
         if field.name() == "message" {
             self.message = value.to_string();
         } else {
-            self.others.push((field.name(), value.to_string()));
+            self.others
+                .push((field.name(), value.to_string(), format!("{value:?}")));
         }
     }
 
@@ -71,7 +74,7 @@ impl Visit for Fields {
         if field.name() == "message" {
             self.message = text;
         } else {
-            self.others.push((field.name(), text));
+            self.others.push((field.name(), text.clone(), text));
         }
     }
 }
@@ -85,14 +88,18 @@ mod tests {
         let fields = Fields {
             message: "quiet mode unavailable: tracefs is mounted nowhere".into(),
             others: vec![
-                ("error", "tracefs is mounted nowhere".into()),
-                ("devices", "4".into()),
-                ("cpu", "s".into()),
+                (
+                    "error",
+                    "tracefs is mounted nowhere".into(),
+                    "tracefs is…".into(),
+                ),
+                ("devices", "4".into(), "4".into()),
+                ("kind", "s".into(), "\"s\"".into()),
             ],
         };
         assert_eq!(
             fields.render(),
-            "quiet mode unavailable: tracefs is mounted nowhere devices=4 cpu=s"
+            "quiet mode unavailable: tracefs is mounted nowhere devices=4 kind=\"s\""
         );
     }
 }
