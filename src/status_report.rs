@@ -178,6 +178,28 @@ pub fn no_cpu_is_hot(
 }
 
 impl LiveStatus {
+    /// Records a finished tick (the daemon calls this on every tick: no allocation).
+    pub fn record_tick(
+        &mut self,
+        tick: u64,
+        now_unix: f64,
+        interval_s: f64,
+        quiet_interval_s: f64,
+    ) {
+        self.ticks = tick;
+        self.last_tick_unix = now_unix;
+        self.interval_s = interval_s;
+        self.quiet_interval_s = quiet_interval_s;
+    }
+
+    /// Records a tick's verdict; `reason` is the policy's sentence when it ran. No
+    /// allocation: the previous sentence is dropped, the new one was made by the policy.
+    pub fn record_verdict(&mut self, verdict: Verdict, tick: u64, reason: Option<String>) {
+        self.verdict = verdict;
+        self.verdict_tick = tick;
+        self.reason = reason;
+    }
+
     /// The report at wall-clock time `now_unix`, with the loop's health (`Err`: why it is
     /// stalled) and the decision log.
     pub fn report(

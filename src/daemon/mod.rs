@@ -522,12 +522,7 @@ impl Daemon {
     /// Records this tick's verdict; `reason` is the policy's sentence when it ran.
     fn set_verdict(&self, verdict: Verdict, reason: Option<String>) {
         let tick = self.tick;
-        self.with_status(|status| {
-            status.verdict = verdict;
-            status.verdict_tick = tick;
-            // Dropping the previous sentence frees; nothing new is allocated here.
-            status.reason = reason;
-        });
+        self.with_status(|status| status.record_verdict(verdict, tick, reason));
     }
 
     /// The numbers of a calm tick's sentence: the thresholds and the busiest CPU (as
@@ -576,12 +571,7 @@ impl Daemon {
             self.config.quiet.interval.as_secs_f64(),
         );
         let now_unix = unix_now();
-        self.with_status(|status| {
-            status.ticks = tick;
-            status.last_tick_unix = now_unix;
-            status.interval_s = interval_s;
-            status.quiet_interval_s = quiet_interval_s;
-        });
+        self.with_status(|status| status.record_tick(tick, now_unix, interval_s, quiet_interval_s));
         let metrics = &self.shared.metrics;
         metrics.ticks.inc();
         metrics
