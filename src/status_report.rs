@@ -235,8 +235,8 @@ impl LiveStatus {
             Some(since) => (
                 "quiet",
                 format!(
-                    "no receive work for a while: ticking every {}, woken by the kernel at the \
-                     first packets (asleep for {})",
+                    "little receive work (under quiet.wake_after_polls per quiet.interval): \
+                     ticking every {}, woken by the kernel when it rises (asleep for {})",
                     secs(self.quiet_interval_s),
                     ago(now_unix - since)
                 ),
