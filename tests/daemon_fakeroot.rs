@@ -210,7 +210,37 @@ fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
     assert!(entries.is_power_of_two() && flow_cnt.is_power_of_two());
 
     // Every file that changed was written by a decision that says why.
-    let decisions = daemon.decisions();
+    let changed: Vec<(String, String, String)> = m
+        .changed()
+        .into_iter()
+        .map(|(path, _, now)| {
+            let path = path.to_string_lossy().into_owned();
+            let target = if let Some(irq) = path
+                .strip_prefix("proc/irq/")
+                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+            {
+                format!("irq {irq} affinity")
+            } else if let Some((device, queue, file)) = queue_file(&path) {
+                format!("{device} {queue} {file}")
+            } else if path == "proc/sys/net/core/rps_sock_flow_entries" {
+                "rps_sock_flow_entries".to_string()
+            } else {
+                panic!("steerd changed an unexpected file: {path} = {now:?}");
+            };
+            (path, target, now)
+        })
+        .collect();
+    // A decision enters the log just after its write: let the log catch up with the files
+    // (on a loaded machine the test can read a file between the two).
+    let mut decisions = daemon.decisions();
+    wait_until(WAIT, "a decision for every changed file", Some(&daemon), || {
+        decisions = daemon.decisions();
+        changed.iter().all(|(_, target, _)| {
+            decisions
+                .iter()
+                .any(|d| d.outcome == "applied" && &d.target == target)
+        })
+    });
     let applied: Vec<_> = decisions
         .iter()
         .filter(|d| d.outcome == "applied")
@@ -218,20 +248,7 @@ fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
     for d in &applied {
         assert!(!d.reason.is_empty() && !d.detail.is_empty(), "{d:?}");
     }
-    for (path, _, now) in m.changed() {
-        let path = path.to_string_lossy().into_owned();
-        let target = if let Some(irq) = path
-            .strip_prefix("proc/irq/")
-            .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-        {
-            format!("irq {irq} affinity")
-        } else if let Some((device, queue, file)) = queue_file(&path) {
-            format!("{device} {queue} {file}")
-        } else if path == "proc/sys/net/core/rps_sock_flow_entries" {
-            "rps_sock_flow_entries".to_string()
-        } else {
-            panic!("steerd changed an unexpected file: {path} = {now:?}");
-        };
+    for (path, target, now) in changed {
         let last = applied
             .iter()
             .rev()
