@@ -233,14 +233,19 @@ fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
     // A decision enters the log just after its write: let the log catch up with the files
     // (on a loaded machine the test can read a file between the two).
     let mut decisions = daemon.decisions();
-    wait_until(WAIT, "a decision for every changed file", Some(&daemon), || {
-        decisions = daemon.decisions();
-        changed.iter().all(|(_, target, _)| {
-            decisions
-                .iter()
-                .any(|d| d.outcome == "applied" && &d.target == target)
-        })
-    });
+    wait_until(
+        WAIT,
+        "a decision for every changed file",
+        Some(&daemon),
+        || {
+            decisions = daemon.decisions();
+            changed.iter().all(|(_, target, _)| {
+                decisions
+                    .iter()
+                    .any(|d| d.outcome == "applied" && &d.target == target)
+            })
+        },
+    );
     let applied: Vec<_> = decisions
         .iter()
         .filter(|d| d.outcome == "applied")
