@@ -39,7 +39,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     .collect::<Result<_, _>>()?
             }
             "-h" | "--help" => {
-                println!("lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]");
+                println!(
+                    "lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]"
+                );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<11} {}", s.name, s.what);
                 }

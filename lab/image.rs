@@ -90,7 +90,11 @@ fn find_file(dir: &Path, stem: &str, depth: u32) -> Option<PathBuf> {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name == stem || name.strip_prefix(stem).is_some_and(|s| s == ".xz" || s == ".zst") {
+        if name == stem
+            || name
+                .strip_prefix(stem)
+                .is_some_and(|s| s == ".xz" || s == ".zst")
+        {
             return Some(path);
         }
         if path.is_dir() {
@@ -104,10 +108,16 @@ fn find_file(dir: &Path, stem: &str, depth: u32) -> Option<PathBuf> {
 }
 
 /// Builds the base archive in `work` and returns its path and the modules it carries.
-pub fn build_base(work: &Path, kernel: &GuestKernel, steerd: &Path) -> Result<(PathBuf, Vec<String>)> {
+pub fn build_base(
+    work: &Path,
+    kernel: &GuestKernel,
+    steerd: &Path,
+) -> Result<(PathBuf, Vec<String>)> {
     let stage = work.join("stage");
     let _ = fs::remove_dir_all(&stage);
-    for dir in ["bin", "sbin", "usr/sbin", "modules", "proc", "sys", "dev", "run", "tmp", "etc"] {
+    for dir in [
+        "bin", "sbin", "usr/sbin", "modules", "proc", "sys", "dev", "run", "tmp", "etc",
+    ] {
         fs::create_dir_all(stage.join(dir)).map_err(io("making the guest root"))?;
     }
     let busybox = which("busybox").ok_or_else(|| {
@@ -123,12 +133,17 @@ pub fn build_base(work: &Path, kernel: &GuestKernel, steerd: &Path) -> Result<(P
         copy_libraries(&program, &stage)?;
         // Debug info is most of a test build's size and the guest never reads it.
         if which("strip").is_some() {
-            run_cmd("strip", &["--strip-debug", &stage.join(to).display().to_string()])?;
+            run_cmd(
+                "strip",
+                &["--strip-debug", &stage.join(to).display().to_string()],
+            )?;
         }
     }
     let mut loaded = Vec::new();
     for name in MODULES {
-        let Some(path) = kernel.module(name) else { continue };
+        let Some(path) = kernel.module(name) else {
+            continue;
+        };
         let to = stage.join(format!("modules/{name}.ko"));
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         match ext {
@@ -170,13 +185,21 @@ fn copy_exec(from: &Path, to: &Path) -> Result<()> {
 
 /// Copies the shared libraries `ldd` lists for a program to the same paths in the guest.
 fn copy_libraries(program: &Path, stage: &Path) -> Result<()> {
-    let out = Command::new("ldd").arg(program).output().map_err(io("running ldd"))?;
+    let out = Command::new("ldd")
+        .arg(program)
+        .output()
+        .map_err(io("running ldd"))?;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let path = match line.split("=>").nth(1) {
             Some(rest) => rest.split_whitespace().next(),
-            None => line.split_whitespace().next().filter(|p| p.starts_with('/')),
+            None => line
+                .split_whitespace()
+                .next()
+                .filter(|p| p.starts_with('/')),
         };
-        let Some(path) = path.filter(|p| p.starts_with('/')) else { continue };
+        let Some(path) = path.filter(|p| p.starts_with('/')) else {
+            continue;
+        };
         let to = stage.join(path.trim_start_matches('/'));
         if !to.exists() {
             copy_exec(Path::new(path), &to)?;

@@ -79,7 +79,14 @@ pub fn unavailable() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("needs root (network namespaces, a tap device)".into());
     }
-    for tool in ["qemu-system-x86_64", "busybox", "cpio", "ip", "irqbalance", "ethtool"] {
+    for tool in [
+        "qemu-system-x86_64",
+        "busybox",
+        "cpio",
+        "ip",
+        "irqbalance",
+        "ethtool",
+    ] {
         if which(tool).is_none() {
             return Some(format!(
                 "{tool} not found (apt-get install qemu-system-x86 busybox-static cpio iproute2 irqbalance ethtool)"

@@ -37,7 +37,15 @@ impl LabNetns {
         ip(&["addr", "add", &format!("{HOST_ADDR}/24"), "dev", TAP])?;
         ip(&["link", "set", TAP, "up"])?;
         ip(&[
-            "neigh", "replace", GUEST_ADDR, "lladdr", GUEST_MAC, "dev", TAP, "nud", "permanent",
+            "neigh",
+            "replace",
+            GUEST_ADDR,
+            "lladdr",
+            GUEST_MAC,
+            "dev",
+            TAP,
+            "nud",
+            "permanent",
         ])?;
         Ok(ns)
     }
@@ -58,7 +66,13 @@ impl LabNetns {
     pub fn tap_tx_dropped(&self) -> u64 {
         run_cmd(
             "ip",
-            &["netns", "exec", &self.name, "cat", &format!("/sys/class/net/{TAP}/statistics/tx_dropped")],
+            &[
+                "netns",
+                "exec",
+                &self.name,
+                "cat",
+                &format!("/sys/class/net/{TAP}/statistics/tx_dropped"),
+            ],
         )
         .ok()
         .and_then(|s| s.trim().parse().ok())

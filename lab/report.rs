@@ -79,7 +79,11 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
             "N" => {
                 if let Some(s) = cur.as_mut() {
                     let hex = |i: usize| f.get(i).and_then(|v| u64::from_str_radix(v, 16).ok());
-                    let cpu = if f.len() >= 13 { hex(12) } else { Some(s.softnet.len() as u64) };
+                    let cpu = if f.len() >= 13 {
+                        hex(12)
+                    } else {
+                        Some(s.softnet.len() as u64)
+                    };
                     if let (Some(cpu), Some(p), Some(d)) = (cpu, hex(0), hex(1)) {
                         s.softnet.insert(cpu as u32, (p, d));
                     }
@@ -87,8 +91,16 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
             }
             "C" => {
                 if let Some(s) = cur.as_mut() {
-                    let cpu = f.first().and_then(|c| c.strip_prefix("cpu")).and_then(|c| c.parse().ok());
-                    let n: Vec<u64> = f.iter().skip(1).take(8).filter_map(|v| v.parse().ok()).collect();
+                    let cpu = f
+                        .first()
+                        .and_then(|c| c.strip_prefix("cpu"))
+                        .and_then(|c| c.parse().ok());
+                    let n: Vec<u64> = f
+                        .iter()
+                        .skip(1)
+                        .take(8)
+                        .filter_map(|v| v.parse().ok())
+                        .collect();
                     if let (Some(cpu), true) = (cpu, n.len() == 8) {
                         s.stat.insert(cpu, (n[5] + n[6], n.iter().sum()));
                     }
@@ -96,7 +108,10 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
             }
             "H" => {
                 if let Some(s) = cur.as_mut() {
-                    s.columns = f.iter().filter_map(|c| c.strip_prefix("CPU")?.parse().ok()).collect();
+                    s.columns = f
+                        .iter()
+                        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+                        .collect();
                 }
             }
             "I" => {
@@ -159,7 +174,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     let (samples, other) = parse(&raw.lines);
     let first = |k: &str| other.get(k).and_then(|v| v.first()).cloned();
     let ready: f64 = first("ready").and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let last = s.phases.iter().map(|p| (p.start, p.length)).max().unwrap_or_default();
+    let last = s
+        .phases
+        .iter()
+        .map(|p| (p.start, p.length))
+        .max()
+        .unwrap_or_default();
     // What a first change answers: the burst after an idle spell, the first event (CPU
     // hot-plug, channels) when the machine starts placed by the driver, else the start.
     let reference = if last.0 > Duration::from_secs(2) {
@@ -213,9 +233,10 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     if let (Some(a), Some(b)) = (window_start, window_end)
         && b.up > a.up
     {
-        let delta = |cpu: &u32, now: u64, map: &BTreeMap<u32, (u64, u64)>, pick: fn(&(u64, u64)) -> u64| {
-            now.saturating_sub(map.get(cpu).map(pick).unwrap_or(now))
-        };
+        let delta =
+            |cpu: &u32, now: u64, map: &BTreeMap<u32, (u64, u64)>, pick: fn(&(u64, u64)) -> u64| {
+                now.saturating_sub(map.get(cpu).map(pick).unwrap_or(now))
+            };
         let processed: Vec<u64> = b
             .softnet
             .iter()
@@ -251,7 +272,10 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             }
         }
         let all: u64 = per_cpu.values().sum();
-        m.input_cpus = per_cpu.values().filter(|&&n| all > 0 && n * 50 > all).count();
+        m.input_cpus = per_cpu
+            .values()
+            .filter(|&&n| all > 0 && n * 50 > all)
+            .count();
     }
     if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
         m.softnet_dropped = b
@@ -265,8 +289,20 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         let udp: Vec<&String> = snmp.iter().filter(|l| l.starts_with("Udp:")).collect();
         if let [names, values] = udp[..] {
             let names: Vec<&str> = names.split_whitespace().collect();
-            let values: Vec<u64> = values.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-            let get = |n: &str| names.iter().skip(1).position(|x| *x == n).and_then(|i| values.get(i)).copied().unwrap_or(0);
+            let values: Vec<u64> = values
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            let get = |n: &str| {
+                names
+                    .iter()
+                    .skip(1)
+                    .position(|x| *x == n)
+                    .and_then(|i| values.get(i))
+                    .copied()
+                    .unwrap_or(0)
+            };
             let received = get("InDatagrams") + get("NoPorts") + get("InErrors");
             if raw.sent.udp_packets > 0 {
                 m.delivered = Some(received as f64 / raw.sent.udp_packets as f64);
@@ -274,7 +310,10 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         }
     }
     if let Some(d) = first("daemon") {
-        let f: Vec<f64> = d.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        let f: Vec<f64> = d
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
         if let [ticks, rss_kb] = f[..] {
             m.daemon_cpu_s = Some(ticks / 100.0);
             m.daemon_rss_mb = Some(rss_kb / 1024.0);
@@ -318,7 +357,11 @@ fn settle(samples: &[Sample], events: Option<&Vec<String>>) -> Option<f64> {
 
 /// The median of the present values.
 pub fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
-    let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+    let mut v: Vec<f64> = values
+        .into_iter()
+        .flatten()
+        .filter(|x| x.is_finite())
+        .collect();
     if v.is_empty() {
         return None;
     }
@@ -381,7 +424,10 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
         if let Some((_, _, irqb)) = find(s.name, "irqbalance") {
             let theirs = median(irqb.iter().map(|m| Some(m.busiest_processed))).unwrap_or(1.0);
             out.push((
-                format!("{}: steerd's busiest-CPU share {busiest:.2} <= irqbalance's {theirs:.2}", s.name),
+                format!(
+                    "{}: steerd's busiest-CPU share {busiest:.2} <= irqbalance's {theirs:.2}",
+                    s.name
+                ),
                 busiest <= theirs + 0.005,
             ));
         }
@@ -395,17 +441,30 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             ));
         }
         if let Some(first) = med(|m| m.first_change) {
-            out.push((format!("{}: first change after {first:.1} s (< 2 s)", s.name), first < 2.0));
+            out.push((
+                format!("{}: first change after {first:.1} s (< 2 s)", s.name),
+                first < 2.0,
+            ));
         }
         let late = med(|m| Some(m.late_changes as f64)).unwrap_or(0.0);
-        out.push((format!("{}: {late:.0} changes after convergence (0)", s.name), late == 0.0));
+        out.push((
+            format!("{}: {late:.0} changes after convergence (0)", s.name),
+            late == 0.0,
+        ));
         if s.name == "idle-burst" {
             let idle = runs.iter().map(|m| m.idle_changes).max().unwrap_or(0);
-            out.push((format!("{}: {idle} changes while idle (0)", s.name), idle == 0));
+            out.push((
+                format!("{}: {idle} changes while idle (0)", s.name),
+                idle == 0,
+            ));
         }
         let restored = runs.iter().filter(|m| m.restored).count();
         out.push((
-            format!("{}: every value restored after SIGTERM in {restored} of {} runs", s.name, runs.len()),
+            format!(
+                "{}: every value restored after SIGTERM in {restored} of {} runs",
+                s.name,
+                runs.len()
+            ),
             restored == runs.len(),
         ));
         if !s.events.is_empty()

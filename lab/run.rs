@@ -69,7 +69,12 @@ impl Lab {
                         break;
                     }
                 }
-                None => return Err(LabError::Guest(format!("console closed before ready: {}", tail(&lines)))),
+                None => {
+                    return Err(LabError::Guest(format!(
+                        "console closed before ready: {}",
+                        tail(&lines)
+                    )));
+                }
             }
         }
         let t0 = Instant::now();
@@ -106,7 +111,10 @@ impl Lab {
             Ok(total)
         })?;
         if !lines.iter().any(|l| l == "LAB DONE") {
-            return Err(LabError::Guest(format!("the guest stopped early: {}", tail(&lines))));
+            return Err(LabError::Guest(format!(
+                "the guest stopped early: {}",
+                tail(&lines)
+            )));
         }
         let tap_dropped = ns.tap_tx_dropped();
         vm.wait(Duration::from_secs(20))?;

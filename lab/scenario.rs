@@ -20,7 +20,12 @@ pub enum Balancer {
 }
 
 impl Balancer {
-    pub const ALL: [Balancer; 4] = [Balancer::None, Balancer::Irqbalance, Balancer::Steerd, Balancer::Hand];
+    pub const ALL: [Balancer; 4] = [
+        Balancer::None,
+        Balancer::Irqbalance,
+        Balancer::Steerd,
+        Balancer::Hand,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -96,7 +101,10 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
         },
         Scenario {
             spread: true,
-            ..base("defaults", "4 queues, the driver's placement (queue N on CPU N), 8 UDP flows")
+            ..base(
+                "defaults",
+                "4 queues, the driver's placement (queue N on CPU N), 8 UDP flows",
+            )
         },
         Scenario {
             phases: vec![Phase {
@@ -105,16 +113,25 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             }],
             setup: "pin_inputs 0".into(),
             spread: true,
-            ..base("tcp-cpu0", "4 queues, every input vector on CPU0, 4 TCP flows")
+            ..base(
+                "tcp-cpu0",
+                "4 queues, every input vector on CPU0, 4 TCP flows",
+            )
         },
         Scenario {
             phases: vec![udp(1, 30, 1, UDP_PPS)],
             ..base("elephant", "4 queues, driver's placement, one UDP flow")
         },
         Scenario {
-            vm: VmSpec { rss: true, ..VmSpec::default() },
+            vm: VmSpec {
+                rss: true,
+                ..VmSpec::default()
+            },
             setup: "ethtool -X eth0 weight 1 1 0 0".into(),
-            ..base("skew-2of4", "rss=on, indirection table on queues 0-1 only, 8 UDP flows")
+            ..base(
+                "skew-2of4",
+                "rss=on, indirection table on queues 0-1 only, 8 UDP flows",
+            )
         },
         Scenario {
             duration: Duration::from_secs(idle_s + 22),
@@ -128,7 +145,10 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
                 (18, "echo 1 > /sys/devices/system/cpu/cpu3/online"),
             ],
             steady: Duration::from_secs(8),
-            ..base("hotplug", "driver's placement, CPU 3 offline at 10 s and back at 18 s, 8 UDP flows")
+            ..base(
+                "hotplug",
+                "driver's placement, CPU 3 offline at 10 s and back at 18 s, 8 UDP flows",
+            )
         },
         Scenario {
             events: vec![
@@ -136,7 +156,10 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
                 (18, "ethtool -L eth0 combined 4"),
             ],
             steady: Duration::from_secs(8),
-            ..base("channels", "ethtool -L eth0 combined 2 at 10 s, 4 at 18 s, 8 UDP flows")
+            ..base(
+                "channels",
+                "ethtool -L eth0 combined 2 at 10 s, 4 at 18 s, 8 UDP flows",
+            )
         },
         Scenario {
             vm: VmSpec {
@@ -144,22 +167,40 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
                 ..VmSpec::default()
             },
             hand_cpus: "0 1 2".into(),
-            ..base("isolated", "isolcpus=3 nohz_full=3, driver's placement (queue 3 on CPU 3), 8 UDP flows")
+            ..base(
+                "isolated",
+                "isolcpus=3 nohz_full=3, driver's placement (queue 3 on CPU 3), 8 UDP flows",
+            )
         },
         Scenario {
-            vm: VmSpec { blk_queues: Some(4), ..VmSpec::default() },
-            ..base("managed", "virtio-blk num-queues=4 beside the NIC (kernel-managed vectors), 8 UDP flows")
+            vm: VmSpec {
+                blk_queues: Some(4),
+                ..VmSpec::default()
+            },
+            ..base(
+                "managed",
+                "virtio-blk num-queues=4 beside the NIC (kernel-managed vectors), 8 UDP flows",
+            )
         },
         Scenario {
-            vm: VmSpec { numa: true, ..VmSpec::default() },
+            vm: VmSpec {
+                numa: true,
+                ..VmSpec::default()
+            },
             setup: "pin_inputs 0".into(),
             hand_cpus: "2 3".into(),
-            ..base("numa", "2 nodes, NIC on node 1 (CPUs 2-3), every input on CPU0, 8 UDP flows")
+            ..base(
+                "numa",
+                "2 nodes, NIC on node 1 (CPUs 2-3), every input on CPU0, 8 UDP flows",
+            )
         },
         Scenario {
             events: vec![(10, "kill -9 $BPID; sleep 1; start_balancer")],
             setup: "pin_inputs 0".into(),
-            ..base("kill9", "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows")
+            ..base(
+                "kill9",
+                "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows",
+            )
         },
     ]
 }
@@ -183,7 +224,11 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         .iter()
         .flat_map(|p| p.tcp_ports.iter().map(u16::to_string))
         .collect();
-    let events: Vec<String> = s.events.iter().map(|(at, cmd)| format!("{at} {cmd}")).collect();
+    let events: Vec<String> = s
+        .events
+        .iter()
+        .map(|(at, cmd)| format!("{at} {cmd}"))
+        .collect();
     let events = events.join("\n");
     let quote = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
     format!(

@@ -48,7 +48,9 @@ pub fn send(ns: &LabNetns, phase: &Phase, t0: Instant) -> Result<Sent> {
         .tcp_ports
         .iter()
         .map(|&port| {
-            let addr: SocketAddr = format!("{GUEST_ADDR}:{port}").parse().expect("a literal address");
+            let addr: SocketAddr = format!("{GUEST_ADDR}:{port}")
+                .parse()
+                .expect("a literal address");
             let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
                 .map_err(io(format!("connecting to the guest's TCP port {port}")))?;
             stream
@@ -62,8 +64,10 @@ pub fn send(ns: &LabNetns, phase: &Phase, t0: Instant) -> Result<Sent> {
         .udp_flows
         .iter()
         .map(|&(sport, dport)| {
-            let sock = UdpSocket::bind((HOST_ADDR, sport)).map_err(io(format!("binding UDP port {sport}")))?;
-            sock.connect((GUEST_ADDR, dport)).map_err(io("connecting a UDP socket"))?;
+            let sock = UdpSocket::bind((HOST_ADDR, sport))
+                .map_err(io(format!("binding UDP port {sport}")))?;
+            sock.connect((GUEST_ADDR, dport))
+                .map_err(io("connecting a UDP socket"))?;
             sock.set_nonblocking(true).map_err(io("O_NONBLOCK"))?;
             Ok(sock)
         })

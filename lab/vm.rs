@@ -48,7 +48,13 @@ pub struct Vm {
 }
 
 impl Vm {
-    pub fn start(spec: &VmSpec, ns: &LabNetns, kernel: &Path, initrd: &Path, disk: &Path) -> Result<Vm> {
+    pub fn start(
+        spec: &VmSpec,
+        ns: &LabNetns,
+        kernel: &Path,
+        initrd: &Path,
+        disk: &Path,
+    ) -> Result<Vm> {
         let q = spec.queues;
         let mut args: Vec<String> = vec![
             "netns".into(),
@@ -57,7 +63,9 @@ impl Vm {
             "qemu-system-x86_64".into(),
         ];
         let mut push = |s: &str| args.extend(s.split(' ').map(str::to_string));
-        push("-accel tcg,thread=multi -nodefaults -display none -serial stdio -monitor none -no-reboot");
+        push(
+            "-accel tcg,thread=multi -nodefaults -display none -serial stdio -monitor none -no-reboot",
+        );
         push(&format!("-m {} -smp {}", spec.mem_mb, spec.cpus));
         let mut dev_extra = String::new();
         if spec.numa {
@@ -100,7 +108,9 @@ impl Vm {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(io("starting qemu-system-x86_64 (apt-get install qemu-system-x86)"))?;
+            .map_err(io(
+                "starting qemu-system-x86_64 (apt-get install qemu-system-x86)",
+            ))?;
         let stdout = child
             .stdout
             .take()
@@ -108,7 +118,9 @@ impl Vm {
         let (tx, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n').map_while(|l| l.ok()) {
-                let line = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+                let line = String::from_utf8_lossy(&line)
+                    .trim_end_matches('\r')
+                    .to_string();
                 if tx.send(line).is_err() {
                     break;
                 }
@@ -133,12 +145,19 @@ impl Vm {
     pub fn wait(mut self, timeout: Duration) -> Result<()> {
         let end = Instant::now() + timeout;
         while Instant::now() < end {
-            if self.child.try_wait().map_err(io("waiting for qemu"))?.is_some() {
+            if self
+                .child
+                .try_wait()
+                .map_err(io("waiting for qemu"))?
+                .is_some()
+            {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Err(LabError::Guest("qemu did not exit after the guest powered off".into()))
+        Err(LabError::Guest(
+            "qemu did not exit after the guest powered off".into(),
+        ))
     }
 }
 

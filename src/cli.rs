@@ -25,7 +25,7 @@ pub struct Cli {
 pub enum Command {
     /// Print the machine model: CPUs, NUMA nodes, network devices, queues and their IRQs.
     Inspect {
-        /// Output format.
+        /// Output format: tables for people, or JSON for programs (docs/inspect-json.md).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -38,7 +38,8 @@ pub enum Command {
         /// How long to sample before deciding.
         #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_duration)]
         window: Duration,
-        /// Output format.
+        /// Output format: the plan with reasons for people, or JSON for programs
+        /// (docs/plan-json.md).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -63,7 +64,7 @@ pub enum Command {
         /// Tick interval; overrides the configuration's `interval`.
         #[arg(long, value_name = "DUR", value_parser = parse_duration)]
         interval: Option<Duration>,
-        /// Address for the /metrics and /decisions HTTP endpoint.
+        /// Address for the HTTP endpoint: /metrics, /status, /decisions, /healthz.
         #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
         metrics_listen: SocketAddr,
         /// State file remembering original values (default: run/steerd/state.json under
@@ -71,12 +72,14 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         state_file: Option<PathBuf>,
     },
-    /// Print the daemon's recent decisions, fetched from its HTTP endpoint.
+    /// Print a running daemon's state: uptime, ticks, mode and why, the last tick's verdict,
+    /// write errors and refusals, then its recent decisions. Exits 0 when healthy, 1 when
+    /// degraded, 2 when the daemon cannot be reached.
     Status {
         /// Address of the daemon's HTTP endpoint.
         #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
         metrics_listen: SocketAddr,
-        /// Output format.
+        /// Output format: a report for people, or JSON for programs (docs/status-json.md).
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -94,8 +97,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// How to print a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// Tables for people.
+    /// For people.
     Text,
-    /// JSON for programs (see docs/inspect-json.md).
+    /// For programs; each command's schema is in its own docs page.
     Json,
 }

@@ -1,5 +1,6 @@
 //! The HTTP endpoint: `/metrics` (OpenMetrics text for clients that ask for it in
-//! `Accept`, as Prometheus does; the classic text format otherwise) and `/decisions` (JSON).
+//! `Accept`, as Prometheus does; the classic text format otherwise), `/status` (JSON: what
+//! `steerd status` prints, docs/status-json.md), `/decisions` (JSON) and `/healthz`.
 //!
 //! Loopback by default. axum with only its HTTP/1 and tokio features: a small, well-kept
 //! server that shares the daemon's current-thread runtime.
@@ -12,8 +13,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::decisions::DecisionLog;
+use crate::decisions::{Decision, DecisionLog};
 use crate::metrics::Metrics;
+use crate::status_report::LiveStatus;
 
 /// What the endpoint serves, shared with the tick loop.
 pub struct Shared {
@@ -21,6 +23,8 @@ pub struct Shared {
     pub decisions: Mutex<DecisionLog>,
     /// The tick loop's heartbeat, for `/healthz`.
     pub health: Health,
+    /// What `steerd status` shows, kept by the tick loop.
+    pub status: Mutex<LiveStatus>,
 }
 
 impl Shared {
@@ -29,7 +33,27 @@ impl Shared {
             metrics: Metrics::new(),
             decisions: Mutex::new(DecisionLog::default()),
             health: Health::default(),
+            status: Mutex::new(LiveStatus::default()),
         })
+    }
+
+    /// The `/status` report as JSON (schema: docs/status-json.md).
+    pub fn status_json(&self) -> String {
+        let decisions: Vec<Decision> = match self.decisions.lock() {
+            Ok(log) => log.records().cloned().collect(),
+            Err(poisoned) => poisoned.into_inner().records().cloned().collect(),
+        };
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let loop_health = self.health.check().map(|_| ());
+        let report = match self.status.lock() {
+            Ok(live) => live.report(now_unix, loop_health, decisions),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .report(now_unix, loop_health, decisions),
+        };
+        serde_json::to_string(&report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
     /// The decision log as JSON.
@@ -152,6 +176,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let metrics_state = shared.clone();
     let health_state = shared.clone();
+    let status_state = shared.clone();
     let decisions_state = shared;
     let app = Router::new()
         .route(
@@ -199,6 +224,19 @@ pub async fn serve(
             }),
         )
         .route(
+            "/status",
+            get(move || {
+                let shared = status_state.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        shared.status_json(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route(
             "/healthz",
             get(move || {
                 let shared = health_state.clone();
@@ -213,7 +251,7 @@ pub async fn serve(
         )
         .route(
             "/",
-            get(|| async { "steerd: see /metrics, /decisions and /healthz\n" }),
+            get(|| async { "steerd: see /metrics, /status, /decisions and /healthz\n" }),
         );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

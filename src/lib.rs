@@ -20,6 +20,7 @@ pub mod irqbalance_compat;
 pub mod kernel;
 pub mod knob;
 pub mod load;
+pub mod logfmt;
 pub mod metrics;
 pub mod model;
 pub mod plan_once;
@@ -27,6 +28,7 @@ pub mod policy;
 pub mod root;
 pub mod sim;
 pub mod status;
+pub mod status_report;
 
 pub use cpuset::CpuSet;
 pub use error::Error;

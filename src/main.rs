@@ -44,7 +44,8 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             let plan = steerd::plan_once::plan(root, &config, *window)?;
             let text = match format {
                 Format::Text => format!(
-                    "{plan}\n(one-shot plan from a {} window: conditions confirmed after one sample)",
+                    "{plan}\nThis plan comes from one {} sample. The running daemon acts only on \
+                     a condition that lasts several ticks (hysteresis.confirm_ticks).",
                     humantime::format_duration(*window)
                 ),
                 Format::Json => serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?,
@@ -97,13 +98,19 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             metrics_listen,
             format,
         } => {
-            let text = match format {
-                Format::Json => steerd::status::get(*metrics_listen, "/decisions")?,
-                Format::Text => {
-                    steerd::decisions::to_text(&steerd::status::fetch_decisions(*metrics_listen)?)
+            let report = match steerd::status::fetch_status(*metrics_listen) {
+                Ok(report) => report,
+                Err(message) => {
+                    eprintln!("steerd: {message}");
+                    return Ok(ExitCode::from(steerd::status::UNREACHABLE));
                 }
             };
-            print_out(&text)
+            let text = match format {
+                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
+                Format::Text => report.to_text(steerd::status::RECENT_DECISIONS),
+            };
+            print_out(&text)?;
+            Ok(ExitCode::from(report.exit_code()))
         }
     }
 }
@@ -142,6 +149,7 @@ fn init_logging() {
         .with_writer(io::stderr)
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .with_target(false)
+        .fmt_fields(steerd::logfmt::MessageFirst)
         .try_init();
 }
 

@@ -1,4 +1,6 @@
-//! `steerd status`: fetches `/decisions` from a running daemon and prints it.
+//! `steerd status`: fetches `/status` from a running daemon and prints it (text, or the
+//! JSON of docs/status-json.md); the exit code says healthy (0), degraded (1) or
+//! unreachable (2).
 //!
 //! One blocking HTTP/1.0 GET on loopback, written by hand: pulling in an HTTP client crate
 //! for a single request to our own server would double the dependency tree.
@@ -8,11 +10,26 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::decisions::Decision;
+use crate::status_report::StatusReport;
+
+/// How many decisions the text report shows, newest last.
+pub const RECENT_DECISIONS: usize = 20;
+
+/// Exit code when the daemon cannot be reached or does not answer as steerd does.
+pub const UNREACHABLE: u8 = 2;
 
 /// Fetches the decision log from the daemon at `addr`.
 pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, String> {
     let body = get(addr, "/decisions")?;
     serde_json::from_str(&body).map_err(|e| format!("unexpected answer from {addr}: {e}"))
+}
+
+/// Fetches the status report from the daemon at `addr`.
+pub fn fetch_status(addr: SocketAddr) -> Result<StatusReport, String> {
+    let body = get(addr, "/status")?;
+    serde_json::from_str(&body).map_err(|e| {
+        format!("unexpected answer from {addr}/status ({e}); is it a steerd of this version?")
+    })
 }
 
 /// GETs `path` and returns the body of a 200 answer.

@@ -210,7 +210,42 @@ fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
     assert!(entries.is_power_of_two() && flow_cnt.is_power_of_two());
 
     // Every file that changed was written by a decision that says why.
-    let decisions = daemon.decisions();
+    let changed: Vec<(String, String, String)> = m
+        .changed()
+        .into_iter()
+        .map(|(path, _, now)| {
+            let path = path.to_string_lossy().into_owned();
+            let target = if let Some(irq) = path
+                .strip_prefix("proc/irq/")
+                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+            {
+                format!("irq {irq} affinity")
+            } else if let Some((device, queue, file)) = queue_file(&path) {
+                format!("{device} {queue} {file}")
+            } else if path == "proc/sys/net/core/rps_sock_flow_entries" {
+                "rps_sock_flow_entries".to_string()
+            } else {
+                panic!("steerd changed an unexpected file: {path} = {now:?}");
+            };
+            (path, target, now)
+        })
+        .collect();
+    // A decision enters the log just after its write: let the log catch up with the files
+    // (on a loaded machine the test can read a file between the two).
+    let mut decisions = daemon.decisions();
+    wait_until(
+        WAIT,
+        "a decision for every changed file",
+        Some(&daemon),
+        || {
+            decisions = daemon.decisions();
+            changed.iter().all(|(_, target, _)| {
+                decisions
+                    .iter()
+                    .any(|d| d.outcome == "applied" && &d.target == target)
+            })
+        },
+    );
     let applied: Vec<_> = decisions
         .iter()
         .filter(|d| d.outcome == "applied")
@@ -218,20 +253,7 @@ fn spreads_stacked_irqs_and_turns_on_rps_under_load() {
     for d in &applied {
         assert!(!d.reason.is_empty() && !d.detail.is_empty(), "{d:?}");
     }
-    for (path, _, now) in m.changed() {
-        let path = path.to_string_lossy().into_owned();
-        let target = if let Some(irq) = path
-            .strip_prefix("proc/irq/")
-            .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-        {
-            format!("irq {irq} affinity")
-        } else if let Some((device, queue, file)) = queue_file(&path) {
-            format!("{device} {queue} {file}")
-        } else if path == "proc/sys/net/core/rps_sock_flow_entries" {
-            "rps_sock_flow_entries".to_string()
-        } else {
-            panic!("steerd changed an unexpected file: {path} = {now:?}");
-        };
+    for (path, target, now) in changed {
         let last = applied
             .iter()
             .rev()
@@ -751,7 +773,7 @@ fn leaves_a_managed_irq_alone() {
     let log = daemon.stderr_text();
     let reports = log
         .lines()
-        .filter(|l| l.contains("kind=\"managed\""))
+        .filter(|l| l.contains("policy note (managed)"))
         .count();
     assert_eq!(
         reports, 1,
@@ -1104,4 +1126,144 @@ fn places_again_after_a_channel_count_change() {
     kernel.stop();
     assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
     m.assert_all_restored(&daemon);
+}
+
+/// Runs `steerd status` against `daemon` (or `addr`): its exit code and stdout+stderr.
+fn status(addr: std::net::SocketAddr, extra: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_steerd"))
+        .arg("status")
+        .arg("--metrics-listen")
+        .arg(addr.to_string())
+        .args(extra)
+        .output()
+        .expect("run steerd status");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The field paths docs/status-json.md documents: `name` at the top level,
+/// `last_tick.name`, `decisions[].name`.
+fn documented_status_fields() -> BTreeSet<String> {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/status-json.md"))
+        .unwrap();
+    let mut prefix = None;
+    let mut fields = BTreeSet::new();
+    for line in doc.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            prefix = match heading {
+                "Top level" => Some(""),
+                "`last_tick`" => Some("last_tick."),
+                "Decision" => Some("decisions[]."),
+                _ => None,
+            };
+            continue;
+        }
+        let (Some(prefix), Some(row)) = (prefix, line.strip_prefix("| `")) else {
+            continue;
+        };
+        let cell = row.split(" |").next().unwrap_or_default();
+        for name in cell.split(", ") {
+            fields.insert(format!("{prefix}{}", name.trim_matches('`')));
+        }
+    }
+    fields
+}
+
+/// The field paths of a `/status` report, named as [`documented_status_fields`] does.
+fn status_fields(report: &serde_json::Value) -> BTreeSet<String> {
+    let mut fields = BTreeSet::new();
+    let object = report.as_object().expect("a JSON object");
+    for (key, value) in object {
+        fields.insert(key.clone());
+        if key == "last_tick" {
+            for inner in value.as_object().expect("last_tick object").keys() {
+                fields.insert(format!("last_tick.{inner}"));
+            }
+        }
+        if key == "decisions" {
+            for decision in value.as_array().expect("decisions array") {
+                for inner in decision.as_object().expect("decision object").keys() {
+                    fields.insert(format!("decisions[].{inner}"));
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// 12. `steerd status` says how an idle daemon is (healthy, uptime, ticks, awake,
+///     steering, and why it does nothing in `plan`'s words), then how a busy one is (its
+///     decisions), exits 0 for both, and 2 once the daemon is gone; `--format json`
+///     prints exactly the fields docs/status-json.md documents.
+#[test]
+fn status_reports_an_idle_then_a_busy_daemon_and_exits_by_health() {
+    let m = Machine::new(two_nics(4), |_, _| {});
+    let kernel = FakeKernel::start(m.tree.clone(), Vec::new());
+    let mut daemon = Steerd::start(m.root(), None);
+    daemon.wait_ticks(5);
+    let (code, idle) = status(daemon.addr, &[]);
+    eprintln!("--- idle ---\n{idle}");
+    assert_eq!(code, 0, "{idle}");
+    for needle in [
+        "steerd 0.1.0: healthy",
+        "uptime:     ",
+        "ticks:      ",
+        "mode:       awake: ticking every 100ms",
+        "writes:     steering",
+        "nothing to do: no CPU is hot (high watermark 0.60",
+        "errors:     0 write error(s), 0 refusal(s)",
+    ] {
+        assert!(idle.contains(needle), "{needle:?} not in:\n{idle}");
+    }
+
+    let before = daemon.decisions().len();
+    kernel.set_loads(busy());
+    wait_until(WAIT, "decisions for the load", Some(&daemon), || {
+        daemon
+            .decisions()
+            .iter()
+            .skip(before)
+            .any(|d| d.reason != "stacked_vectors")
+    });
+    let (code, busy_text) = status(daemon.addr, &[]);
+    eprintln!("--- busy ---\n{busy_text}");
+    assert_eq!(code, 0, "{busy_text}");
+    assert!(busy_text.contains("decisions:  "), "{busy_text}");
+    assert!(busy_text.contains("] applied"), "{busy_text}");
+
+    let (code, json) = status(daemon.addr, &["--format", "json"]);
+    assert_eq!(code, 0, "{json}");
+    let report: serde_json::Value = serde_json::from_str(&json).expect(&json);
+    assert_eq!(report["health"], "healthy");
+    assert_eq!(report["writes"], "steering");
+    assert!(report["ticks"].as_u64().unwrap() >= 5);
+    assert_eq!(status_fields(&report), documented_status_fields(), "{json}");
+
+    assert_eq!(daemon.stop(Signal::SIGTERM).code(), Some(0));
+    let (code, gone) = status(daemon.addr, &[]);
+    assert_eq!(code, 2, "{gone}");
+    assert!(gone.contains("cannot reach steerd"), "{gone}");
+}
+
+/// 13. A dry run is healthy and says so; its decisions are `dry_run`.
+#[test]
+fn status_of_a_dry_run_says_it_writes_nothing() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start_with(m.root(), None, &["--dry-run"]);
+    wait_until(WAIT, "dry-run decisions", Some(&daemon), || {
+        !daemon.decisions().is_empty()
+    });
+    let (code, text) = status(daemon.addr, &[]);
+    eprintln!("{text}");
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("writes:     dry run (--dry-run): decides and reports, writes nothing"),
+        "{text}"
+    );
+    assert!(text.contains("] dry_run"), "{text}");
 }

@@ -22,6 +22,7 @@ use steerd::kernel::procfs::interrupts;
 use steerd::kernel::sysfs::net;
 use steerd::model::inventory::{DeviceKind, Inventory, IrqRole};
 
+use common::suite::{TestResult, not_here};
 use common::{fixture, ttar};
 
 // ---------------------------------------------------------------------------------------
@@ -260,7 +261,6 @@ fn discover_capture(interrupts_file: &Path, devices: &[FakeDev]) -> Machine {
 // ---------------------------------------------------------------------------------------
 // Whole trees
 
-#[test]
 fn procfs_fixture_tree() {
     let dir = tempfile::tempdir().unwrap();
     ttar::extract(&fixture("procfs/fixtures.ttar"), dir.path()).unwrap();
@@ -308,7 +308,6 @@ fn procfs_fixture_tree() {
     assert!(machine.warnings.is_empty(), "{:?}", machine.warnings);
 }
 
-#[test]
 fn node_exporter_fixture_tree() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -391,7 +390,6 @@ fn node_exporter_fixture_tree() {
 // ---------------------------------------------------------------------------------------
 // Every interrupts capture
 
-#[test]
 fn every_interrupts_capture_parses() {
     // (file, header CPUs, numbered rows, named rows), counted independently with awk.
     let cases: &[(&str, usize, usize, usize)] = &[
@@ -642,7 +640,6 @@ fn netutils_case(case: &str) -> Machine {
     discover_capture(&dir.join("interrupts"), &ethtool_devices(&dir))
 }
 
-#[test]
 fn two_node_ixgbe_igb_server_has_144_queue_vectors() {
     let machine = netutils_case("server-info.2xE5-2640.i350_and_82599ES.l2_mixed.masterconf");
     let got = vectors(&machine.inventory);
@@ -687,7 +684,6 @@ fn two_node_ixgbe_igb_server_has_144_queue_vectors() {
     assert_eq!(irq_named(&machine, "ahci").device, None);
 }
 
-#[test]
 fn i40e_igb_e1000e_server() {
     let machine = netutils_case("server-info.1xE3-1271.I217_and_X710.L2_mixed.masterconf");
     let got = vectors(&machine.inventory);
@@ -709,7 +705,6 @@ fn i40e_igb_e1000e_server() {
     );
 }
 
-#[test]
 fn mlx4_and_bnx2_server() {
     let machine = netutils_case("server-info.2xX5650.BCM5709_and_MT27520.L2.manual");
     let got = vectors(&machine.inventory);
@@ -730,7 +725,6 @@ fn mlx4_and_bnx2_server() {
     assert_eq!((eth2_3.queue, eth2_3.role), (Some(3), IrqRole::Rxtx));
 }
 
-#[test]
 fn mlx5_two_ports() {
     // rss-ladder has no ethtool outputs; its params name the PCI function 0000:01:00.0.
     // The netdev names are ours.
@@ -760,7 +754,6 @@ fn mlx5_two_ports() {
     );
 }
 
-#[test]
 fn ena_on_arm64() {
     let machine = discover_capture(
         &fixture("node_exporter/proc/interrupts_aarch64"),
@@ -783,7 +776,6 @@ fn ena_on_arm64() {
     assert_eq!(machine.topology.nr_cpu_ids, 8);
 }
 
-#[test]
 fn split_rx_tx_vectors_igb() {
     let dir = fixture("netutils/rss-ladder.igb.E5606");
     let devices: Vec<FakeDev> = ["eth0", "eth1", "eth3", "eth4", "eth5"]
@@ -798,7 +790,6 @@ fn split_rx_tx_vectors_igb() {
     assert_eq!(got.len(), 5);
 }
 
-#[test]
 fn small_servers() {
     // (case, devices with no ethtool dir, expected per device)
     let igb_e1000e = netutils_case("server-info.1xE31240.2x82576.L2.manual");
@@ -867,7 +858,6 @@ fn small_servers() {
     assert_eq!(got["eth1"], v(0..0, 0..0, 0..8, 0));
 }
 
-#[test]
 fn qlcnic_tg3_gve_mana_synthetic() {
     // No capture of these drivers is in tests/fixtures (netutils' INDEX.md lists a
     // qlcnic/tg3 server, 2xE5-2687W, whose files were not copied), so the lines below
@@ -957,7 +947,6 @@ fn qlcnic_tg3_gve_mana_synthetic() {
     assert_eq!(queue_irq("ens4", true, 0), Some(64));
 }
 
-#[test]
 fn msi_irqs_decide_ownership_before_names() {
     // Two functions: eth1's msi_irqs hold a vector named like eth0's; the hardware wins.
     let dir = tempfile::tempdir().unwrap();
@@ -1023,20 +1012,20 @@ fn msi_irqs_decide_ownership_before_names() {
 // ---------------------------------------------------------------------------------------
 // The real machine
 
-#[test]
-fn real_machine() {
+fn real_machine() -> TestResult {
     let root = Root::new("/");
     if !root.path("sys/class/net/eth0/device").exists() {
-        println!("skipping: /sys/class/net/eth0/device is absent (not the project's VM)");
-        return;
+        return not_here("/sys/class/net/eth0/device is absent (not the project's VM)");
     }
     let started = Instant::now();
     let machine = discover(&root).unwrap();
     println!("discovered / in {:?}", started.elapsed());
     let eth0 = machine.inventory.device("eth0").unwrap();
     if eth0.driver.as_deref() != Some("virtio_net") {
-        println!("skipping: eth0 is not virtio_net here ({:?})", eth0.driver);
-        return;
+        return not_here(format!(
+            "eth0 is not virtio_net here ({:?}; not the project's VM)",
+            eth0.driver
+        ));
     }
     assert_eq!(eth0.kind, DeviceKind::Virtio);
     let sys = net::read_device(&root, "eth0").unwrap().unwrap();
@@ -1113,14 +1102,11 @@ fn real_machine() {
     );
     assert!(machine.inventory.rps_sock_flow_entries.is_some());
     println!("warnings: {:?}", machine.warnings);
+    Ok(())
 }
 
-#[test]
-fn veth_in_a_namespace_real_kernel() {
-    if let Some(reason) = netns::skip_reason() {
-        println!("skipping: {reason}");
-        return;
-    }
+fn veth_in_a_namespace_real_kernel() -> TestResult {
+    netns::require()?;
     let pair = netns::VethPair::create(4);
     let receiver_if = pair.receiver_if.clone();
     // In the receiver's namespace, with a private mount namespace whose own sysfs shows
@@ -1191,12 +1177,12 @@ fn veth_in_a_namespace_real_kernel() {
         steerd::kernel::linkinfo::refine_kind(veth.kind, link.kind.as_deref()),
         DeviceKind::Veth
     );
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
 // The generated 1152-CPU machine
 
-#[test]
 fn generated_1152_cpu_tree() {
     use steerd::fakeroot::FakeMachine;
     let dir = tempfile::tempdir().unwrap();
@@ -1274,7 +1260,6 @@ fn generated_1152_cpu_tree() {
 
 /// A directory where an IRQ's `smp_affinity_list` should be (a broken or odd tree) costs
 /// that IRQ only: discovery goes on, warns, and marks it as never to be written.
-#[test]
 fn an_unreadable_irq_is_left_alone_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let mut machine = steerd::fakeroot::FakeMachine::new(4);
@@ -1312,3 +1297,22 @@ fn an_unreadable_irq_is_left_alone_not_fatal() {
         .filter(|i| tree.queue_irqs[0].contains(&i.irq) && i.irq != broken);
     assert_eq!(others.filter(|i| !i.managed).count(), 3);
 }
+
+suite_main!(
+    procfs_fixture_tree,
+    node_exporter_fixture_tree,
+    every_interrupts_capture_parses,
+    two_node_ixgbe_igb_server_has_144_queue_vectors,
+    i40e_igb_e1000e_server,
+    mlx4_and_bnx2_server,
+    mlx5_two_ports,
+    ena_on_arm64,
+    split_rx_tx_vectors_igb,
+    small_servers,
+    qlcnic_tg3_gve_mana_synthetic,
+    msi_irqs_decide_ownership_before_names,
+    real_machine,
+    veth_in_a_namespace_real_kernel,
+    generated_1152_cpu_tree,
+    an_unreadable_irq_is_left_alone_not_fatal,
+);

@@ -17,6 +17,7 @@
 //! `promtool` comes with Debian's `prometheus` package (`PROMTOOL` overrides the path);
 //! without it the promtool parts print why they are skipped and the rest still runs.
 
+mod common;
 mod daemon_support;
 
 use std::collections::BTreeSet;
@@ -27,6 +28,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use common::suite::{TestResult, skip};
 use daemon_support::{Steerd, wait_until};
 use nix::sys::signal::Signal;
 use serde::Deserialize;
@@ -60,22 +62,19 @@ fn promtool() -> PathBuf {
     std::env::var_os("PROMTOOL").map_or_else(|| PathBuf::from("promtool"), PathBuf::from)
 }
 
-/// Whether promtool runs; prints why not (and what was skipped) when it does not.
-fn have_promtool(skipped: &str) -> bool {
+/// `Ok` when promtool runs; a skip saying why not (and what was not checked) otherwise.
+fn have_promtool(skipped: &str) -> TestResult {
     match Command::new(promtool()).arg("--version").output() {
-        Ok(out) if out.status.success() => true,
+        Ok(out) if out.status.success() => Ok(()),
         Ok(out) => panic!(
             "{} --version failed: {}",
             promtool().display(),
             String::from_utf8_lossy(&out.stderr)
         ),
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            eprintln!(
-                "SKIPPED: {} not found (Debian: apt-get install prometheus); {skipped}",
-                promtool().display()
-            );
-            false
-        }
+        Err(e) if e.kind() == ErrorKind::NotFound => skip(format!(
+            "{} not found (Debian: apt-get install prometheus); {skipped}",
+            promtool().display()
+        )),
         Err(e) => panic!("cannot run {}: {e}", promtool().display()),
     }
 }
@@ -126,7 +125,6 @@ fn is_ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b':'
 }
 
-#[test]
 fn steerd_names_finds_metric_identifiers_only() {
     let names = steerd_names(
         r#"sum by (le) (rate(steerd_tick_duration_seconds_bucket{job="steerd"}[5m])) / x_steerd_no"#,
@@ -154,7 +152,6 @@ fn alerts() -> Vec<(String, String)> {
     alerts
 }
 
-#[test]
 fn the_rules_promise_what_the_issue_asks() {
     let names: BTreeSet<String> = alerts().into_iter().map(|(name, _)| name).collect();
     for alert in [
@@ -181,7 +178,6 @@ fn the_rules_promise_what_the_issue_asks() {
 }
 
 /// Every alert has a unit test where it fires and one where it does not.
-#[test]
 fn every_alert_has_a_firing_and_a_quiet_unit_test() {
     let tests = yaml(RULES_TEST);
     let mut fires = BTreeSet::new();
@@ -209,16 +205,14 @@ fn every_alert_has_a_firing_and_a_quiet_unit_test() {
     }
 }
 
-#[test]
-fn promtool_checks_and_tests_the_rules() {
-    if !have_promtool("the rules were neither checked nor unit-tested") {
-        return;
-    }
+fn promtool_checks_and_tests_the_rules() -> TestResult {
+    have_promtool("the rules were neither checked nor unit-tested")?;
     let dir = repo_file("packaging/prometheus");
     let checked = run_promtool(&dir, &["check", "rules", "steerd-rules.yml"]);
     assert!(checked.contains("SUCCESS"), "{checked}");
     let tested = run_promtool(&dir, &["test", "rules", "steerd-rules.test.yml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -276,7 +270,6 @@ fn variable_queries(dashboard: &Json) -> Vec<String> {
         .collect()
 }
 
-#[test]
 fn dashboard_has_the_promised_panels_and_variables() {
     let dashboard = dashboard();
     assert_eq!(dashboard["uid"], "steerd-overview");
@@ -373,11 +366,8 @@ fn dashboard_has_the_promised_panels_and_variables() {
 }
 
 /// The dashboard's queries are valid PromQL: promtool checks them as recording rules.
-#[test]
-fn dashboard_queries_are_valid_promql() {
-    if !have_promtool("the dashboard's PromQL was not checked") {
-        return;
-    }
+fn dashboard_queries_are_valid_promql() -> TestResult {
+    have_promtool("the dashboard's PromQL was not checked")?;
     let dashboard = dashboard();
     let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
     for (index, (title, expr)) in dashboard_queries(&dashboard).iter().enumerate() {
@@ -389,6 +379,7 @@ fn dashboard_queries_are_valid_promql() {
     let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("dashboard-queries.yml"), &rules).unwrap();
     run_promtool(dir.path(), &["check", "rules", "dashboard-queries.yml"]);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -453,7 +444,6 @@ fn exposition_with_every_family() -> String {
     daemon.metrics()
 }
 
-#[test]
 fn every_metric_name_used_is_one_steerd_exports() {
     let exposition = exposition_with_every_family();
     let exported = exposed_names(&exposition);
@@ -575,7 +565,6 @@ fn daemonset_container(docs: &[Yaml]) -> (&Yaml, &Yaml) {
     (pod, &containers[0])
 }
 
-#[test]
 fn daemonset_has_what_steerd_needs() {
     let docs = manifest();
     let daemonset = of_kind(&docs, "DaemonSet");
@@ -756,7 +745,6 @@ fn peak_rss(pid: u32) -> u64 {
 
 /// The DaemonSet's memory limit holds steerd's peak RSS on the 1152-CPU, 1080-IRQ tree
 /// (discovery, a few ticks and a rediscovery after a reload) at least twice over.
-#[test]
 fn daemonset_memory_limit_covers_the_largest_tree() {
     let docs = manifest();
     let (_, container) = daemonset_container(&docs);
@@ -790,3 +778,15 @@ fn daemonset_memory_limit_covers_the_largest_tree() {
         "peak RSS {peak} bytes leaves less than half of the {limit}-byte limit free"
     );
 }
+
+suite_main!(
+    steerd_names_finds_metric_identifiers_only,
+    the_rules_promise_what_the_issue_asks,
+    every_alert_has_a_firing_and_a_quiet_unit_test,
+    promtool_checks_and_tests_the_rules,
+    dashboard_has_the_promised_panels_and_variables,
+    dashboard_queries_are_valid_promql,
+    every_metric_name_used_is_one_steerd_exports,
+    daemonset_has_what_steerd_needs,
+    daemonset_memory_limit_covers_the_largest_tree,
+);

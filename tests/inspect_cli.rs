@@ -1,6 +1,8 @@
 //! `steerd inspect` as a user runs it: the real binary, on generated and real trees, with
 //! the JSON contract of docs/inspect-json.md checked field by field.
 
+mod common;
+use common::suite::{TestResult, not_here};
 use std::path::Path;
 use std::process::Command;
 
@@ -98,7 +100,6 @@ fn assert_contract(model: &Value) {
     }
 }
 
-#[test]
 fn the_1152_cpu_tree_through_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let tree = FakeMachine::large().write(dir.path()).unwrap();
@@ -138,7 +139,6 @@ fn the_1152_cpu_tree_through_the_binary() {
     assert!(text.contains("rx-93"));
 }
 
-#[test]
 fn small_tree_text_shows_queues_irqs_and_cores() {
     let dir = tempfile::tempdir().unwrap();
     let mut machine = FakeMachine::new(4);
@@ -165,7 +165,6 @@ fn small_tree_text_shows_queues_irqs_and_cores() {
     assert_eq!(model["cpus"][3]["isolated"], true);
 }
 
-#[test]
 fn a_missing_root_is_a_clear_error() {
     let (ok, _, stderr) = inspect(Path::new("/nonexistent-steerd-root"), "text");
     assert!(!ok);
@@ -177,13 +176,19 @@ fn a_missing_root_is_a_clear_error() {
     assert!(!stderr.contains("panicked"));
 }
 
-#[test]
-fn the_real_machine() {
+fn the_real_machine() -> TestResult {
     if !Path::new("/sys/class/net").exists() {
-        eprintln!("skipping: no /sys/class/net");
-        return;
+        return not_here("no /sys/class/net here");
     }
     let model = json(Path::new("/"));
     assert_contract(&model);
     assert!(!model["cpus"].as_array().unwrap().is_empty());
+    Ok(())
 }
+
+suite_main!(
+    the_1152_cpu_tree_through_the_binary,
+    small_tree_text_shows_queues_irqs_and_cores,
+    a_missing_root_is_a_clear_error,
+    the_real_machine,
+);

@@ -1,17 +1,15 @@
 //! A link added inside a test namespace wakes the link-event socket (root only).
 
+mod common;
 mod netns;
 
 use std::time::Duration;
 
+use common::suite::TestResult;
 use steerd::kernel::link_events::LinkEvents;
 
-#[test]
-fn a_new_link_is_an_event() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn a_new_link_is_an_event() -> TestResult {
+    netns::require()?;
     let ns = netns::Netns::create("links");
     let name = ns.name.clone();
     let counted = ns
@@ -27,4 +25,7 @@ fn a_new_link_is_an_event() {
         .join()
         .expect("thread");
     assert!(counted > 0, "no link event seen");
+    Ok(())
 }
+
+suite_main!(a_new_link_is_an_event,);

@@ -1,12 +1,14 @@
 //! The NAPI-poll wake-up fires on real receive work, and keeps firing round after round
 //! without being reopened (root only; skips with a printed reason otherwise).
 
+mod common;
 mod netns;
 
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
+use common::suite::{TestResult, not_here};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use steerd::cpuset::CpuSet;
 use steerd::kernel::napi_wake::NapiPollWake;
@@ -45,17 +47,14 @@ fn loopback_datagrams(ns: &netns::Netns, count: usize) {
     .expect("traffic thread");
 }
 
-#[test]
-fn receive_work_wakes_the_reader_again_and_again() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn receive_work_wakes_the_reader_again_and_again() -> TestResult {
+    netns::require()?;
     let wake = match NapiPollWake::open(online_cpus(), 1) {
         Ok(wake) => wake,
         Err(e) => {
-            eprintln!("skipping: the kernel offers no napi:napi_poll perf event here: {e}");
-            return;
+            return not_here(format!(
+                "the kernel offers no napi:napi_poll perf event here: {e}"
+            ));
         }
     };
     assert!(wake.cpus() >= 1);
@@ -71,20 +70,18 @@ fn receive_work_wakes_the_reader_again_and_again() {
             "round {round}: 1000 loopback datagrams did not wake the reader"
         );
     }
+    Ok(())
 }
 
-#[test]
-fn fewer_polls_than_the_period_do_not_wake() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn fewer_polls_than_the_period_do_not_wake() -> TestResult {
+    netns::require()?;
     // A period far above what this test (and a quiet host) receives in its half second.
     let wake = match NapiPollWake::open(online_cpus(), 1_000_000) {
         Ok(wake) => wake,
         Err(e) => {
-            eprintln!("skipping: the kernel offers no napi:napi_poll perf event here: {e}");
-            return;
+            return not_here(format!(
+                "the kernel offers no napi:napi_poll perf event here: {e}"
+            ));
         }
     };
     let ns = netns::Netns::create("napiquiet");
@@ -93,17 +90,21 @@ fn fewer_polls_than_the_period_do_not_wake() {
         !readable_within(&wake, Duration::from_millis(500)),
         "1000 polls woke a reader asking for 1000000"
     );
+    Ok(())
 }
 
-#[test]
-fn a_tracepoint_id_the_kernel_lacks_is_an_open_error() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn a_tracepoint_id_the_kernel_lacks_is_an_open_error() -> TestResult {
+    netns::require()?;
     // Tracepoint ids are small; this one does not exist.
     let error = NapiPollWake::open_tracepoint(u64::from(u32::MAX) - 7, online_cpus(), 1)
         .err()
         .expect("an unknown tracepoint must not open");
     assert!(error.to_string().contains("perf_event_open"), "{error}");
+    Ok(())
 }
+
+suite_main!(
+    receive_work_wakes_the_reader_again_and_again,
+    fewer_polls_than_the_period_do_not_wake,
+    a_tracepoint_id_the_kernel_lacks_is_an_open_error,
+);

@@ -25,6 +25,7 @@
 //! packaging tools are missing. Every command is bounded in time; the machine and
 //! everything installed in it vanish on drop, also when a check fails.
 
+mod common;
 mod package_build;
 mod systemd_ns;
 
@@ -32,6 +33,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::time::{Duration, Instant};
 
+use common::suite::{Requirement, Skip, TestResult};
 use systemd_ns::{Machine, Output};
 
 /// Where the package lands in the machine before `dpkg -i`.
@@ -127,20 +129,20 @@ fn server_with_irqbalance(machine: &Machine) {
 
 /// A booted machine holding `package` at `inside`, with irqbalance enabled and running,
 /// and every host IRQ's affinity before it (to compare after). Holds [`ONE_MACHINE`].
-/// `None` when the test must skip (said why).
+/// A skip when systemd cannot boot here.
 struct Booted {
     machine: Machine,
     host_irqs_before: BTreeMap<String, String>,
     _one: std::sync::MutexGuard<'static, ()>,
 }
 
-fn boot_with_package(test: &str, package: &std::path::Path, inside: &str) -> Option<Booted> {
+fn boot_with_package(test: &str, package: &std::path::Path, inside: &str) -> Result<Booted, Skip> {
     let one = ONE_MACHINE.lock().unwrap_or_else(|e| e.into_inner());
     let host_irqs_before = host_irq_affinities();
     let machine = systemd_ns::boot_or_skip(test)?;
     machine.copy_in(package, inside, 0o644);
     server_with_irqbalance(&machine);
-    Some(Booted {
+    Ok(Booted {
         machine,
         host_irqs_before,
         _one: one,
@@ -213,16 +215,11 @@ fn exists(machine: &Machine, inside: &str) -> bool {
     machine.path(inside).exists()
 }
 
-#[test]
-fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
+fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() -> TestResult {
     let report = Report(Instant::now());
-    let Some((deb, _)) = package_build::packages() else {
-        return;
-    };
+    let (deb, _) = package_build::packages()?;
     report.ok(&format!("built {}", deb.display()));
-    let Some(booted) = boot_with_package("package_install", deb, DEB_INSIDE) else {
-        return;
-    };
+    let booted = boot_with_package("package_install", deb, DEB_INSIDE)?;
     let machine = &booted.machine;
     report.ok("booted systemd in fresh namespaces");
 
@@ -310,25 +307,18 @@ fn installing_the_deb_replaces_irqbalance_and_purging_gives_it_back() {
     );
 
     booted.finish(&report);
+    Ok(())
 }
 
 /// The RPM's scriptlets in the same real systemd: `rpm -i` stops and disables irqbalance
 /// with a message and starts steerd; `rpm -e` stops steerd, removes the unmodified
 /// configuration, and enables and starts irqbalance again with a message.
-#[test]
-fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() {
+fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() -> TestResult {
     let report = Report(Instant::now());
-    let Some((_, package)) = package_build::packages() else {
-        return;
-    };
-    if !package_build::have("rpm") {
-        eprintln!("SKIPPED: rpm not found (apt-get install rpm)");
-        return;
-    }
+    let (_, package) = package_build::packages()?;
+    Requirement::tool("rpm", "apt-get install rpm").check()?;
     report.ok(&format!("built {}", package.display()));
-    let Some(booted) = boot_with_package("package_install (rpm)", package, RPM_INSIDE) else {
-        return;
-    };
+    let booted = boot_with_package("package_install (rpm)", package, RPM_INSIDE)?;
     let machine = &booted.machine;
     report.ok("booted systemd in fresh namespaces");
 
@@ -346,4 +336,10 @@ fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() {
     ));
 
     booted.finish(&report);
+    Ok(())
 }
+
+suite_main!(
+    installing_the_deb_replaces_irqbalance_and_purging_gives_it_back,
+    installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back,
+);

@@ -2,16 +2,18 @@
 //! is in both, the configuration is a conffile / `%config(noreplace)`, the maintainer
 //! scripts are there, `lintian` reports no error, and the man page renders.
 //!
-//! Skips, saying why, when cargo-deb or cargo-generate-rpm is missing (CI installs them:
-//! `.ci/run`). Installing the package is tested in a real systemd by
+//! Reported as ignored with the reason when cargo-deb, cargo-generate-rpm, lintian, rpm or
+//! man is missing (`scripts/test` installs them as root; under `CI=true` that is a failure). Installing the package is tested in a real systemd by
 //! `tests/package_install.rs`.
 
+mod common;
 mod package_build;
 
 use std::path::Path;
 use std::process::Command;
 
-use package_build::{have, packages};
+use common::suite::{Requirement, TestResult};
+use package_build::packages;
 
 /// Files both packages install, by their path in the Debian package (the RPM differs only
 /// where the distributions do: see `rpm_path`).
@@ -58,9 +60,8 @@ fn run(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn the_deb_holds_every_promised_file_and_marks_the_config_as_a_conffile() {
-    let Some((deb, _)) = packages() else { return };
+fn the_deb_holds_every_promised_file_and_marks_the_config_as_a_conffile() -> TestResult {
+    let (deb, _) = packages()?;
     let deb = deb.to_str().unwrap();
     let listing = run("dpkg-deb", &["-c", deb]);
     let files: Vec<&str> = listing
@@ -102,15 +103,12 @@ fn the_deb_holds_every_promised_file_and_marks_the_config_as_a_conffile() {
         version.trim(),
         format!("steerd {}", env!("CARGO_PKG_VERSION"))
     );
+    Ok(())
 }
 
-#[test]
-fn lintian_reports_no_error() {
-    let Some((deb, _)) = packages() else { return };
-    if !have("lintian") {
-        eprintln!("SKIPPED: lintian not found (apt-get install lintian)");
-        return;
-    }
+fn lintian_reports_no_error() -> TestResult {
+    let (deb, _) = packages()?;
+    Requirement::tool("lintian", "apt-get install lintian").check()?;
     let out = Command::new("lintian")
         .arg(deb)
         .output()
@@ -119,17 +117,16 @@ fn lintian_reports_no_error() {
     eprintln!("lintian:\n{report}");
     let errors: Vec<&str> = report.lines().filter(|l| l.starts_with("E:")).collect();
     assert!(errors.is_empty(), "lintian errors:\n{}", errors.join("\n"));
+    Ok(())
 }
 
-#[test]
-fn the_rpm_holds_the_same_files_with_a_noreplace_config() {
-    let Some((_, rpm)) = packages() else { return };
-    if !have("rpm") {
-        eprintln!(
-            "SKIPPED: rpm not found (apt-get install rpm); the RPM was built but not inspected"
-        );
-        return;
-    }
+fn the_rpm_holds_the_same_files_with_a_noreplace_config() -> TestResult {
+    let (_, rpm) = packages()?;
+    Requirement::tool(
+        "rpm",
+        "apt-get install rpm; the RPM was built but not inspected",
+    )
+    .check()?;
     let rpm = rpm.to_str().unwrap();
     let listing = run("rpm", &["-qpl", rpm]);
     for promised in PROMISED {
@@ -157,23 +154,22 @@ fn the_rpm_holds_the_same_files_with_a_noreplace_config() {
     ] {
         assert!(scripts.contains(part), "{part} missing:\n{scripts}");
     }
+    Ok(())
 }
 
-#[test]
-fn the_man_page_renders_with_every_subcommand() {
-    let Some(_) = packages() else { return };
+fn the_man_page_renders_with_every_subcommand() -> TestResult {
+    packages()?;
     let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/assets/steerd.8");
     let text = std::fs::read_to_string(&page).unwrap();
     assert!(
         text.starts_with(".ie \\n(.g .ds Aq") || text.contains(".TH steerd 8"),
         "{text}"
     );
-    if !have("man") {
-        eprintln!(
-            "SKIPPED rendering: man not found (apt-get install man-db); checked the source only"
-        );
-        return;
-    }
+    Requirement::tool(
+        "man",
+        "apt-get install man-db; the page's source was checked, not its rendering",
+    )
+    .check()?;
     let out = Command::new("man")
         .args(["-l", "-P", "cat"])
         .arg(&page)
@@ -197,4 +193,12 @@ fn the_man_page_renders_with_every_subcommand() {
             "{needle} not in the rendered page:\n{rendered}"
         );
     }
+    Ok(())
 }
+
+suite_main!(
+    the_deb_holds_every_promised_file_and_marks_the_config_as_a_conffile,
+    lintian_reports_no_error,
+    the_rpm_holds_the_same_files_with_a_noreplace_config,
+    the_man_page_renders_with_every_subcommand,
+);

@@ -7,6 +7,7 @@
 //! `promtool` comes with Debian's `prometheus` package; without it the test says so and
 //! returns. Set `PROMTOOL` to use another binary.
 
+mod common;
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::suite::{TestResult, skip};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use steerd::fakeroot::{FakeCounters, FakeMachine, FakeNic, FakeTree};
@@ -131,15 +133,12 @@ fn counters(tree: &FakeTree, n: u64) -> FakeCounters {
     counters
 }
 
-#[test]
-fn promtool_accepts_the_metrics_exposition() {
+fn promtool_accepts_the_metrics_exposition() -> TestResult {
     let Some(version) = promtool_version() else {
-        eprintln!(
-            "SKIPPED: {} not found (Debian: apt-get install prometheus); \
-             the exposition was not linted",
+        return skip(format!(
+            "{} not found (Debian: apt-get install prometheus); the exposition was not linted",
             promtool().display()
-        );
-        return;
+        ));
     };
     eprintln!("using {version}");
 
@@ -248,4 +247,7 @@ fn promtool_accepts_the_metrics_exposition() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
+    Ok(())
 }
+
+suite_main!(promtool_accepts_the_metrics_exposition,);

@@ -7,6 +7,7 @@ mod netns;
 
 use std::time::Duration;
 
+use common::suite::{TestResult, not_here};
 use steerd::kernel::ethtool::Ethtool;
 use steerd::kernel::ethtool_names::{MappedQueue, map_queue_stats};
 use steerd::kernel::netlink::NetdevClient;
@@ -119,7 +120,6 @@ const CASES: &[Case] = &[
     ("node_exporter/ethtool/bond0/statistics", 0, 0, None),
 ];
 
-#[test]
 fn every_ethtool_capture_maps_to_its_queues() {
     let mut failures = Vec::new();
     for &(fixture, rx, tx, spot) in CASES {
@@ -158,7 +158,6 @@ fn every_ethtool_capture_maps_to_its_queues() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
 fn every_capture_in_the_fixtures_is_covered() {
     let mut files: Vec<String> = std::fs::read_dir(common::fixture("ethq"))
         .unwrap()
@@ -174,7 +173,6 @@ fn every_capture_in_the_fixtures_is_covered() {
     }
 }
 
-#[test]
 fn bytes_follow_packets_where_drivers_count_them() {
     let ice = mapped("ethq/ice");
     let q2 = ice
@@ -195,7 +193,6 @@ fn bytes_follow_packets_where_drivers_count_them() {
     );
 }
 
-#[test]
 fn the_test_parser_reads_names_with_colons_and_spaces() {
     let stats = parse_ethtool_s("NIC statistics:\n     rxq0: rx_pkts: 5\n     [hw] rx frames: 7\n");
     assert_eq!(
@@ -218,23 +215,17 @@ fn ifindex_of(name: &str) -> Option<u32> {
         .ok()
 }
 
-#[test]
-fn real_kernel_netdev_family_on_eth0() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn real_kernel_netdev_family_on_eth0() -> TestResult {
+    netns::require()?;
     let Some(client) = NetdevClient::connect().expect("connect") else {
-        eprintln!("skipping: this kernel has no netdev generic-netlink family");
-        return;
+        return not_here("this kernel has no netdev generic-netlink family (before 6.4)");
     };
     let mut client = client;
     let family = client.family().clone();
     eprintln!("netdev family: {family:?}");
     assert!(family.id > 0);
     let Some(eth0) = ifindex_of("eth0") else {
-        eprintln!("skipping the eth0 part: no eth0 here");
-        return;
+        return not_here("no eth0 here; only the netdev family was checked");
     };
     if family.ops.queue_get {
         let queues = client.queues(Some(eth0)).expect("queue-get eth0");
@@ -275,8 +266,7 @@ fn real_kernel_netdev_family_on_eth0() {
         );
     }
     if !family.ops.qstats_get {
-        eprintln!("skipping qstats: no qstats-get before 6.9");
-        return;
+        return not_here("no qstats-get before Linux 6.9; queue-get was checked, qstats not");
     }
     let stats = client.queue_stats(Some(eth0)).expect("qstats-get eth0");
     let rx0 = stats
@@ -315,14 +305,11 @@ fn real_kernel_netdev_family_on_eth0() {
         .unwrap()
         .packets;
     assert!(second >= first, "counters are cumulative");
+    Ok(())
 }
 
-#[test]
-fn real_kernel_ethtool_errors_name_the_ioctl_and_errno() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn real_kernel_ethtool_errors_name_the_ioctl_and_errno() -> TestResult {
+    netns::require()?;
     let mut ethtool = Ethtool::new().expect("socket");
     let error = ethtool.driver_info("lo").unwrap_err().to_string();
     assert!(
@@ -347,14 +334,11 @@ fn real_kernel_ethtool_errors_name_the_ioctl_and_errno() {
         let stats = ethtool.stats("eth0").expect("eth0 stats");
         assert_eq!(stats.len(), info.n_stats as usize);
     }
+    Ok(())
 }
 
-#[test]
-fn real_kernel_veth_in_a_namespace() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+fn real_kernel_veth_in_a_namespace() -> TestResult {
+    netns::require()?;
     // Deleted (with both veth ends) by its Drop, also when an assertion below fails.
     let ns = netns::Netns::create("qc");
     netns::ip(&[
@@ -473,4 +457,15 @@ fn real_kernel_veth_in_a_namespace() {
         Ok(Err(message)) => panic!("{message}"),
         Err(_) => panic!("the namespace thread panicked"),
     }
+    Ok(())
 }
+
+suite_main!(
+    every_ethtool_capture_maps_to_its_queues,
+    every_capture_in_the_fixtures_is_covered,
+    bytes_follow_packets_where_drivers_count_them,
+    the_test_parser_reads_names_with_colons_and_spaces,
+    real_kernel_netdev_family_on_eth0,
+    real_kernel_ethtool_errors_name_the_ioctl_and_errno,
+    real_kernel_veth_in_a_namespace,
+);

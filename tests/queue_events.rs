@@ -1,10 +1,13 @@
 //! A channel-count change on a veth inside a test namespace wakes the queue-event (kobject
 //! uevent) socket, and sends no rtnetlink link event (root only; needs `ethtool`).
 
+mod common;
 mod netns;
 
 use std::process::Command;
 use std::time::Duration;
+
+use common::suite::{Requirement, TestResult};
 
 use steerd::kernel::link_events::LinkEvents;
 use steerd::kernel::queue_events::QueueEvents;
@@ -22,16 +25,9 @@ fn ethtool(args: &[&str]) {
     );
 }
 
-#[test]
-fn a_channel_count_change_is_a_queue_event_not_a_link_event() {
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
-    if Command::new("ethtool").arg("--version").output().is_err() {
-        eprintln!("skipping: `ethtool` is not installed");
-        return;
-    }
+fn a_channel_count_change_is_a_queue_event_not_a_link_event() -> TestResult {
+    netns::require()?;
+    Requirement::tool("ethtool", "apt-get install ethtool").check()?;
     let ns = netns::Netns::create("queues");
     let name = ns.name.clone();
     let (queue_events, link_events) = ns
@@ -77,4 +73,7 @@ fn a_channel_count_change_is_a_queue_event_not_a_link_event() {
         link_events, 0,
         "a link event: the uevent socket would not be needed"
     );
+    Ok(())
 }
+
+suite_main!(a_channel_count_change_is_a_queue_event_not_a_link_event);

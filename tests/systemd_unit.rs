@@ -11,12 +11,14 @@
 //! Root only; skips with a printed reason otherwise. Every wait is bounded; the machine
 //! is powered off and removed on drop, also when a check fails.
 
+mod common;
 mod daemon_support;
 mod systemd_ns;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::suite::{Requirement, TestResult};
 use daemon_support::{FakeKernel, QueueLoad, TreeFiles, sample};
 use steerd::fakeroot::{FakeMachine, FakeNic, FakeTree};
 use systemd_ns::{Machine, wait_until};
@@ -119,17 +121,11 @@ fn wait_running(machine: &Machine, what: &str) {
     });
 }
 
-#[test]
-fn steerd_service_under_real_systemd() {
+fn steerd_service_under_real_systemd() -> TestResult {
     const TEST: &str = "steerd_service_under_real_systemd";
-    if std::process::Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("SKIP {TEST}: `ip` (iproute2) is not installed");
-        return;
-    }
+    Requirement::tool("ip", "apt-get install iproute2").check()?;
     let report = Report(Instant::now());
-    let Some(machine) = systemd_ns::boot_or_skip(TEST) else {
-        return;
-    };
+    let machine = systemd_ns::boot_or_skip(TEST)?;
     report.ok("booted the host's systemd as PID 1 of fresh namespaces");
 
     machine.copy_in(
@@ -200,6 +196,7 @@ fn steerd_service_under_real_systemd() {
     drop(kernel);
     machine.poweroff();
     report.ok("powered off");
+    Ok(())
 }
 
 /// `systemd-analyze verify` is clean with the binary in place (`--man=no`: the man page
@@ -804,3 +801,5 @@ fn check_real_root_dry_run(machine: &Machine, report: &Report) {
         "real root, --dry-run: sdns-mq0's 4 queues discovered; quiet mode available {plain_quiet:?} with and without the sandbox; same warnings with and without the sandbox: {sandboxed:?}"
     ));
 }
+
+suite_main!(steerd_service_under_real_systemd,);

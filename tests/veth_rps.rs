@@ -14,6 +14,7 @@
 //! the start of the traffic to the first mask change. The two never run at once: both
 //! measure CPU1's share of the machine's receive work.
 
+mod common;
 mod daemon_support;
 mod netns;
 
@@ -22,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::suite::{TestResult, not_here};
 use netns::{Netns, Traffic, VethPair, rps_masks, share_on, softnet_processed};
 
 const RATE: u64 = 100_000;
@@ -88,27 +90,21 @@ fn metrics(ns: &Netns) -> String {
     .unwrap_or_default()
 }
 
-#[test]
-fn steerd_spreads_veth_receive_work_with_rps() {
-    scenario(Start::Awake);
+fn steerd_spreads_veth_receive_work_with_rps() -> TestResult {
+    scenario(Start::Awake)
 }
 
-#[test]
-fn steerd_in_quiet_mode_wakes_and_spreads_veth_receive_work() {
-    scenario(Start::Quiet);
+fn steerd_in_quiet_mode_wakes_and_spreads_veth_receive_work() -> TestResult {
+    scenario(Start::Quiet)
 }
 
-fn scenario(start: Start) {
+fn scenario(start: Start) -> TestResult {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(why) = netns::skip_reason() {
-        eprintln!("skipping: {why}");
-        return;
-    }
+    netns::require()?;
     if cpus_online() < 2 {
-        eprintln!("skipping: needs at least 2 online CPUs");
-        return;
+        return not_here("needs at least 2 online CPUs");
     }
     let pair = VethPair::create(8);
     let originals = rps_masks(&pair.receiver, &pair.receiver_if);
@@ -186,8 +182,10 @@ fn scenario(start: Start) {
                     !log.contains("tracepoint's id"),
                     "steerd could not find the napi:napi_poll id as root; log:\n{log}"
                 );
-                eprintln!("skipping: quiet mode is unavailable here; log:\n{log}");
-                return;
+                eprintln!("steerd's log:\n{log}");
+                return not_here(
+                    "quiet mode is unavailable here (no napi:napi_poll perf event; steerd's log above)",
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -265,4 +263,10 @@ fn scenario(start: Start) {
     assert!(status.success(), "steerd exit status {status}");
     let restored = rps_masks(&pair.receiver, &pair.receiver_if);
     assert_eq!(restored, originals, "log:\n{log_text}");
+    Ok(())
 }
+
+suite_main!(
+    steerd_spreads_veth_receive_work_with_rps,
+    steerd_in_quiet_mode_wakes_and_spreads_veth_receive_work,
+);

@@ -41,6 +41,7 @@ use crate::model::inventory::IrqRole;
 use crate::model::snapshot::Snapshot;
 use crate::policy::{self, Action, DecideInput, Placement, PolicyState, Target, Value};
 use crate::root::Root;
+use crate::status_report::{Calm, NoWrites, Verdict};
 
 /// How often the machine is rediscovered when nothing announced a change: catches what
 /// neither a link event nor [`RECHECK_EVERY`] reports (an IRQ steerd never wrote moved by
@@ -219,8 +220,15 @@ impl Daemon {
         } else {
             None
         };
-        if let Some(why) = &observe_only {
-            warn!(reason = %why, "observe-only mode ({why}): deciding and reporting, writing nothing");
+        match &observe_only {
+            Some(why) if options.dry_run => {
+                info!(reason = %why, "dry run ({why}): deciding and reporting, writing nothing")
+            }
+            Some(why) => warn!(
+                reason = %why,
+                "observe-only: {why}, so deciding and reporting but writing nothing (run steerd as root to steer)"
+            ),
+            None => {}
         }
         let link_events = if root.is_host() {
             match LinkEvents::subscribe() {
@@ -288,6 +296,7 @@ impl Daemon {
             skipped_this_tick: false,
             server: Some(server),
         };
+        daemon.start_status();
         daemon.read_irqbalance_ban();
         daemon.apply_overlays();
         daemon.follow_files();
@@ -464,6 +473,7 @@ impl Daemon {
         if let Err(e) = sampled {
             error!(error = %e, "sampling failed; skipping this tick: {e}");
             std::mem::swap(&mut self.previous, &mut self.current);
+            self.set_verdict(Verdict::SamplingFailed, None);
             return;
         }
         if self.have_previous && online_cpus_changed(&self.previous, &self.current) {
@@ -483,6 +493,7 @@ impl Daemon {
             };
             if policy::can_skip(&input, &self.policy, !self.decide_needed) {
                 policy::skip_tick(&mut self.policy);
+                self.set_verdict(Verdict::Calm(self.calm()), None);
                 self.idle_ticks += 1;
                 self.skipped_this_tick = true;
                 self.shared.metrics.ticks_skipped.inc();
@@ -501,7 +512,13 @@ impl Daemon {
                 placement: &self.placement,
                 now_ns: self.current.taken_at_ns,
             };
-            let plan = policy::decide(&input, &mut self.policy);
+            let mut plan = policy::decide(&input, &mut self.policy);
+            if plan.actions.is_empty() {
+                self.set_verdict(Verdict::NothingToDo, plan.idle_reason.take());
+            } else {
+                let actions = u32::try_from(plan.actions.len()).unwrap_or(u32::MAX);
+                self.set_verdict(Verdict::Acted { actions }, None);
+            }
             // A plan repeats every standing note (a managed IRQ, a value someone else
             // set) on every tick, flagged `new` only the first time: log and count
             // that one, or a 1 s tick logs the same line 86400 times a day.
@@ -523,8 +540,63 @@ impl Daemon {
                 self.apply(action);
             }
             self.export_load();
+        } else {
+            self.set_verdict(Verdict::Baseline, None);
         }
         self.finish_tick(started);
+    }
+
+    /// The live state `steerd status` reads, at start.
+    fn start_status(&self) {
+        let no_writes = match &self.observe_only {
+            Some(_) if self.options.dry_run => Some(NoWrites::DryRun),
+            Some(why) => Some(NoWrites::ObserveOnly(why.clone())),
+            None => None,
+        };
+        let started_unix = unix_now();
+        self.with_status(|status| {
+            status.version = env!("CARGO_PKG_VERSION");
+            status.started_unix = started_unix;
+            status.no_writes = no_writes;
+        });
+    }
+
+    /// Runs `update` on the live status (a lock, no allocation).
+    fn with_status(&self, update: impl FnOnce(&mut crate::status_report::LiveStatus)) {
+        match self.shared.status.lock() {
+            Ok(mut status) => update(&mut status),
+            Err(poisoned) => update(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// Records this tick's verdict; `reason` is the policy's sentence when it ran.
+    fn set_verdict(&self, verdict: Verdict, reason: Option<String>) {
+        let tick = self.tick;
+        self.with_status(|status| status.record_verdict(verdict, tick, reason));
+    }
+
+    /// The numbers of a calm tick's sentence: the thresholds and the busiest CPU (as
+    /// `plan` reports it), without allocating.
+    fn calm(&self) -> Calm {
+        let busiest = self
+            .load
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.online)
+            .max_by(|a, b| {
+                a.1.net_share
+                    .total_cmp(&b.1.net_share)
+                    .then(a.1.processed_pps.total_cmp(&b.1.processed_pps))
+            })
+            .map(|(cpu, c)| (cpu as u32, c.net_share, c.processed_pps));
+        let w = &self.config.watermarks;
+        Calm {
+            high_watermark: w.high,
+            imbalance: w.imbalance,
+            busy_pps: w.busy_pps,
+            busiest,
+        }
     }
 
     fn finish_tick(&mut self, started: Instant) {
@@ -543,6 +615,13 @@ impl Daemon {
             }
         }
         self.have_previous = true;
+        let (tick, interval_s, quiet_interval_s) = (
+            self.tick,
+            self.config.interval.as_secs_f64(),
+            self.config.quiet.interval.as_secs_f64(),
+        );
+        let now_unix = unix_now();
+        self.with_status(|status| status.record_tick(tick, now_unix, interval_s, quiet_interval_s));
         let metrics = &self.shared.metrics;
         metrics.ticks.inc();
         metrics
@@ -634,6 +713,25 @@ impl Daemon {
         self.shared
             .metrics
             .count_write_error(failure.kind.label(), &failure.errno_name());
+        let refused = matches!(
+            failure.kind,
+            FailureKind::Managed
+                | FailureKind::Bug
+                | FailureKind::NotTaken
+                | FailureKind::NoVectorSpace
+        );
+        if failure.kind != FailureKind::Vanished {
+            let (message, now_unix) = (failure.to_string(), unix_now());
+            self.with_status(|status| {
+                if refused {
+                    status.refusals += 1;
+                } else {
+                    status.write_errors += 1;
+                    status.last_write_error = Some(message);
+                    status.last_write_error_unix = now_unix;
+                }
+            });
+        }
         match failure.kind {
             FailureKind::Managed => {
                 if let Knob::IrqAffinity { irq } = failure.knob {
@@ -661,9 +759,11 @@ impl Daemon {
                     .record_failed(action.target.clone(), failure.message.clone());
             }
             FailureKind::NotAllowed => {
-                warn!(error = %failure, "not allowed to write; switching to observe-only mode: {failure}");
+                warn!(error = %failure, "not allowed to write, so observe-only from now on (fix the permission, then restart steerd): {failure}");
                 self.observe_only = Some(failure.message.clone());
                 self.shared.metrics.observe_only.set(1);
+                let why = format!("not allowed to write: {}", failure.message);
+                self.with_status(|status| status.no_writes = Some(NoWrites::ObserveOnly(why)));
             }
             FailureKind::Vanished => {
                 self.rediscover("a target vanished");
@@ -1196,10 +1296,22 @@ impl Daemon {
     /// interval longer than half the watchdog timeout, the loop wakes just to ping).
     fn export_quiet_state(&self) {
         let metrics = &self.shared.metrics;
-        metrics.quiet_mode.set(i64::from(self.quiet.is_asleep()));
+        let asleep = self.quiet.is_asleep();
+        metrics.quiet_mode.set(i64::from(asleep));
         metrics
             .quiet_mode_available
             .set(i64::from(self.quiet.available(&self.config)));
+        // Called when the state changes, not on every tick.
+        let unavailable = self.quiet.unavailable_reason(&self.config);
+        let now_unix = unix_now();
+        self.with_status(|status| {
+            status.quiet_since_unix = match (asleep, status.quiet_since_unix) {
+                (true, Some(since)) => Some(since),
+                (true, None) => Some(now_unix),
+                (false, _) => None,
+            };
+            status.quiet_unavailable = unavailable;
+        });
     }
 
     fn until_watchdog_ping(&self) -> Option<Duration> {
@@ -1325,6 +1437,13 @@ fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(Stri
         })
         .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
         .collect()
+}
+
+/// Wall-clock seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 fn monotonic_now() -> sd_notify::NotifyState<'static> {

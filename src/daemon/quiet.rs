@@ -98,6 +98,17 @@ impl Quiet {
         self.unavailable.is_none() && enabled(config)
     }
 
+    /// Why quiet mode is not used with `config`, when it is not (for `steerd status`).
+    pub fn unavailable_reason(&self, config: &Config) -> Option<String> {
+        if let Some(why) = &self.unavailable {
+            return Some(why.clone());
+        }
+        if !config.quiet.enabled {
+            return Some("quiet.enabled is false".to_string());
+        }
+        (!enabled(config)).then(|| "quiet.interval is not longer than interval".to_string())
+    }
+
     pub fn is_asleep(&self) -> bool {
         self.wake.is_some()
     }

@@ -49,6 +49,16 @@ use perf_event_open_sys as perf;
 /// older systems and some distributions.
 pub const TRACEFS_DIRS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
+/// ` (a, b)`: the places tried, for [`WakeError::NoTracepoint`]; empty when none is worth
+/// naming.
+fn tried_list(tried: &[PathBuf]) -> String {
+    if tried.is_empty() {
+        return String::new();
+    }
+    let names: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+    format!(" ({})", names.join(", "))
+}
+
 /// The tracepoint, as tracefs names it under `events/`.
 pub const TRACEPOINT: &str = "napi/napi_poll";
 
@@ -56,8 +66,8 @@ pub const TRACEPOINT: &str = "napi/napi_poll";
 #[derive(Debug, thiserror::Error)]
 pub enum WakeError {
     #[error(
-        "cannot find the napi:napi_poll tracepoint's id ({}): {reason}",
-        tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        "cannot find the napi:napi_poll tracepoint's id{}: {reason}",
+        tried_list(tried)
     )]
     NoTracepoint { tried: Vec<PathBuf>, reason: String },
     #[error(
@@ -131,6 +141,29 @@ pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
     })
 }
 
+/// Why the id cannot be read when tracefs is mounted nowhere and steerd's own mount
+/// failed: one sentence, with what to do.
+fn unmountable_reason(mount_error: &MountError) -> String {
+    if mount_error.denied {
+        "tracefs is mounted nowhere and mounting it needs CAP_SYS_ADMIN (run steerd as root, \
+         or mount tracefs at /sys/kernel/tracing as systemd does at boot)"
+            .to_string()
+    } else {
+        format!(
+            "tracefs is mounted nowhere and mounting it for a moment failed: {} (mount tracefs \
+             at /sys/kernel/tracing as systemd does at boot)",
+            mount_error.text
+        )
+    }
+}
+
+/// A failed momentary mount: what failed, and whether it was a permission refusal.
+#[derive(Debug)]
+struct MountError {
+    text: String,
+    denied: bool,
+}
+
 /// The tracepoint's id on this machine: from a mounted tracefs, or else from a mount of
 /// steerd's own that lasts only while it reads the id. Found once per process.
 fn host_tracepoint_id() -> Result<u64, WakeError> {
@@ -141,16 +174,13 @@ fn host_tracepoint_id() -> Result<u64, WakeError> {
     let dirs: Vec<&Path> = TRACEFS_DIRS.iter().map(Path::new).collect();
     let id = match tracepoint_id(&dirs) {
         Ok(id) => id,
-        Err(WakeError::NoTracepoint { tried, reason }) if !tracefs_mounted(&dirs) => {
+        Err(WakeError::NoTracepoint { .. }) if !tracefs_mounted(&dirs) => {
             let (id, mount_point) =
                 id_from_a_momentary_mount(&std::env::temp_dir()).map_err(|mount_error| {
+                    // The places tried are beside the point: tracefs is mounted nowhere.
                     WakeError::NoTracepoint {
-                        tried,
-                        reason: format!(
-                            "{reason}; tracefs is mounted nowhere, and mounting it for a moment \
-                         failed: {mount_error} (mount it at /sys/kernel/tracing, as systemd \
-                         does at boot, or give steerd CAP_SYS_ADMIN)"
-                        ),
+                        tried: Vec::new(),
+                        reason: unmountable_reason(&mount_error),
                     }
                 })?;
             tracing::info!(
@@ -177,10 +207,12 @@ fn tracefs_mounted(dirs: &[&Path]) -> bool {
 /// unmounts and removes it again, whatever the read gave. The mount is in the caller's
 /// mount namespace for the few microseconds this takes. Returns the id and where the mount
 /// was.
-fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String> {
+fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), MountError> {
     let template = parent.join("steerd-tracefs.XXXXXX");
-    let mount_point = nix::unistd::mkdtemp(&template)
-        .map_err(|e| format!("creating {}: {}", template.display(), io::Error::from(e)))?;
+    let mount_point = nix::unistd::mkdtemp(&template).map_err(|e| MountError {
+        text: format!("creating {}: {}", template.display(), io::Error::from(e)),
+        denied: false,
+    })?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
         Some("tracefs"),
@@ -190,13 +222,15 @@ fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), String> {
         None::<&str>,
     ) {
         let _ = fs::remove_dir(&mount_point);
-        return Err(format!(
-            "mount on {}: {}",
-            mount_point.display(),
-            io::Error::from(e)
-        ));
+        return Err(MountError {
+            text: format!("mount on {}: {}", mount_point.display(), io::Error::from(e)),
+            denied: e == nix::errno::Errno::EPERM || e == nix::errno::Errno::EACCES,
+        });
     }
-    let id = tracepoint_id(&[&mount_point]).map_err(|e| e.to_string());
+    let id = tracepoint_id(&[&mount_point]).map_err(|e| MountError {
+        text: e.to_string(),
+        denied: false,
+    });
     match umount2(&mount_point, MntFlags::MNT_DETACH) {
         // Left mounted: the id is still good; say where the mount is so it can be removed.
         Err(e) => tracing::warn!(
@@ -439,11 +473,11 @@ mod tests {
                 assert!(id > 0);
                 assert!(point.starts_with(dir.path()), "{}", point.display());
             }
-            Err(e) if !root => assert!(e.starts_with("mount on "), "{e}"),
+            Err(e) if !root => assert!(e.text.starts_with("mount on ") && e.denied, "{e:?}"),
             Err(e) if !Path::new("/sys/kernel/tracing").exists() => {
-                eprintln!("skipping: this kernel has no tracefs ({e})");
+                eprintln!("this kernel has no tracefs; only the cleanup was checked ({e:?})");
             }
-            Err(e) => panic!("as root: {e}"),
+            Err(e) => panic!("as root: {e:?}"),
         }
         let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert!(left.is_empty(), "the mount point was left behind: {left:?}");
@@ -455,11 +489,26 @@ mod tests {
     fn a_momentary_mount_where_no_directory_can_be_made_says_where() {
         let dir = tempfile::tempdir().unwrap();
         let parent = dir.path().join("missing");
-        let error = id_from_a_momentary_mount(&parent).unwrap_err();
+        let error = id_from_a_momentary_mount(&parent).unwrap_err().text;
         assert!(
             error.contains("creating") && error.contains("missing/steerd-tracefs."),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_refused_mount_is_one_short_sentence_saying_what_to_do() {
+        let error = WakeError::NoTracepoint {
+            tried: Vec::new(),
+            reason: unmountable_reason(&MountError {
+                text: "mount on /tmp/steerd-tracefs.x: Operation not permitted".into(),
+                denied: true,
+            }),
+        }
+        .to_string();
+        assert!(error.contains("CAP_SYS_ADMIN") && error.contains("run steerd as root"));
+        assert!(!error.contains("(/sys"), "no list of places: {error}");
+        assert!(error.len() < 240, "{} characters: {error}", error.len());
     }
 
     #[test]

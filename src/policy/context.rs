@@ -11,7 +11,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
 use super::DecideInput;
-use super::hysteresis::{self, Heat, kilo};
+use super::hysteresis::{self, Heat};
 use super::plan::{Action, Note, NoteKind, Reason, ReasonKind, Target, Value};
 use super::state::PolicyState;
 use crate::config::{Config, NonQueueIrqs, NumaPolicy, RpsMode};
@@ -635,21 +635,14 @@ impl<'a> Planner<'a> {
                 self.heat_of(cpu).describe(cpu, self.config)
             );
         }
-        let hottest = match self.hottest() {
-            Some((cpu, share, pps)) => format!(
-                "; busiest CPU {cpu}: irq+softirq share {share:.2}, {} pkt/s processed",
-                kilo(pps)
-            ),
-            None => String::new(),
-        };
         if self.load.samples == 0 {
             return "no load measured yet: rates need two samples".to_string();
         }
-        format!(
-            "no CPU is hot (high watermark {:.2}, imbalance {:.1}x above {} pkt/s, no drops) and every queue vector is placed by the rules{hottest}",
+        crate::status_report::no_cpu_is_hot(
             self.config.watermarks.high,
             self.config.watermarks.imbalance,
-            kilo(self.config.watermarks.busy_pps)
+            self.config.watermarks.busy_pps,
+            self.hottest(),
         )
     }
 }

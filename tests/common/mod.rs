@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod suite;
 pub mod ttar;
 
 use std::path::{Path, PathBuf};

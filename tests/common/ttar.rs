@@ -125,6 +125,8 @@ fn decode_line(raw: &[u8]) -> (Vec<u8>, bool) {
 
 #[cfg(test)]
 mod tests {
+    // Unused in `harness = false` binaries, where `#[test]` functions are left out.
+    #[allow(unused_imports)]
     use super::*;
 
     #[test]

@@ -18,13 +18,22 @@ use std::time::{Duration, Instant};
 use nix::sched::{CloneFlags, CpuSet, sched_setaffinity, setns};
 use nix::unistd::Pid;
 
+/// `Ok` when real-kernel tests can run here, else the skip saying why (a missing
+/// prerequisite: a failure under `CI=true`).
+pub fn require() -> crate::common::suite::TestResult {
+    match skip_reason() {
+        Some(reason) => crate::common::suite::skip(reason),
+        None => Ok(()),
+    }
+}
+
 /// Why real-kernel tests cannot run here, if they cannot.
 pub fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
-        return Some("not root: real-kernel tests need CAP_NET_ADMIN".into());
+        return Some("not root: real-kernel tests need CAP_NET_ADMIN (run as root)".into());
     }
     if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) is not installed".into());
+        return Some("`ip` not found (apt-get install iproute2)".into());
     }
     None
 }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use crate::common::suite::{Requirement, Skip};
+
 /// Whether `tool` is on the PATH.
 pub fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -16,22 +18,26 @@ pub fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// The built `.deb` and `.rpm`, built on the first call; `None` (with the reason printed)
+/// The built `.deb` and `.rpm`, built on the first call; a skip (a missing prerequisite)
 /// when the packaging tools are missing. A failed build is a test failure.
-pub fn packages() -> Option<&'static (PathBuf, PathBuf)> {
-    static BUILT: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
+pub fn packages() -> Result<&'static (PathBuf, PathBuf), Skip> {
+    static BUILT: OnceLock<Result<(PathBuf, PathBuf), Skip>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            for tool in ["cargo-deb", "cargo-generate-rpm", "dpkg-deb"] {
-                if !have(tool) {
-                    eprintln!(
-                        "SKIPPED: {tool} not found (cargo install --locked cargo-deb cargo-generate-rpm; apt-get install dpkg)"
-                    );
-                    return None;
-                }
+            for (tool, install) in [
+                ("cargo-deb", "cargo install --locked cargo-deb"),
+                (
+                    "cargo-generate-rpm",
+                    "cargo install --locked cargo-generate-rpm",
+                ),
+                ("dpkg-deb", "apt-get install dpkg"),
+            ] {
+                Requirement::tool(tool, install).check()?;
             }
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/build-packages.sh");
-            let out = Command::new(&script).output().expect("run build-packages.sh");
+            let out = Command::new(&script)
+                .output()
+                .expect("run build-packages.sh");
             assert!(
                 out.status.success(),
                 "build-packages.sh failed:\n{}{}",
@@ -44,7 +50,8 @@ pub fn packages() -> Option<&'static (PathBuf, PathBuf)> {
             let deb = PathBuf::from(lines.next().expect("deb path"));
             assert!(deb.is_file() && rpm.is_file(), "{deb:?} {rpm:?}");
             eprintln!("built {} and {}", deb.display(), rpm.display());
-            Some((deb, rpm))
+            Ok((deb, rpm))
         })
         .as_ref()
+        .map_err(Clone::clone)
 }

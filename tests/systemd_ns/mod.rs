@@ -10,7 +10,7 @@
 //! would change on the host out of reach (see its header).
 //!
 //! ```ignore
-//! let Some(machine) = systemd_ns::boot_or_skip("my_test") else { return };
+//! let machine = systemd_ns::boot_or_skip("my_test")?; // in a test returning TestResult
 //! machine.copy_in(Path::new(env!("CARGO_BIN_EXE_steerd")), "/usr/sbin/steerd", 0o755);
 //! machine.write("/etc/systemd/system/x.service", "...", 0o644);
 //! machine.systemctl(&["daemon-reload"]).ok();
@@ -28,6 +28,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::common::suite::{Skip, in_ci, not_here, skip};
 
 /// How long one command in the machine may take before it is killed.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -195,22 +197,18 @@ pub fn skip_reason() -> Option<String> {
     None
 }
 
-/// Boots a machine, or prints why it cannot and returns `None` (the caller returns: the
-/// test is skipped). Under `CI=true` with every prerequisite present, a failed boot is a
-/// failure, not a skip.
-pub fn boot_or_skip(test: &str) -> Option<Machine> {
+/// Boots a machine, or returns why it cannot: a missing prerequisite (not root, a tool
+/// missing; a failure under `CI=true`), or a boot that failed on this machine with every
+/// prerequisite present (a skip saying why; under `CI=true` a failure).
+pub fn boot_or_skip(test: &str) -> Result<Machine, Skip> {
     if let Some(reason) = skip_reason() {
-        eprintln!("SKIP {test}: {reason}");
-        return None;
+        return Err(skip(reason).unwrap_err());
     }
     match Machine::boot() {
-        Ok(machine) => Some(machine),
-        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{test}: cannot boot systemd in namespaces: {e}")
-        }
+        Ok(machine) => Ok(machine),
+        Err(e) if in_ci() => panic!("{test}: cannot boot systemd in namespaces: {e}"),
         Err(e) => {
-            eprintln!("SKIP {test}: cannot boot systemd in namespaces: {e}");
-            None
+            Err(not_here(format!("cannot boot systemd in namespaces here: {e}")).unwrap_err())
         }
     }
 }
