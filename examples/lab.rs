@@ -25,6 +25,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut balancers = Balancer::ALL.to_vec();
     let mut steerd = PathBuf::from("target/release/steerd");
     let mut wanted = Vec::new();
+    let (mut cpus, mut queues, mut rss) = (None, None, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -32,6 +33,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--reps" => reps = value()?.parse()?,
             "--idle" => idle = value()?.parse()?,
             "--steerd" => steerd = PathBuf::from(value()?),
+            "--cpus" => cpus = Some(value()?.parse::<u32>()?),
+            "--queues" => queues = Some(value()?.parse::<u32>()?),
+            "--rss" => rss = true,
             "--balancers" => {
                 balancers = value()?
                     .split(',')
@@ -57,6 +61,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .filter(|s| wanted.is_empty() || wanted.iter().any(|w| w == s.name))
         .collect();
+    let scenarios: Vec<_> = scenarios
+        .into_iter()
+        .map(|mut s| {
+            if let Some(n) = cpus {
+                s.vm.cpus = n;
+                if s.hand_cpus == "0 1 2 3" {
+                    s.hand_cpus = (0..n).map(|c| c.to_string()).collect::<Vec<_>>().join(" ");
+                }
+            }
+            if let Some(q) = queues {
+                s.vm.queues = q;
+            }
+            s.vm.rss |= rss;
+            s
+        })
+        .collect();
+    if let (Some(c), _) | (_, Some(c)) = (
+        cpus.filter(|c| !(2..=8).contains(c)),
+        queues.filter(|q| !(1..=8).contains(q)),
+    ) {
+        return Err(format!("--cpus takes 2 to 8 and --queues 1 to 8 (got {c})").into());
+    }
     if scenarios.is_empty() {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
