@@ -347,15 +347,7 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
             continue;
         }
         if !current.is_empty() && !current.is_subset(&mask) && !owned(p, d, *queue, current) {
-            p.note(
-                NoteKind::ForeignMask,
-                Some(t),
-                format!("{name} rx-{queue}"),
-                format!(
-                    "{name} rx-{queue} rps_cpus {} was not set by steerd: auto mode leaves it",
-                    current.to_list()
-                ),
-            );
+            note_foreign_mask(p, &name, *queue, t, current);
             continue;
         }
         if !distress && !p.state.dwelt(&t, p.now_ns, dwell) {
@@ -429,15 +421,7 @@ fn per_core_relief(
             continue;
         }
         if !current.is_empty() && !owned(p, d, queue, current) {
-            p.note(
-                NoteKind::ForeignMask,
-                Some(t),
-                format!("{name} rx-{queue}"),
-                format!(
-                    "{name} rx-{queue} rps_cpus {} was not set by steerd: auto mode leaves it",
-                    current.to_list()
-                ),
-            );
+            note_foreign_mask(p, &name, queue, t, current);
             continue;
         }
         if !distress && !p.state.dwelt(&t, p.now_ns, dwell) {
@@ -666,4 +650,17 @@ fn halve(p: &Planner, mask: &CpuSet) -> CpuSet {
         }
     }
     kept
+}
+
+/// Notes once that a queue's mask was set by someone else: auto mode leaves it.
+fn note_foreign_mask(p: &mut Planner, name: &str, queue: u32, t: Target, current: &CpuSet) {
+    p.note(
+        NoteKind::ForeignMask,
+        Some(t),
+        format!("{name} rx-{queue}"),
+        format!(
+            "{name} rx-{queue} rps_cpus {} was not set by steerd: auto mode leaves it",
+            current.to_list()
+        ),
+    );
 }
