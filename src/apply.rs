@@ -376,13 +376,23 @@ impl Actuator {
                 return Err(failure);
             }
         };
+        let took = knob.took_effect(value, &after);
         if let Some(entry) = self.remembered.get_mut(knob) {
-            entry.written = Some(after.clone());
+            // An IRQ affinity can read back the old mask right after the write while the
+            // kernel moves the vector at its next interrupt (seen on a 6.1 x86 guest in
+            // the lab: wrote "1", read "0", and "1" a few seconds later). Recording the
+            // read-back would make the late move look like someone else's change, and
+            // steerd would then neither retry nor restore it; so the value written is
+            // what steerd owns.
+            entry.written = Some(match knob {
+                Knob::IrqAffinity { .. } if !took => value.clone(),
+                _ => after.clone(),
+            });
             entry.intended = None;
         }
         // Losing this save loses only the "written" marker, never an original.
         let _ = self.save();
-        if !knob.took_effect(value, &after) {
+        if !took {
             return Err(WriteFailure {
                 knob: knob.clone(),
                 kind: FailureKind::NotTaken,
