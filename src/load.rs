@@ -162,6 +162,22 @@ impl Load {
         Self::default()
     }
 
+    /// The online CPU with the highest irq+softirq share (then the most packets
+    /// processed), with that share and its packets/s: the busiest CPU as `plan`, the
+    /// daemon's calm verdict and `status` report it.
+    pub fn busiest_cpu(&self) -> Option<(u32, f64, f64)> {
+        self.cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.online)
+            .max_by(|a, b| {
+                a.1.net_share
+                    .total_cmp(&b.1.net_share)
+                    .then(a.1.processed_pps.total_cmp(&b.1.processed_pps))
+            })
+            .map(|(cpu, c)| (cpu as u32, c.net_share, c.processed_pps))
+    }
+
     /// The rates of a CPU, if it was ever seen.
     pub fn cpu(&self, id: u32) -> Option<&CpuLoad> {
         self.cpus.get(id as usize)

@@ -230,28 +230,18 @@ impl Daemon {
             ),
             None => {}
         }
-        let link_events = if root.is_host() {
-            match LinkEvents::subscribe() {
-                Ok(events) => Some(events),
-                Err(e) => {
-                    warn!(error = %e, "no link events; rediscovering every {}s only: {e}", REDISCOVER_EVERY.as_secs());
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let queue_events = if root.is_host() {
-            match QueueEvents::subscribe() {
-                Ok(events) => Some(events),
-                Err(e) => {
-                    warn!(error = %e, "no queue uevents; a channel-count change (ethtool -L) is seen only by the read-back every {}s: {e}", RECHECK_EVERY.as_secs());
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let link_events = subscribe_on_host(&root, LinkEvents::subscribe, || {
+            format!(
+                "no link events; rediscovering every {}s only",
+                REDISCOVER_EVERY.as_secs()
+            )
+        });
+        let queue_events = subscribe_on_host(&root, QueueEvents::subscribe, || {
+            format!(
+                "no queue uevents; a channel-count change (ethtool -L) is seen only by the read-back every {}s",
+                RECHECK_EVERY.as_secs()
+            )
+        });
         shared
             .metrics
             .observe_only
@@ -578,18 +568,7 @@ impl Daemon {
     /// The numbers of a calm tick's sentence: the thresholds and the busiest CPU (as
     /// `plan` reports it), without allocating.
     fn calm(&self) -> Calm {
-        let busiest = self
-            .load
-            .cpus
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.online)
-            .max_by(|a, b| {
-                a.1.net_share
-                    .total_cmp(&b.1.net_share)
-                    .then(a.1.processed_pps.total_cmp(&b.1.processed_pps))
-            })
-            .map(|(cpu, c)| (cpu as u32, c.net_share, c.processed_pps));
+        let busiest = self.load.busiest_cpu();
         let w = &self.config.watermarks;
         Calm {
             high_watermark: w.high,
@@ -1465,6 +1444,25 @@ fn policy_state_from(actuator: &Actuator) -> PolicyState {
         }
     }
     state
+}
+
+/// A kernel event source, on the host only (a fake root has no kernel to announce
+/// anything); when it cannot be had, one warning saying what is lost, and `None`.
+fn subscribe_on_host<T>(
+    root: &Root,
+    subscribe: fn() -> std::io::Result<T>,
+    lost: impl FnOnce() -> String,
+) -> Option<T> {
+    if !root.is_host() {
+        return None;
+    }
+    match subscribe() {
+        Ok(events) => Some(events),
+        Err(e) => {
+            warn!(error = %e, "{}: {e}", lost());
+            None
+        }
+    }
 }
 
 /// The policy's name for an actuator knob (the inverse of [`knob_of`]).

@@ -608,17 +608,7 @@ impl<'a> Planner<'a> {
 
     /// The hottest CPU, for the idle reason.
     pub fn hottest(&self) -> Option<(u32, f64, f64)> {
-        self.load
-            .cpus
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.online)
-            .max_by(|a, b| {
-                a.1.net_share
-                    .total_cmp(&b.1.net_share)
-                    .then(a.1.processed_pps.total_cmp(&b.1.processed_pps))
-            })
-            .map(|(cpu, c)| (cpu as u32, c.net_share, c.processed_pps))
+        self.load.busiest_cpu()
     }
 
     /// Text for "why nothing happened".

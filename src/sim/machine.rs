@@ -115,17 +115,11 @@ impl NicSpec {
     /// MSI-X vector per queue pair, per-queue counters (`ethtool -S`).
     pub fn virtio(name: &str, queues: u32) -> Self {
         NicSpec {
-            name: name.to_string(),
             kind: DeviceKind::Virtio,
             driver: "virtio_net".to_string(),
             node: None,
-            queues,
-            queue_counters: true,
-            managed_queues: Vec::new(),
-            sender_cpu: None,
-            skew: None,
-            flows: 1024,
             separate_tx: true,
+            ..NicSpec::physical(name, 0, queues)
         }
     }
 

@@ -424,13 +424,7 @@ impl FakeKernel {
     /// the next `proc/interrupts` and `proc/stat` no longer list its IRQs.
     pub fn unplug(&self, device: &str) {
         let mut w = self.world.lock().unwrap();
-        let index = w
-            .tree
-            .machine
-            .nics
-            .iter()
-            .position(|n| n.name == device)
-            .expect("no such NIC");
+        let index = w.nic_index(device);
         let root = w.tree.root.clone();
         let class_link = root.join("sys/class/net").join(device);
         let device_dir = fs::canonicalize(&class_link).expect("device dir");
@@ -453,13 +447,7 @@ impl FakeKernel {
     /// counter updates.
     pub fn set_channels(&self, device: &str, active: u32, driver_default: &dyn Fn(u32) -> CpuSet) {
         let w = self.world.lock().unwrap();
-        let nic = w
-            .tree
-            .machine
-            .nics
-            .iter()
-            .position(|n| n.name == device)
-            .expect("no such NIC");
+        let nic = w.nic_index(device);
         w.tree
             .set_channels(nic, active, driver_default)
             .expect("change the channel count");
@@ -482,6 +470,16 @@ impl Drop for FakeKernel {
 
 impl World {
     /// Advances the counters by the time since the last step and writes them.
+    /// The index of a NIC of the fake machine, by name.
+    fn nic_index(&self, device: &str) -> usize {
+        self.tree
+            .machine
+            .nics
+            .iter()
+            .position(|n| n.name == device)
+            .expect("no such NIC")
+    }
+
     fn step(&mut self) {
         let now = Instant::now();
         let dt = now.duration_since(self.last_step).as_secs_f64();
