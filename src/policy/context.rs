@@ -29,7 +29,7 @@ use super::placement::{IrqAffinity, Placement};
 pub const WORK_FLOOR_SHARE: f64 = 0.1;
 
 /// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
-/// protocol work away (measured 30-36 % on veth at 250k pkt/s, KERNEL.md).
+/// protocol work away (measured 30-36 % on veth at 250k pkt/s; docs/kernel.md, "RPS").
 pub const RPS_INTERRUPT_SHARE: f64 = 0.3;
 
 /// Why an IRQ cannot be moved.

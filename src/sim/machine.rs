@@ -34,7 +34,7 @@ pub struct Costs {
     pub irq_ns: f64,
     /// Per packet of protocol work (IP, UDP/TCP, socket), where RPS puts it.
     pub proto_ns: f64,
-    /// Per NAPI poll that sends RPS IPIs (KERNEL.md: about 7 µs per batch).
+    /// Per NAPI poll that sends RPS IPIs (about 7 µs per batch; docs/kernel.md, "RPS").
     pub ipi_batch_ns: f64,
     /// Per packet on a veth sender (transmit path), charged as system time.
     pub veth_xmit_ns: f64,

@@ -335,8 +335,8 @@ pub struct QueueLoad {
     pub pps: f64,
 }
 
-/// Per-packet costs, as the simulator and KERNEL.md have them: the interrupting CPU
-/// spends `IRQ_COST` per packet, the CPU doing the protocol work `WORK_COST`.
+/// Per-packet costs, as the simulator has them (`steerd::sim::machine::Costs`): the
+/// interrupting CPU spends `IRQ_COST` per packet, the CPU doing the protocol work `WORK_COST`.
 const IRQ_COST_S: f64 = 0.4e-6;
 const WORK_COST_S: f64 = 1.6e-6;
 /// Packets per interrupt (NAPI polls several per interrupt).
