@@ -10,6 +10,10 @@
 //! [`Config::validate`].
 
 mod check;
+mod depth;
+mod file;
+#[cfg(test)]
+mod hostile;
 mod locate;
 mod values;
 
@@ -21,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpuset::CpuSet;
 
 pub use check::{ConfigError, check_config, check_config_for};
+pub use file::{ConfigFileError, MAX_CONFIG_BYTES, read_config_file};
 
 /// The commented default configuration shipped as `config/steerd.yaml`.
 pub const DEFAULT_YAML: &str = include_str!("../config/steerd.yaml");

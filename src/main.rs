@@ -53,8 +53,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             print_out(&text)
         }
         Command::CheckConfig { file } => {
-            let text =
-                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let text = steerd::config::read_config_file(file).map_err(|e| e.to_string())?;
             // Check CPU lists against this machine when it can be read; else the schema only.
             let checked = match steerd::discover::discover(root) {
                 Ok(machine) => check_config_for(&text, &machine.topology),
@@ -117,7 +116,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
 
 /// Reads and checks a config file for a one-shot command; every error is printed.
 fn read_config(path: &std::path::Path, root: &Root) -> Result<Config, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = steerd::config::read_config_file(path).map_err(|e| e.to_string())?;
     let checked = match steerd::discover::discover(root) {
         Ok(machine) => check_config_for(&text, &machine.topology),
         Err(_) => check_config(&text),

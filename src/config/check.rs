@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::de::{self, DeserializeOwned, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use super::depth::{MAX_NESTING, too_deep};
 use super::locate::line_of;
 use super::{Config, RpsMode, values};
 use crate::cpuset::CpuSet;
@@ -70,8 +71,22 @@ impl ConfigError {
         ConfigError {
             key,
             line,
-            message: message.to_string(),
+            message: reworded(message),
         }
+    }
+}
+
+/// yaml_serde's words for its own limits, turned into what happened and what to do.
+fn reworded(message: &str) -> String {
+    match message {
+        "recursion limit exceeded" => "nested more than 128 levels deep; a steerd \
+             configuration needs 4 at most (is this the right file?)"
+            .to_string(),
+        "repetition limit exceeded" => "too many alias expansions (`*name` references \
+             to `&name` anchors, as in a YAML \"billion laughs\" bomb); write the values out \
+             instead"
+            .to_string(),
+        _ => message.to_string(),
     }
 }
 
@@ -112,6 +127,13 @@ pub fn check_config_for(text: &str, topology: &Topology) -> Result<Config, Vec<C
 }
 
 fn check(text: &str, topology: Option<&Topology>) -> Result<Config, Vec<ConfigError>> {
+    if let Some(line) = too_deep(text, MAX_NESTING) {
+        return Err(vec![ConfigError {
+            key: String::new(),
+            line: Some(line),
+            message: reworded("recursion limit exceeded"),
+        }]);
+    }
     let read = read(text);
     // Sections that did not read are at their defaults: their checks would be noise.
     let keep = |e: &ConfigError| {
@@ -162,9 +184,17 @@ fn read(text: &str) -> Read {
         errors: Vec::new(),
         broken: Vec::new(),
     };
-    // A syntax error leaves nothing to read section by section.
-    if yaml_serde::from_str::<yaml_serde::Value>(text).is_err() {
-        read.errors.push(ConfigError::from_yaml(&first));
+    // A syntax error leaves nothing to read section by section. Past one of the parser's
+    // limits (nesting, alias expansions), that is the error to report: the first one
+    // (an unknown key, say) may be met before the document's real problem.
+    if let Err(err) = yaml_serde::from_str::<yaml_serde::Value>(text) {
+        let text = err.to_string();
+        let past_a_limit = strip_location(&text) != reworded(strip_location(&text));
+        read.errors.push(ConfigError::from_yaml(if past_a_limit {
+            &err
+        } else {
+            &first
+        }));
         read.broken.push("");
         return read;
     }

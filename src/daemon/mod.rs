@@ -100,9 +100,9 @@ fn read_config_text(path: &Option<PathBuf>) -> Result<Option<String>, Vec<String
     let Some(path) = path else {
         return Ok(None);
     };
-    std::fs::read_to_string(path)
+    crate::config::read_config_file(path)
         .map(Some)
-        .map_err(|e| vec![format!("{}: {e}", path.display())])
+        .map_err(|e| vec![e.to_string()])
 }
 
 /// Checks a configuration text (without the machine: used before discovery).
