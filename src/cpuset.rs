@@ -342,8 +342,15 @@ impl Serialize for CpuSet {
 }
 
 impl<'de> serde::Deserialize<'de> for CpuSet {
+    /// An array of CPU numbers, each below [`MAX_CPUS`]: the set is a bitmap, so one huge
+    /// number (`[4294967295]` in a corrupt state file) would otherwise allocate 512 MiB.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let cpus = Vec::<u32>::deserialize(deserializer)?;
+        if let Some(&cpu) = cpus.iter().find(|&&cpu| cpu >= MAX_CPUS) {
+            return Err(serde::de::Error::custom(format!(
+                "CPU {cpu} is not below {MAX_CPUS}, the most steerd accepts"
+            )));
+        }
         Ok(cpus.into_iter().collect())
     }
 }
@@ -352,6 +359,17 @@ impl<'de> serde::Deserialize<'de> for CpuSet {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Fuzzing finding (state file): `[4294967295]` deserialized into a bitmap of 2^32
+    /// bits, a 512 MiB allocation. Now it is an error naming the CPU.
+    #[test]
+    fn regression_deserialize_rejects_a_cpu_beyond_max_cpus() {
+        let err = serde_json::from_str::<CpuSet>("[1, 4294967295]").unwrap_err();
+        assert!(err.to_string().contains("4294967295"), "{err}");
+        let set: CpuSet = serde_json::from_str("[0, 65535]").unwrap();
+        assert_eq!(set.to_list(), "0,65535");
+        assert!(serde_json::from_str::<CpuSet>("[65536]").is_err());
+    }
 
     #[test]
     fn parses_kernel_masks() {

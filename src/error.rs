@@ -20,6 +20,13 @@ pub enum Error {
         line: usize,
         reason: String,
     },
+    /// A file held more than steerd reads of one file ([`crate::limits`]): a corrupt or
+    /// fake file, or one that never ends.
+    #[error(
+        "{}: longer than {limit} bytes, the most steerd reads of one kernel file",
+        path.display()
+    )]
+    TooLarge { path: PathBuf, limit: u64 },
     /// A netlink or ioctl request failed.
     #[error("{what}: {reason}")]
     Kernel { what: String, reason: String },

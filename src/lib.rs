@@ -19,6 +19,7 @@ pub mod inspect;
 pub mod irqbalance_compat;
 pub mod kernel;
 pub mod knob;
+pub mod limits;
 pub mod load;
 pub mod logfmt;
 pub mod metrics;

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use crate::limits::MAX_QUEUES;
 use crate::model::snapshot::{QueueDirection, Snapshot};
 
 /// Rates derived from snapshots, by CPU id, IRQ number and queue.
@@ -327,6 +328,11 @@ impl Load {
             .iter()
             .filter(|q| q.direction == QueueDirection::Rx)
         {
+            // Readers refuse queue numbers at or above MAX_QUEUES; a snapshot built some
+            // other way must not size these tables either.
+            if q.queue >= MAX_QUEUES {
+                continue;
+            }
             let slots = before.entry(q.device.as_str()).or_default();
             let slot = q.queue as usize;
             if slots.len() <= slot {
@@ -340,6 +346,9 @@ impl Load {
             .iter()
             .filter(|q| q.direction == QueueDirection::Rx)
         {
+            if q.queue >= MAX_QUEUES {
+                continue;
+            }
             let slot = q.queue as usize;
             let marks = present.entry(q.device.as_str()).or_default();
             if marks.len() <= slot {
@@ -616,6 +625,21 @@ mod tests {
             None,
             "a vanished device has no rate"
         );
+    }
+
+    /// Fuzzing finding: a queue number no kernel can have (here u32::MAX, as from a
+    /// driver stat `rx_queue_4294967295_packets`) sized the per-queue tables: a 64 GiB
+    /// allocation and an abort. Now such a queue is skipped.
+    #[test]
+    fn regression_huge_queue_number_does_not_size_tables() {
+        let mut a = snapshot(0, &[]);
+        let mut b = snapshot(1, &[]);
+        a.queues = vec![queue("eth0", 0, 100), queue("eth0", u32::MAX, 5)];
+        b.queues = vec![queue("eth0", 0, 200), queue("eth0", u32::MAX, 10)];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.rx_queue_pps("eth0", 0), Some(100.0));
+        assert_eq!(load.rx_queue_pps("eth0", u32::MAX), None);
     }
 
     #[test]

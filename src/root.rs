@@ -4,11 +4,11 @@
 //! reports run the real code on a fake tree laid out exactly like the kernel's
 //! (`DIR/proc/...`, `DIR/sys/...`), writes included. The default root is `/`.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+use crate::limits::{MAX_FILE_BYTES, read_optional_bounded, read_text_bounded};
 
 /// A directory standing in for `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,21 +46,18 @@ impl Root {
         self.base.join(relative)
     }
 
-    /// Reads a whole file as text; the error names the file.
+    /// Reads a whole file as text; the error names the file. At most
+    /// [`MAX_FILE_BYTES`] are read: a longer file (or one that never ends) is
+    /// [`Error::TooLarge`].
     pub fn read(&self, relative: impl AsRef<Path>) -> Result<String, Error> {
-        let path = self.path(relative);
-        fs::read_to_string(&path).map_err(|source| Error::io(path, source))
+        read_text_bounded(&self.path(relative), MAX_FILE_BYTES)
     }
 
     /// Reads a file that may legitimately be absent: `Ok(None)` when it does not exist
     /// (ENOENT, or ENOTDIR for a vanished parent), any other failure is an error.
+    /// Bounded like [`Root::read`].
     pub fn read_optional(&self, relative: impl AsRef<Path>) -> Result<Option<String>, Error> {
-        let path = self.path(relative);
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text)),
-            Err(err) if is_absent(&err) => Ok(None),
-            Err(source) => Err(Error::io(path, source)),
-        }
+        read_optional_bounded(&self.path(relative), MAX_FILE_BYTES)
     }
 }
 
@@ -73,6 +70,7 @@ pub fn is_absent(err: &io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn paths_stay_under_the_root() {

@@ -327,7 +327,18 @@ impl Ethtool {
         if info.sset_mask & (1 << ETH_SS_STATS) == 0 {
             return Ok(None);
         }
-        Ok(Some(info.data[0]))
+        // The count sizes the name and value buffers: bound it.
+        let count = info.data[0];
+        if count as usize > crate::limits::MAX_ETHTOOL_STATS {
+            return Err(Failure::Other {
+                command: "ETHTOOL_GSSET_INFO",
+                reason: format!(
+                    "{count} statistics, more than the {} steerd accepts",
+                    crate::limits::MAX_ETHTOOL_STATS
+                ),
+            });
+        }
+        Ok(Some(count))
     }
 
     /// Room for `count` entries plus slack, so that a count that grew since

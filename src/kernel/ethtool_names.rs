@@ -237,7 +237,12 @@ fn direction_rank(direction: QueueDirection) -> u8 {
     }
 }
 
-/// A queue number: one or more ASCII digits, no sign, fits in u32. Returns the rest.
+/// A queue number: one or more ASCII digits, no sign, below
+/// [`crate::limits::MAX_QUEUES`]. Returns the rest.
+///
+/// The number indexes per-queue tables, so a name with a number no kernel can have
+/// (`rx_queue_4294967295_packets`) is not a queue statistic at all: it is left
+/// unclassified, like any other name steerd does not know.
 fn number(text: &str) -> Option<(u32, &str)> {
     let end = text
         .bytes()
@@ -247,7 +252,8 @@ fn number(text: &str) -> Option<(u32, &str)> {
         return None;
     }
     let (digits, rest) = text.split_at(end);
-    Some((digits.parse().ok()?, rest))
+    let index: u32 = digits.parse().ok()?;
+    (index < crate::limits::MAX_QUEUES).then_some((index, rest))
 }
 
 /// Strips `rx<sep>`/`tx<sep>` and says which.

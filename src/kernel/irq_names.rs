@@ -297,12 +297,14 @@ fn interface_suffix(suffix: &str) -> Option<(IrqRole, Option<u32>, Option<u32>)>
     None
 }
 
-/// A plain decimal number (no sign, no spaces).
+/// A plain decimal number (no sign, no spaces) below [`crate::limits::MAX_QUEUES`]: the
+/// numbers in action names are queue numbers, which index per-queue tables, so a name
+/// with one no kernel can have is left unclassified.
 fn number(text: &str) -> Option<u32> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    text.parse().ok()
+    text.parse().ok().filter(|&n| n < crate::limits::MAX_QUEUES)
 }
 
 /// gve: of a device's `blocks` notification blocks, the first half serve TX queue `n`, the

@@ -672,6 +672,22 @@ fn queue_direction(what: &str, value: u32) -> Result<QueueDirection, Error> {
     }
 }
 
+/// A queue number from the kernel, checked against [`crate::limits::MAX_QUEUES`]: it
+/// indexes per-queue tables, so one no kernel can have is an error, not a table size.
+fn queue_number(what: &str, name: &str, value: u32) -> Result<u32, Error> {
+    if value < crate::limits::MAX_QUEUES {
+        Ok(value)
+    } else {
+        Err(kernel_error(
+            what,
+            format!(
+                "attribute {name} is {value}, not below {}, the kernel's queue limit",
+                crate::limits::MAX_QUEUES
+            ),
+        ))
+    }
+}
+
 /// Parses one `queue-get` reply's attributes.
 fn parse_queue(attrs: &[u8]) -> Result<NetdevQueue, Error> {
     const WHAT: &str = "netdev queue-get";
@@ -689,7 +705,7 @@ fn parse_queue(attrs: &[u8]) -> Result<NetdevQueue, Error> {
         Ok(())
     })?;
     Ok(NetdevQueue {
-        id: id.ok_or_else(|| missing(WHAT, "id"))?,
+        id: queue_number(WHAT, "id", id.ok_or_else(|| missing(WHAT, "id"))?)?,
         ifindex: ifindex.ok_or_else(|| missing(WHAT, "ifindex"))?,
         direction: direction.ok_or_else(|| missing(WHAT, "type"))?,
         napi_id,
@@ -710,6 +726,15 @@ fn parse_napi(attrs: &[u8]) -> Result<Napi, Error> {
         }
         Ok(())
     })?;
+    if let Some(irq) = irq.filter(|&irq| irq >= crate::limits::MAX_IRQS) {
+        return Err(kernel_error(
+            WHAT,
+            format!(
+                "attribute irq is {irq}, not below {}, the most steerd accepts",
+                crate::limits::MAX_IRQS
+            ),
+        ));
+    }
     Ok(Napi {
         id: id.ok_or_else(|| missing(WHAT, "id"))?,
         ifindex: ifindex.ok_or_else(|| missing(WHAT, "ifindex"))?,
@@ -759,7 +784,11 @@ fn parse_queue_stats(attrs: &[u8]) -> Result<QueueStats, Error> {
         Ok(())
     })?;
     stats.ifindex = ifindex.ok_or_else(|| missing(WHAT, "ifindex"))?;
-    stats.queue = queue.ok_or_else(|| missing(WHAT, "queue-id"))?;
+    stats.queue = queue_number(
+        WHAT,
+        "queue-id",
+        queue.ok_or_else(|| missing(WHAT, "queue-id"))?,
+    )?;
     if stats.direction.is_none() {
         return Err(missing(WHAT, "queue-type"));
     }
@@ -851,6 +880,9 @@ impl Emitable for NetdevRequest<'_> {
         self.attrs.emit(buffer)
     }
 }
+
+#[cfg(test)]
+mod fuzz;
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use crate::kernel::procfs::softnet::{SOFTNET_PATH, parse_softnet};
 use crate::kernel::procfs::stat::{STAT_PATH, parse_stat_up_to};
+use crate::limits::MAX_FILE_BYTES;
 use crate::model::snapshot::Snapshot;
 use crate::root::Root;
 
@@ -172,7 +173,16 @@ impl KeptOpenFile {
         let mut filled = 0usize;
         loop {
             if filled == self.buffer.len() {
-                let bigger = self.buffer.len().max(INITIAL_BUFFER) * 2;
+                // A file that never ends (or a fake tree's huge one) must not grow the
+                // buffer without bound.
+                if filled as u64 >= MAX_FILE_BYTES {
+                    return Err(Error::TooLarge {
+                        path: self.path.clone(),
+                        limit: MAX_FILE_BYTES,
+                    });
+                }
+                let bigger = (self.buffer.len().max(INITIAL_BUFFER) * 2)
+                    .min(usize::try_from(MAX_FILE_BYTES).unwrap_or(usize::MAX));
                 self.buffer.resize(bigger, 0);
             }
             let space = self.buffer.get_mut(filled..).unwrap_or_default();

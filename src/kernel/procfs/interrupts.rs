@@ -22,6 +22,7 @@
 use std::path::Path;
 
 use crate::error::Error;
+use crate::limits::{MAX_INTERRUPT_CELLS, MAX_IRQS};
 use crate::root::Root;
 
 /// The parsed file.
@@ -104,9 +105,21 @@ pub fn parse(text: &str, path: &Path) -> Result<Interrupts, Error> {
         parse_header(header).map_err(|reason| Error::parse(path, header_index + 1, reason))?;
     let width = cpus.last().map_or(0, |&cpu| cpu as usize + 1);
     let mut rows = Rows::default();
+    // Every row's per-CPU table is `width` long: bound their sum, not just the file.
+    let most_rows = MAX_INTERRUPT_CELLS / width.max(1);
     for (index, line) in lines {
         if line.trim().is_empty() {
             continue;
+        }
+        if rows.lines.len() + rows.named.len() >= most_rows {
+            return Err(Error::parse(
+                path,
+                index + 1,
+                format!(
+                    "more than {most_rows} rows of {width} CPU columns \
+                     ({MAX_INTERRUPT_CELLS} cells, the most steerd accepts)"
+                ),
+            ));
         }
         parse_row(line, &cpus, width, &mut rows)
             .map_err(|reason| Error::parse(path, index + 1, reason))?;
@@ -158,7 +171,9 @@ fn parse_row(line: &str, cpus: &[u32], width: usize, out: &mut Rows) -> Result<(
     if label.bytes().all(|b| b.is_ascii_digit()) {
         let irq: u32 = label
             .parse()
-            .map_err(|_| format!("IRQ number out of range: {label:?}"))?;
+            .ok()
+            .filter(|&irq| irq < MAX_IRQS)
+            .ok_or_else(|| format!("IRQ number out of range (at most {MAX_IRQS}): {label:?}"))?;
         let mut per_cpu = vec![0u64; width];
         let mut total = 0u64;
         for (column, &cpu) in cpus.iter().enumerate() {

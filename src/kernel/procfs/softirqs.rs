@@ -94,6 +94,17 @@ pub fn parse_softirqs(bytes: &[u8], path: &Path) -> Result<Softirqs, Error> {
                     format!("header field `{}` is not CPUn", lossy(field)),
                 )
             })?;
+        // Callers index per-CPU tables by these ids, as for every other CPU id read.
+        if cpu >= crate::cpuset::MAX_CPUS {
+            return Err(Error::parse(
+                path,
+                header_line,
+                format!(
+                    "CPU id {cpu} is not below {}, the most steerd accepts",
+                    crate::cpuset::MAX_CPUS
+                ),
+            ));
+        }
         softirqs.cpus.push(cpu);
     }
     for (line_number, line) in lines {

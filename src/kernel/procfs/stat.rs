@@ -23,6 +23,7 @@
 use std::path::Path;
 
 use crate::error::Error;
+use crate::limits::MAX_IRQS;
 use crate::model::snapshot::CpuTimes;
 use crate::root::Root;
 
@@ -161,11 +162,23 @@ fn parse_intr_line(
         .decimal()
         .map_err(|e| cursor.describe(e))?
         .ok_or_else(|| "intr line has no total".to_string())?;
-    while irq_totals.len() < irq_limit {
+    let limit = irq_limit.min(MAX_IRQS as usize);
+    while irq_totals.len() < limit {
         match cursor.decimal().map_err(|e| cursor.describe(e))? {
             Some(count) => irq_totals.push(count),
             None => break,
         }
+    }
+    // `irq_totals` is indexed by IRQ number: more counts than any kernel has IRQs is a
+    // corrupt file, not a table to grow.
+    if irq_totals.len() == MAX_IRQS as usize
+        && limit == irq_totals.len()
+        && let Some(more) = cursor.field()
+    {
+        return Err(format!(
+            "more than {MAX_IRQS} IRQ counts (the most steerd accepts) at `{}`",
+            lossy(more)
+        ));
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
+use crate::limits::MAX_QUEUES;
 use crate::model::inventory::{DeviceKind, NetDevice, RxQueue, TxQueue};
 use crate::root::{Root, is_absent};
 
@@ -286,11 +287,26 @@ fn read_queues(dir: &Path) -> Result<(Vec<RxQueue>, Vec<TxQueue>), Error> {
         let entry = entry.map_err(|err| Error::io(dir, err))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if let Some(index) = name.strip_prefix("rx-").and_then(|n| n.parse::<u32>().ok()) {
-            rx_indices.push(index);
-        } else if let Some(index) = name.strip_prefix("tx-").and_then(|n| n.parse::<u32>().ok()) {
-            tx_indices.push(index);
+        let (indices, number) = if let Some(number) = name.strip_prefix("rx-") {
+            (&mut rx_indices, number)
+        } else if let Some(number) = name.strip_prefix("tx-") {
+            (&mut tx_indices, number)
+        } else {
+            continue;
+        };
+        let Ok(index) = number.parse::<u32>() else {
+            continue;
+        };
+        // Queue numbers index per-queue tables (load, placement): one beyond any kernel's
+        // must not size them.
+        if index >= MAX_QUEUES {
+            return Err(Error::parse(
+                dir.join(name),
+                0,
+                format!("queue number {index} is not below {MAX_QUEUES}, the kernel's limit"),
+            ));
         }
+        indices.push(index);
     }
     rx_indices.sort_unstable();
     tx_indices.sort_unstable();
@@ -341,13 +357,10 @@ fn read_queues(dir: &Path) -> Result<(Vec<RxQueue>, Vec<TxQueue>), Error> {
     Ok((rx_queues, tx_queues))
 }
 
-/// A file's text, `None` when it does not exist.
+/// A file's text, `None` when it does not exist; at most
+/// [`crate::limits::MAX_FILE_BYTES`] are read.
 fn read_optional(path: &Path) -> Result<Option<String>, Error> {
-    match fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(err) if is_absent(&err) => Ok(None),
-        Err(err) => Err(Error::io(path, err)),
-    }
+    crate::limits::read_optional_bounded(path, crate::limits::MAX_FILE_BYTES)
 }
 
 fn parse_number<T: std::str::FromStr>(path: &Path, text: &str) -> Result<T, Error> {
