@@ -2,8 +2,14 @@
 //! `Accept`, as Prometheus does; the classic text format otherwise), `/status` (JSON: what
 //! `steerd status` prints, docs/status-json.md), `/decisions` (JSON) and `/healthz`.
 //!
-//! Loopback by default. axum with only its HTTP/1 and tokio features: a small, well-kept
-//! server that shares the daemon's current-thread runtime.
+//! Loopback by default. axum with only its HTTP/1 and tokio features routes the requests;
+//! the connections are driven by `limits`, which bounds what any client can make it do
+//! (connections, time, header size; no bodies, no methods but GET and HEAD). There is no
+//! control API: everything here only reads.
+
+mod limits;
+
+pub use limits::Limits;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -253,9 +259,7 @@ pub async fn serve(
             "/",
             get(|| async { "steerd: see /metrics, /status, /decisions and /healthz\n" }),
         );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    limits::serve(listener, app, Limits::DEFAULT, shutdown).await
 }
 
 #[cfg(test)]
