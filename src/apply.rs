@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 use crate::knob::{Knob, KnobValue};
 use crate::root::Root;
 
+mod state_file;
+
+pub use state_file::{MAX_STATE_BYTES, StateFileError};
+
 /// Where the state file lives, relative to the root (so a fake root keeps its own).
 pub const DEFAULT_STATE_FILE: &str = "run/steerd/state.json";
 
@@ -173,19 +177,16 @@ impl Actuator {
             backoff: BTreeMap::new(),
             given_up: BTreeMap::new(),
         };
-        match fs::read_to_string(&actuator.state_path) {
-            Ok(text) => {
-                let state: StateFile = serde_json::from_str(&text).map_err(|e| {
-                    crate::Error::parse(&actuator.state_path, e.line(), e.to_string())
-                })?;
-                if state.version == STATE_VERSION && state.boot_id == actuator.boot_id {
-                    for entry in state.entries {
-                        actuator.remembered.insert(entry.knob.clone(), entry);
-                    }
+        // An unsafe place (a planted link, someone else's directory) is an error: the
+        // originals could not be trusted, nor kept.
+        if let Some(text) = state_file::read(&actuator.state_path)? {
+            let state: StateFile = serde_json::from_str(&text)
+                .map_err(|e| crate::Error::parse(&actuator.state_path, e.line(), e.to_string()))?;
+            if state.version == STATE_VERSION && state.boot_id == actuator.boot_id {
+                for entry in state.entries {
+                    actuator.remembered.insert(entry.knob.clone(), entry);
                 }
             }
-            Err(err) if crate::root::is_absent(&err) => {}
-            Err(err) => return Err(crate::Error::io(&actuator.state_path, err)),
         }
         actuator.settle_interrupted_writes();
         Ok(actuator)
@@ -527,16 +528,10 @@ impl Actuator {
             entries: self.remembered.values().cloned().collect(),
         };
         let text = serde_json::to_string_pretty(&state).map_err(io::Error::other)?;
-        if let Some(parent) = self.state_path.parent() {
-            fs::create_dir_all(parent)?;
-        }
-        let temporary = self.state_path.with_extension("json.tmp");
-        {
-            let mut file = fs::File::create(&temporary)?;
-            file.write_all(text.as_bytes())?;
-            file.sync_all()?;
-        }
-        fs::rename(&temporary, &self.state_path)
+        state_file::write(&self.state_path, &text).map_err(|e| match e {
+            StateFileError::Io { source, .. } => source,
+            unsafe_ => io::Error::new(io::ErrorKind::PermissionDenied, unsafe_.to_string()),
+        })
     }
 }
 

@@ -30,6 +30,9 @@ pub enum Error {
     /// A netlink or ioctl request failed.
     #[error("{what}: {reason}")]
     Kernel { what: String, reason: String },
+    /// The state file or its directory is not safe to use (or too large).
+    #[error(transparent)]
+    StateFile(#[from] crate::apply::StateFileError),
 }
 
 impl Error {
