@@ -105,7 +105,7 @@ pub fn check_dir(path: &Path, create: bool) -> Result<bool, StateFileError> {
         return Err(unsafe_(
             path,
             format!("its directory {shown} belongs to uid {}", meta.uid()),
-            format!("chown it to the user steerd runs as, or remove it for steerd to create"),
+            "chown it to the user steerd runs as, or remove it for steerd to create".to_string(),
         ));
     }
     if meta.mode() & 0o022 != 0 {

@@ -24,7 +24,7 @@ fn alias_bomb() -> String {
     );
     for level in 1..=9 {
         let prev = format!("*a{}", level - 1);
-        let items = vec![prev.as_str(); 9].join(",");
+        let items = [prev.as_str(); 9].join(",");
         text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
     }
     text.push_str("devices:\n  eth0:\n    rps: *a9\n");
