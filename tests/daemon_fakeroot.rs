@@ -500,16 +500,11 @@ fn recovers_after_kill_9() {
             now.is_subset(&wide) && now != wide
         },
     );
-    assert!(
-        second
-            .decisions()
-            .iter()
-            .any(|d| d.target == "eth1 rx-0 rps_cpus"
-                && ["rps_narrow", "rps_off"].contains(&d.reason.as_str())
-                && d.outcome == "applied"),
-        "{:#?}",
-        second.decisions()
-    );
+    second.wait_for_decision("eth1 rx-0's RPS narrowed or turned off", |d| {
+        d.target == "eth1 rx-0 rps_cpus"
+            && ["rps_narrow", "rps_off"].contains(&d.reason.as_str())
+            && d.outcome == "applied"
+    });
     let log = second.stderr_text();
     for word in ["external_change", "foreign_mask"] {
         assert!(!log.contains(word), "second run logged {word}:\n{log}");
@@ -574,14 +569,9 @@ fn sighup_reloads_good_and_refuses_bad_configs() {
         daemon.metric("steerd_config_reloads_total{result=\"ok\"}"),
         Some(1.0)
     );
-    assert!(
-        daemon
-            .decisions()
-            .iter()
-            .any(|d| d.reason == "forbidden_cpu" && d.outcome == "applied"),
-        "{:#?}",
-        daemon.decisions()
-    );
+    daemon.wait_for_decision("a vector moved off the banned core", |d| {
+        d.reason == "forbidden_cpu" && d.outcome == "applied"
+    });
 
     // A broken file that would also ban another used core: refused as a whole, so that
     // core keeps its vectors and the first ban stays.
@@ -1036,11 +1026,7 @@ fn pins_a_wide_mask_vector_where_its_interrupts_arrive() {
         m.irq_cpus(rx3).len() == 1
     });
     assert_eq!(m.irq_cpus(rx3).to_list(), "3", "{}", steerd.stderr_text());
-    let decisions = steerd.decisions();
-    let pin = decisions
-        .iter()
-        .find(|d| d.target == format!("irq {rx3} affinity"))
-        .unwrap_or_else(|| panic!("{decisions:#?}"));
+    let pin = steerd.wait_for_decision("rx-3's pin", |d| d.target == format!("irq {rx3} affinity"));
     assert_eq!(pin.reason, "unpinned");
     assert!(pin.detail.contains("now CPU 3"), "{}", pin.detail);
     steerd.wait_ticks(3);

@@ -271,6 +271,23 @@ impl Steerd {
         })
     }
 
+    /// Waits until the decision log holds a decision that `matches`, and returns it. A
+    /// decision enters the log just after its write, so a test that saw a file change
+    /// must wait for the log to catch up (on a loaded machine it can read in between).
+    pub fn wait_for_decision(&self, what: &str, matches: impl Fn(&Decision) -> bool) -> Decision {
+        let mut found = None;
+        wait_until(
+            Duration::from_secs(20),
+            &format!("a decision: {what}"),
+            Some(self),
+            || {
+                found = self.decisions().into_iter().find(|d| matches(d));
+                found.is_some()
+            },
+        );
+        found.unwrap_or_else(|| panic!("no decision: {what}"))
+    }
+
     /// Waits until the daemon has run `more` ticks after now.
     pub fn wait_ticks(&self, more: u64) {
         let start = self.metric("steerd_ticks_total").unwrap_or(0.0) as u64;
