@@ -11,6 +11,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use crate::knob::{Knob, KnobValue};
@@ -65,22 +66,55 @@ impl FailureKind {
     }
 
     fn of(knob: &Knob, err: &io::Error) -> FailureKind {
-        use nix::libc;
-        match err.raw_os_error() {
-            Some(libc::EPERM | libc::EIO) if matches!(knob, Knob::IrqAffinity { .. }) => {
-                FailureKind::Managed
-            }
-            Some(libc::ENOSPC) => FailureKind::NoVectorSpace,
-            Some(libc::EBUSY | libc::EAGAIN | libc::EINVAL) => FailureKind::Transient,
-            Some(libc::ENOENT | libc::ENODEV | libc::ENXIO | libc::ENOTDIR) => {
-                FailureKind::Vanished
-            }
-            Some(libc::EOVERFLOW) => FailureKind::Bug,
-            Some(libc::EACCES | libc::EROFS | libc::EPERM) => FailureKind::NotAllowed,
-            _ => FailureKind::Other,
+        let errno = err.raw_os_error().map(Errno::from_raw);
+        if matches!(knob, Knob::IrqAffinity { .. })
+            && MANAGED_IRQ_ERRNOS.iter().any(|e| Some(*e) == errno)
+        {
+            return FailureKind::Managed;
         }
+        ERRNO_KINDS
+            .iter()
+            .find(|(e, _)| Some(*e) == errno)
+            .map_or(FailureKind::Other, |(_, kind)| *kind)
+    }
+
+    /// Every `(kind, errno)` label pair a counted write failure can carry, so the metrics
+    /// export each series at 0 from the start (an alert then sees a rise, not a new series).
+    /// `Other` has no fixed errno and `ChangedByOthers` is not counted as an error.
+    pub fn label_pairs() -> impl Iterator<Item = (&'static str, String)> {
+        let name = |e: &Errno| format!("{e:?}");
+        MANAGED_IRQ_ERRNOS
+            .iter()
+            .map(move |e| (FailureKind::Managed.label(), name(e)))
+            .chain(ERRNO_KINDS.iter().map(move |(e, k)| (k.label(), name(e))))
+            .chain(std::iter::once((
+                FailureKind::NotTaken.label(),
+                NO_ERRNO.to_string(),
+            )))
     }
 }
+
+/// What a write to an IRQ's affinity fails with when the kernel manages the IRQ.
+const MANAGED_IRQ_ERRNOS: [Errno; 2] = [Errno::EPERM, Errno::EIO];
+
+/// How each errno of a failed write is handled (after [`MANAGED_IRQ_ERRNOS`] on IRQs).
+const ERRNO_KINDS: [(Errno, FailureKind); 12] = [
+    (Errno::ENOSPC, FailureKind::NoVectorSpace),
+    (Errno::EBUSY, FailureKind::Transient),
+    (Errno::EAGAIN, FailureKind::Transient),
+    (Errno::EINVAL, FailureKind::Transient),
+    (Errno::ENOENT, FailureKind::Vanished),
+    (Errno::ENODEV, FailureKind::Vanished),
+    (Errno::ENXIO, FailureKind::Vanished),
+    (Errno::ENOTDIR, FailureKind::Vanished),
+    (Errno::EOVERFLOW, FailureKind::Bug),
+    (Errno::EACCES, FailureKind::NotAllowed),
+    (Errno::EROFS, FailureKind::NotAllowed),
+    (Errno::EPERM, FailureKind::NotAllowed),
+];
+
+/// The errno label of a failure that had none (a write the kernel did not take).
+const NO_ERRNO: &str = "none";
 
 /// A write that did not take effect.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,8 +129,8 @@ pub struct WriteFailure {
 impl WriteFailure {
     /// The errno's symbolic name (`EPERM`), or `none`.
     pub fn errno_name(&self) -> String {
-        self.errno.map_or("none".to_string(), |e| {
-            format!("{:?}", nix::errno::Errno::from_raw(e))
+        self.errno.map_or(NO_ERRNO.to_string(), |e| {
+            format!("{:?}", Errno::from_raw(e))
         })
     }
 }

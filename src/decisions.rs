@@ -19,11 +19,11 @@ pub struct Decision {
     pub tick: u64,
     /// What was changed, e.g. `irq 38 affinity`, `eth0 rx-0 rps_cpus`.
     pub target: String,
-    /// The action kind (metric label), e.g. `move_irq`, `rps_on`.
+    /// The kind of knob written (the `action` metric label), e.g. `irq_affinity`, `rps_cpus`.
     pub action: String,
     pub old: String,
     pub new: String,
-    /// The reason kind (metric label), e.g. `cpu_hot`, `drops`.
+    /// The rule that fired (the `reason` metric label), e.g. `stacked_vectors`, `rps_on`.
     pub reason: String,
     /// The reason for people: which signal, which threshold, which CPU.
     pub detail: String,
@@ -88,10 +88,10 @@ mod tests {
             unix_time: 0.0,
             tick,
             target: "irq 1 affinity".into(),
-            action: "move_irq".into(),
+            action: "irq_affinity".into(),
             old: "0".into(),
             new: "1".into(),
-            reason: "cpu_hot".into(),
+            reason: "hot_cpu".into(),
             detail: "CPU0 at 95%".into(),
             outcome: "applied".into(),
         }

@@ -13,6 +13,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
 
+/// [`Knob::kind`] of an IRQ's affinity.
+pub const IRQ_AFFINITY: &str = "irq_affinity";
+/// [`Knob::kind`] of a receive queue's RPS mask.
+pub const RPS_CPUS: &str = "rps_cpus";
+/// [`Knob::kind`] of a receive queue's RFS flow table size.
+pub const RPS_FLOW_CNT: &str = "rps_flow_cnt";
+/// [`Knob::kind`] of the global RFS socket flow table size.
+pub const RPS_SOCK_FLOW_ENTRIES: &str = "rps_sock_flow_entries";
+
 /// A writable kernel value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "knob", rename_all = "snake_case")]
@@ -53,10 +62,10 @@ impl Knob {
     /// Short name of the kind of knob, for metric labels and logs.
     pub fn kind(&self) -> &'static str {
         match self {
-            Knob::IrqAffinity { .. } => "irq_affinity",
-            Knob::RpsCpus { .. } => "rps_cpus",
-            Knob::RpsFlowCnt { .. } => "rps_flow_cnt",
-            Knob::RpsSockFlowEntries => "rps_sock_flow_entries",
+            Knob::IrqAffinity { .. } => IRQ_AFFINITY,
+            Knob::RpsCpus { .. } => RPS_CPUS,
+            Knob::RpsFlowCnt { .. } => RPS_FLOW_CNT,
+            Knob::RpsSockFlowEntries => RPS_SOCK_FLOW_ENTRIES,
         }
     }
 

@@ -14,6 +14,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::apply::FailureKind;
+use crate::policy::ReasonKind;
+
 /// The default metrics address: loopback only, on a port no well-known exporter uses
 /// (node_exporter 9100, process-exporter 9256, ... — see the Prometheus default port
 /// allocations page; 9847 was unallocated there).
@@ -177,11 +180,26 @@ impl Metrics {
             "Time one tick took: sample, decide, apply",
             metrics.tick_duration.clone(),
         );
-        // Both results exist from the start, so an alert on the first failed reload
-        // sees a change from 0 rather than a new series.
+        // Every counter series whose labels are known in advance exists from the start,
+        // so an alert or a dashboard's increase() on the first failed reload, write error
+        // or action sees a rise from 0 rather than a new series.
         for result in ["ok", "error"] {
             drop(metrics.config_reloads.get_or_create(&ResultLabels {
                 result: result.to_string(),
+            }));
+        }
+        for reason in ReasonKind::ALL {
+            for action in reason.knob_kinds() {
+                drop(metrics.actions.get_or_create(&ActionLabels {
+                    action: (*action).to_string(),
+                    reason: reason.as_str().to_string(),
+                }));
+            }
+        }
+        for (kind, errno) in FailureKind::label_pairs() {
+            drop(metrics.write_errors.get_or_create(&WriteErrorLabels {
+                kind: kind.to_string(),
+                errno,
             }));
         }
         registry.register("ticks", "Ticks run", metrics.ticks.clone());
@@ -347,7 +365,7 @@ mod tests {
             .cpu_processed
             .get_or_create(&CpuLabels { cpu: 1 })
             .set(12.5);
-        metrics.count_action("rps_on", "cpu_hot");
+        metrics.count_action("rps_cpus", "rps_on");
         metrics.count_write_error("managed", "EPERM");
         metrics.count_reload(false);
         metrics.tick_duration.observe(0.0001);
@@ -356,7 +374,7 @@ mod tests {
             text.contains("steerd_cpu_softnet_processed_per_second{cpu=\"1\"} 12.5"),
             "{text}"
         );
-        assert!(text.contains("steerd_actions_total{action=\"rps_on\",reason=\"cpu_hot\"} 1"));
+        assert!(text.contains("steerd_actions_total{action=\"rps_cpus\",reason=\"rps_on\"} 1"));
         assert!(text.contains("steerd_write_errors_total{kind=\"managed\",errno=\"EPERM\"} 1"));
         assert!(text.contains("steerd_config_reloads_total{result=\"error\"} 1"));
         assert!(text.contains("steerd_build_info{version=\""));
@@ -375,6 +393,49 @@ mod tests {
 #[cfg(test)]
 mod reference {
     use super::*;
+
+    /// A fresh registry holds every action and write-error series at 0, and docs/metrics.md
+    /// names every label value they carry (and only values steerd emits).
+    #[test]
+    fn known_series_start_at_zero_and_their_label_values_are_documented() {
+        let docs = include_str!("../docs/metrics.md");
+        let row = |name: &str| {
+            docs.lines()
+                .find(|l| l.starts_with(&format!("| `{name}`")))
+                .unwrap_or_else(|| panic!("no row for {name}"))
+                .to_string()
+        };
+        let text = Metrics::new().encode();
+        let actions = row("steerd_actions_total");
+        for reason in ReasonKind::ALL {
+            assert!(
+                actions.contains(&format!("`{}`", reason.as_str())),
+                "{reason:?}"
+            );
+            for action in reason.knob_kinds() {
+                assert!(actions.contains(&format!("`{action}`")), "{action}");
+                let series = format!(
+                    "steerd_actions_total{{action=\"{action}\",reason=\"{}\"}} 0",
+                    reason.as_str()
+                );
+                assert!(text.contains(&series), "{series} not in:\n{text}");
+            }
+        }
+        let errors = row("steerd_write_errors_total");
+        for (kind, errno) in FailureKind::label_pairs() {
+            assert!(errors.contains(&format!("`{kind}`")), "{kind}");
+            assert!(errors.contains(&format!("`{errno}`")), "{errno}");
+            let series =
+                format!("steerd_write_errors_total{{kind=\"{kind}\",errno=\"{errno}\"}} 0");
+            assert!(text.contains(&series), "{series} not in:\n{text}");
+        }
+        for stale in ["move_irq", "cpu_hot"] {
+            assert!(
+                !docs.contains(stale),
+                "docs/metrics.md names {stale}, never emitted"
+            );
+        }
+    }
 
     /// Every metric family in the exposition is documented in docs/metrics.md.
     #[test]

@@ -1253,3 +1253,59 @@ fn status_of_a_dry_run_says_it_writes_nothing() {
     );
     assert!(text.contains("] dry_run"), "{text}");
 }
+
+/// 14. Every metric the shipped alert rules and dashboard query exists on a fresh, idle
+///     daemon that has changed nothing and failed at nothing: the counters whose label
+///     values are known in advance (actions by reason and lever, write errors by kind,
+///     reloads by result) are exported at 0 from the first scrape, so `increase()` and
+///     the alerts see a rise from 0 instead of a series that appears with its first event.
+#[test]
+fn a_fresh_daemon_exports_every_metric_the_rules_and_dashboard_use() {
+    let m = Machine::new(two_nics(4), |_, _| {});
+    let _kernel = FakeKernel::start(m.tree.clone(), Vec::new());
+    let daemon = Steerd::start(m.root(), None);
+    daemon.wait_ticks(2);
+    let text = daemon.metrics();
+    // Sample names, and family names (a histogram's samples carry a suffix).
+    let exposed: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| match l.strip_prefix("# TYPE ") {
+            Some(family) => family.split(' ').next(),
+            None if l.starts_with('#') => None,
+            None => l.split(['{', ' ']).next(),
+        })
+        .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut used = BTreeSet::new();
+    for file in [
+        "packaging/prometheus/steerd-rules.yml",
+        "packaging/grafana/steerd.json",
+    ] {
+        let body = fs::read_to_string(root.join(file)).unwrap();
+        for (at, _) in body.match_indices("steerd_") {
+            let name: String = body[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            used.insert((file, name));
+        }
+    }
+    assert!(used.len() >= 10, "{used:?}");
+    let missing: Vec<_> = used
+        .iter()
+        .filter(|(_, name)| !exposed.contains(name.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not on a fresh daemon: {missing:?}\n{text}"
+    );
+    for series in [
+        "steerd_actions_total{action=\"irq_affinity\",reason=\"stacked_vectors\"}",
+        "steerd_actions_total{action=\"rps_cpus\",reason=\"rps_on\"}",
+        "steerd_write_errors_total{kind=\"managed\",errno=\"EIO\"}",
+        "steerd_write_errors_total{kind=\"no_vector_space\",errno=\"ENOSPC\"}",
+        "steerd_config_reloads_total{result=\"error\"}",
+    ] {
+        assert_eq!(daemon.metric(series), Some(0.0), "{series} in:\n{text}");
+    }
+}

@@ -111,6 +111,49 @@ pub enum ReasonKind {
 }
 
 impl ReasonKind {
+    /// Every reason, so the metrics can export each action's series at 0 from the start.
+    pub const ALL: [ReasonKind; 16] = [
+        ReasonKind::ForbiddenCpu,
+        ReasonKind::RemoteNode,
+        ReasonKind::StackedVectors,
+        ReasonKind::SharedCore,
+        ReasonKind::DeviceOverlap,
+        ReasonKind::Unpinned,
+        ReasonKind::FollowsRx,
+        ReasonKind::HotCpu,
+        ReasonKind::Distress,
+        ReasonKind::RpsOn,
+        ReasonKind::RpsWiden,
+        ReasonKind::RpsNarrow,
+        ReasonKind::RpsOff,
+        ReasonKind::RpsStatic,
+        ReasonKind::RfsOn,
+        ReasonKind::RfsOff,
+    ];
+
+    /// The kinds of knob ([`Knob::kind`](crate::knob::Knob::kind)) an action with this
+    /// reason writes: the `action` label values it is counted under.
+    pub fn knob_kinds(self) -> &'static [&'static str] {
+        use crate::knob::{IRQ_AFFINITY, RPS_CPUS, RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES};
+        match self {
+            ReasonKind::ForbiddenCpu
+            | ReasonKind::RemoteNode
+            | ReasonKind::StackedVectors
+            | ReasonKind::SharedCore
+            | ReasonKind::DeviceOverlap
+            | ReasonKind::Unpinned
+            | ReasonKind::FollowsRx
+            | ReasonKind::HotCpu
+            | ReasonKind::Distress => &[IRQ_AFFINITY],
+            ReasonKind::RpsOn
+            | ReasonKind::RpsWiden
+            | ReasonKind::RpsNarrow
+            | ReasonKind::RpsOff
+            | ReasonKind::RpsStatic => &[RPS_CPUS],
+            ReasonKind::RfsOn | ReasonKind::RfsOff => &[RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES],
+        }
+    }
+
     /// The snake_case name used in JSON and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
