@@ -192,6 +192,24 @@ pub struct Actuator {
     backoff: BTreeMap<Knob, Backoff>,
     /// Knobs never to try again, with the reason (managed IRQs).
     given_up: BTreeMap<Knob, String>,
+    /// Tests only: the step of a write at which the process "dies" (the write stops
+    /// there, nothing after it happens), to check that every crash point is recovered.
+    #[cfg(test)]
+    crash_at: Option<CrashPoint>,
+}
+
+/// The steps of a write at which a crash leaves a different trace in the state file and
+/// the kernel. Tests make the actuator stop at each one ([`Actuator::crash_point`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CrashPoint {
+    /// Before the intent reaches the state file.
+    BeforeIntent,
+    /// The intent is saved; the kernel has not been written.
+    AfterIntent,
+    /// The kernel holds the new value; the state file still says "intended".
+    AfterKernelWrite,
+    /// The state file says "written".
+    AfterRecord,
 }
 
 impl Actuator {
@@ -210,6 +228,8 @@ impl Actuator {
             remembered: BTreeMap::new(),
             backoff: BTreeMap::new(),
             given_up: BTreeMap::new(),
+            #[cfg(test)]
+            crash_at: None,
         };
         // An unsafe place (a planted link, someone else's directory) is an error: the
         // originals could not be trusted, nor kept.
@@ -385,6 +405,7 @@ impl Actuator {
                 intended: None,
             });
         entry.intended = Some(value.clone());
+        self.crash_point(knob, CrashPoint::BeforeIntent)?;
         if let Err(err) = self.save() {
             self.forget_intent(knob, created);
             return Err(WriteFailure {
@@ -397,12 +418,14 @@ impl Actuator {
                 ),
             });
         }
+        self.crash_point(knob, CrashPoint::AfterIntent)?;
         let path = self.root.path(knob.relative_path());
         if let Err(err) = write_file(&path, &text) {
             self.forget_intent(knob, created);
             let _ = self.save();
             return Err(failure(knob, &err, "write"));
         }
+        self.crash_point(knob, CrashPoint::AfterKernelWrite)?;
         let after = match self.read(knob) {
             Ok((_, after)) => after,
             Err(failure) => {
@@ -427,6 +450,7 @@ impl Actuator {
         }
         // Losing this save loses only the "written" marker, never an original.
         let _ = self.save();
+        self.crash_point(knob, CrashPoint::AfterRecord)?;
         if !took {
             return Err(WriteFailure {
                 knob: knob.clone(),
@@ -440,6 +464,27 @@ impl Actuator {
             before,
             after,
         })
+    }
+
+    /// Tests only: stops a write at `at`, as if the process died there (nothing after it
+    /// happens, in memory or on disk). A no-op outside tests.
+    #[cfg(test)]
+    fn crash_point(&self, knob: &Knob, at: CrashPoint) -> Result<(), WriteFailure> {
+        if self.crash_at != Some(at) {
+            return Ok(());
+        }
+        Err(WriteFailure {
+            knob: knob.clone(),
+            kind: FailureKind::Other,
+            errno: None,
+            message: format!("crashed at {at:?} (test)"),
+        })
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn crash_point(&self, _: &Knob, _: CrashPoint) -> Result<(), WriteFailure> {
+        Ok(())
     }
 
     /// Drops the intent recorded before a write that did not happen; an entry made just
@@ -799,6 +844,60 @@ mod tests {
         let after_crash = Actuator::open(Root::new(dir.path()), state).unwrap();
         assert_eq!(after_crash.last_written(&irq), None);
         assert_eq!(after_crash.changed().count(), 0);
+    }
+
+    /// The crash-point matrix: a process killed at any step of a first or a later write
+    /// of an IRQ affinity or an RPS mask leaves what the next start needs to restore the
+    /// value from before steerd's first write, and takes none of its own writes for
+    /// someone else's.
+    #[test]
+    fn a_kill_at_any_step_of_a_write_loses_no_original() {
+        let points = [
+            CrashPoint::BeforeIntent,
+            CrashPoint::AfterIntent,
+            CrashPoint::AfterKernelWrite,
+            CrashPoint::AfterRecord,
+        ];
+        let irq = Knob::IrqAffinity { irq: 30 };
+        let cases = [
+            (irq, "proc/irq/30/smp_affinity_list", "0-7", ["3", "5"]),
+            (
+                rps(),
+                "sys/class/net/eth0/queues/rx-0/rps_cpus",
+                "00",
+                ["1", "2-3"],
+            ),
+        ];
+        for (knob, file, original, [first, second]) in cases {
+            for at in points {
+                for later_write in [false, true] {
+                    let case = format!("{knob} killed at {at:?}, later write {later_write}");
+                    let (dir, mut actuator) = setup();
+                    let original_value = actuator.read(&knob).unwrap().1;
+                    if later_write {
+                        actuator.write(&knob, &cpus(first), 1, 0).unwrap();
+                    }
+                    actuator.crash_at = Some(at);
+                    let value = if later_write { second } else { first };
+                    let crashed = actuator.write(&knob, &cpus(value), 1, 0);
+                    assert!(crashed.is_err(), "{case}: no crash");
+                    drop(actuator); // killed: no restore, no further save
+                    let root = Root::new(dir.path());
+                    let mut next = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE))
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    // The kernel's value is steerd's own whenever steerd changed it.
+                    let now = next.read(&knob).unwrap().1;
+                    if now != original_value {
+                        assert_eq!(next.last_written(&knob), Some(&now), "{case}");
+                    }
+                    let (restored, failures) = next.restore_all(false);
+                    assert!(failures.is_empty(), "{case}: {failures:?}");
+                    let text = fs::read_to_string(dir.path().join(file)).unwrap();
+                    assert_eq!(text.trim(), original, "{case}: restored {restored:?}");
+                    assert!(!next.state_path().exists(), "{case}: state file left");
+                }
+            }
+        }
     }
 
     #[test]
