@@ -7,6 +7,9 @@
 #   LAB READY / LAB EVENT uptime command / S uptime / N softnet row / C cpu line / I irq counts /
 #   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE
+# With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
+#   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
+# and the end adds LAB PANICS count (daemon log lines with "panicked").
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -62,6 +65,36 @@ sample() {
     echo E
 }
 
+# The daemon's resources and tick time, for the soak: whether it is alive, VmRSS, VmHWM and
+# Threads from its status file, its open fds, and from its own /metrics the tick-duration
+# sum and count, ticks run and config reloads. The fds are counted before the scrape, so
+# the scrape's own connection is not among them; `-` where a figure could not be read.
+daemon_stats() {
+    read -r up _ < /proc/uptime
+    if [ -z "$BPID" ] || ! kill -0 "$BPID" 2>/dev/null; then
+        echo "D $up dead - - - - - - - - -"
+        return
+    fi
+    st=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } /^Threads:/ { t = $2 }
+        END { print (r == "" ? "-" : r), (h == "" ? "-" : h), (t == "" ? "-" : t) }' "/proc/$BPID/status" 2>/dev/null)
+    fds=$(ls "/proc/$BPID/fd" 2>/dev/null | wc -l)
+    # busybox wget -T crashes in Debian's busybox-static 1.35 (status 139): timeout bounds it.
+    m=$(timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
+        $1 == "steerd_tick_duration_seconds_sum" { s = $2 }
+        $1 == "steerd_tick_duration_seconds_count" { c = $2 }
+        $1 == "steerd_ticks_total" { t = $2 }
+        $1 == "steerd_config_reloads_total{result=\"ok\"}" { ok = $2 }
+        $1 == "steerd_config_reloads_total{result=\"error\"}" { er = $2 }
+        function v(x) { return x == "" ? "-" : x }
+        END { print v(s), v(c), v(t), v(ok), v(er) }')
+    echo "D $up alive ${st:-- - -} $fds ${m:-- - - - -}"
+}
+
+# Installs /etc/steerd/$1.yaml as the daemon's configuration and asks it to reload (SIGHUP).
+reload_with() {
+    cp "/etc/steerd/$1.yaml" /etc/steerd/steerd.yaml && kill -HUP "$BPID"
+}
+
 start_balancer() {
     case "$BALANCER" in
         steerd)
@@ -110,6 +143,7 @@ while :; do
     read -r now _ < /proc/uptime
     if awk -v n="$now" -v e="$END" 'BEGIN { exit !(n >= e) }'; then break; fi
     sample
+    [ "$DAEMON_STATS" = 1 ] && daemon_stats
     if [ -n "$EVENTS" ]; then
         elapsed=$(awk -v n="$now" -v s="$START" 'BEGIN { print n - s }')
         k=0
@@ -131,6 +165,7 @@ while :; do
     sleep "$PERIOD"
 done
 sample
+[ "$DAEMON_STATS" = 1 ] && daemon_stats
 grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
 if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
     set -- $(cat "/proc/$BPID/stat" | sed 's/^.*) //')
@@ -144,6 +179,7 @@ if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
     done
 fi
 sed 's/^/LOG /' /tmp/balancer.log
+[ "$DAEMON_STATS" = 1 ] && echo "LAB PANICS $(grep -c panicked /tmp/balancer.log)"
 snapshot > /tmp/after
 if cmp -s /tmp/before /tmp/after; then
     echo "LAB RESTORED yes"

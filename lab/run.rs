@@ -17,6 +17,10 @@ pub struct Lab {
     pub base: PathBuf,
     pub modules: Vec<String>,
     pub work: PathBuf,
+    /// Copy the guest's event and daemon-figure lines (`LAB EVENT`, `D`) to stderr as they
+    /// come: an hour-long soak shows its progress, and its log keeps the figures even if
+    /// the run is stopped before its report.
+    pub echo: bool,
     runs: u32,
 }
 
@@ -39,6 +43,7 @@ impl Lab {
             base,
             modules,
             work: work.to_path_buf(),
+            echo: false,
             runs: 0,
         })
     }
@@ -78,6 +83,7 @@ impl Lab {
             }
         }
         let t0 = Instant::now();
+        let echo = self.echo;
         let sent = std::thread::scope(|scope| {
             let senders: Vec<_> = scenario
                 .phases
@@ -93,6 +99,9 @@ impl Lab {
                 match vm.next_line(end) {
                     Ok(Some(line)) => {
                         done = line == "LAB DONE";
+                        if echo && (line.starts_with("D ") || line.starts_with("LAB ")) {
+                            eprintln!("lab: {line}");
+                        }
                         lines.push(line);
                     }
                     Ok(None) => break,

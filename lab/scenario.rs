@@ -61,11 +61,21 @@ pub struct Scenario {
     /// Whether it is a "spread" scenario: steerd's busiest share is held against the hand
     /// placement's.
     pub spread: bool,
+    /// Seconds between two samples: 0.5 for the table's reaction times; the soak samples
+    /// less often, so an hour of samples stays cheap for the guest and the console.
+    pub period: f64,
+    /// Extra arguments to `steerd run` (the soak's `--config`).
+    pub steerd_args: String,
+    /// Whether each sample carries the daemon's RSS, threads, fds and tick time (the soak).
+    pub daemon_stats: bool,
 }
 
-const UDP_PPS: u32 = 60_000;
+/// The total UDP rate of the scenarios, packets/s: about what the host offers from 2 CPUs
+/// under TCG without loss (docs/lab.md).
+pub const UDP_PPS: u32 = 60_000;
 
-fn udp(start: u64, length: u64, flows: u16, pps: u32) -> Phase {
+/// A phase of `flows` UDP flows at `pps` in total, `start` seconds after the balancer starts.
+pub fn udp(start: u64, length: u64, flows: u16, pps: u32) -> Phase {
     Phase {
         start: Duration::from_secs(start),
         length: Duration::from_secs(length),
@@ -75,7 +85,8 @@ fn udp(start: u64, length: u64, flows: u16, pps: u32) -> Phase {
     }
 }
 
-fn base(name: &'static str, what: &'static str) -> Scenario {
+/// A scenario with the table's defaults: 4 queues, 8 UDP flows for 30 s, no set-up.
+pub fn base(name: &'static str, what: &'static str) -> Scenario {
     Scenario {
         name,
         what,
@@ -87,6 +98,9 @@ fn base(name: &'static str, what: &'static str) -> Scenario {
         phases: vec![udp(1, 30, 8, UDP_PPS)],
         steady: Duration::from_secs(12),
         spread: false,
+        period: 0.5,
+        steerd_args: String::new(),
+        daemon_stats: false,
     }
 }
 
@@ -219,11 +233,13 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         }
         other => other.name(),
     };
-    let tcp: Vec<String> = s
+    // One listener per port, however many phases use it (the soak's TCP phase recurs).
+    let tcp: std::collections::BTreeSet<u16> = s
         .phases
         .iter()
-        .flat_map(|p| p.tcp_ports.iter().map(u16::to_string))
+        .flat_map(|p| p.tcp_ports.iter().copied())
         .collect();
+    let tcp: Vec<String> = tcp.iter().map(u16::to_string).collect();
     let events: Vec<String> = s
         .events
         .iter()
@@ -233,7 +249,8 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
     let quote = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
-         SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD=0.5\nSTEERD_ARGS=\n",
+         SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD={}\nSTEERD_ARGS={}\n\
+         DAEMON_STATS={}\n",
         quote(&modules.join(" ")),
         super::netns::GUEST_ADDR,
         super::netns::HOST_ADDR,
@@ -243,5 +260,8 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         quote(&events),
         quote(&s.hand_cpus),
         s.duration.as_secs(),
+        s.period,
+        quote(&s.steerd_args),
+        u8::from(s.daemon_stats),
     )
 }
