@@ -7,7 +7,8 @@
 //! vectors, hot-unplug, channel changes); this can.
 //!
 //! Used by `examples/lab.rs` (the full table in `docs/lab.md`, `scripts/lab.sh`) and by
-//! `tests/lab.rs` (a short subset under `cargo test`). Nothing here touches the host's
+//! `tests/lab.rs` (a short subset under `cargo test`), and the soak (`soak`, `soak_report`:
+//! steerd for an hour under changing traffic and reloads, `scripts/soak.sh`). Nothing here touches the host's
 //! IRQs: every value a balancer changes is the guest's.
 
 pub mod image;
@@ -15,6 +16,8 @@ pub mod netns;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod soak;
+pub mod soak_report;
 pub mod traffic;
 pub mod vm;
 
