@@ -3,6 +3,10 @@
 //!
 //! `cargo run --release --example lab -- [--reps N] [--idle SECS] [--balancers a,b]
 //! [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see docs/lab.md).
+//!
+//! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
+//! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
+//! windows side by side; it exits 1 when a target is not met.
 
 #[path = "../lab/mod.rs"]
 mod lab;
@@ -20,6 +24,9 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::args().nth(1).as_deref() == Some("soak") {
+        return soak(std::env::args().skip(2));
+    }
     let mut reps = 3;
     let mut idle = 300;
     let mut balancers = Balancer::ALL.to_vec();
@@ -44,7 +51,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             "-h" | "--help" => {
                 println!(
-                    "lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]"
+                    "lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]\n\
+                     lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<11} {}", s.name, s.what);
@@ -137,6 +145,73 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     if failures > 0 {
         return Err(format!("{failures} run(s) failed (see above)").into());
+    }
+    Ok(())
+}
+
+/// The soak: one steerd run of `--minutes` (60) under changing traffic and reloads; prints
+/// the first and last windows side by side and the targets (RSS growth at most
+/// `--max-rss-growth` per cent, 1 by default; the mean tick time of the last window at most
+/// 25 % above the first's when both windows are 5 minutes, i.e. hold the same traffic).
+fn soak(mut args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
+    let mut minutes: u32 = 60;
+    let mut steerd = PathBuf::from("target/release/steerd");
+    let mut max_growth = 1.0;
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--minutes" => minutes = value()?.parse()?,
+            "--steerd" => steerd = PathBuf::from(value()?),
+            "--max-rss-growth" => max_growth = value()?.parse()?,
+            other => return Err(format!("lab soak: unknown argument {other}").into()),
+        }
+    }
+    if minutes < 2 {
+        return Err("lab soak: --minutes takes 2 or more".into());
+    }
+    if let Some(why) = lab::unavailable() {
+        return Err(format!("the lab cannot run here: {why}").into());
+    }
+    let s = lab::soak::scenario(minutes);
+    let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
+    let mut lab = lab::run::Lab::build(&work, &steerd)?;
+    lab.echo = true;
+    eprintln!(
+        "lab: soak of {minutes} minutes, guest kernel {}; {} reloads planned",
+        lab.kernel.version,
+        s.events.len()
+    );
+    let raw = lab.run(&s, Balancer::Steerd);
+    let _ = std::fs::remove_dir_all(&work);
+    let soak = lab::soak_report::analyse(s.duration.as_secs_f64(), &raw?);
+    println!(
+        "Soak of {minutes} minutes, guest kernel {}, steerd {}.\n",
+        lab.kernel.version,
+        steerd.display()
+    );
+    print!("{}", soak.table());
+    println!();
+    let mut verdicts = soak.verdicts(max_growth);
+    if soak.early.to - soak.early.from >= lab::soak_report::WINDOW_SECS
+        && let (Some(a), Some(b)) = (soak.early.tick_mean_ms, soak.late.tick_mean_ms)
+    {
+        verdicts.push((
+            format!("mean tick time {a:.3} ms in the first window, {b:.3} ms in the last (at most +25 %)"),
+            b <= a * 1.25,
+        ));
+    }
+    let mut failed = 0;
+    for (what, ok) in &verdicts {
+        println!("- {} {what}", if *ok { "met:" } else { "NOT MET:" });
+        failed += usize::from(!ok);
+    }
+    if std::env::var_os("LAB_VERBOSE").is_some() {
+        for l in &soak.log {
+            eprintln!("    {l}");
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} soak target(s) not met").into());
     }
     Ok(())
 }
