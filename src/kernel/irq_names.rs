@@ -102,6 +102,10 @@ pub struct DeviceNames<'a> {
     by_name: HashMap<&'a str, usize>,
     by_function: HashMap<&'a str, usize>,
     by_virtio: HashMap<&'a str, usize>,
+    /// The longest device name: a dash further right cannot end one, so the search for
+    /// `<if>-<suffix>` skips it (without this, a long name with many dashes took
+    /// quadratic time, each dash hashing everything before it).
+    longest_name: usize,
 }
 
 impl<'a> DeviceNames<'a> {
@@ -113,6 +117,7 @@ impl<'a> DeviceNames<'a> {
             by_name: HashMap::with_capacity(devices.len()),
             by_function: HashMap::new(),
             by_virtio: HashMap::new(),
+            longest_name: devices.iter().map(|d| d.name.len()).max().unwrap_or(0),
         };
         for (index, device) in devices.iter().enumerate() {
             names.by_name.entry(device.name).or_insert(index);
@@ -211,6 +216,9 @@ impl<'a> DeviceNames<'a> {
         }
         // Rightmost dash first: the longest candidate interface name wins.
         for (dash, _) in action.rmatch_indices('-') {
+            if dash > self.longest_name {
+                continue;
+            }
             let (candidate, suffix) = (&action[..dash], &action[dash + 1..]);
             let Some(&device) = self.by_name.get(candidate) else {
                 continue;
