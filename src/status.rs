@@ -24,6 +24,9 @@ pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, String> {
     serde_json::from_str(&body).map_err(|e| format!("unexpected answer from {addr}: {e}"))
 }
 
+/// The longest answer read: `/status` with its 256 decisions is well under 1 MiB.
+const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+
 /// Fetches the status report from the daemon at `addr`.
 pub fn fetch_status(addr: SocketAddr) -> Result<StatusReport, String> {
     let body = get(addr, "/status")?;
@@ -46,9 +49,17 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<String, String> {
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")
         .map_err(|e| format!("{addr}: {e}"))?;
     let mut response = String::new();
-    stream
+    // Bounded: whatever answers at `addr` (perhaps not steerd) must not stream forever
+    // into memory.
+    (&mut stream)
+        .take(MAX_RESPONSE_BYTES + 1)
         .read_to_string(&mut response)
         .map_err(|e| format!("{addr}: {e}"))?;
+    if response.len() as u64 > MAX_RESPONSE_BYTES {
+        return Err(format!(
+            "{addr}{path}: the answer is longer than {MAX_RESPONSE_BYTES} bytes; is it a steerd?"
+        ));
+    }
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
@@ -57,4 +68,27 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<String, String> {
         return Err(format!("{addr}{path}: {status}"));
     }
     Ok(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that answers 200 and then never stops sending must not make
+    /// `steerd status` read forever.
+    #[test]
+    fn an_answer_that_never_ends_is_cut_and_refused() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            let chunk = vec![b'x'; 1 << 16];
+            let _ = peer.write_all(b"HTTP/1.0 200 OK\r\n\r\n");
+            // Until the client hangs up.
+            while peer.write_all(&chunk).is_ok() {}
+        });
+        let err = get(addr, "/status").unwrap_err();
+        assert!(err.contains("longer than"), "{err}");
+        server.join().unwrap();
+    }
 }
