@@ -113,6 +113,10 @@ const ERRNO_KINDS: [(Errno, FailureKind); 12] = [
     (Errno::EPERM, FailureKind::NotAllowed),
 ];
 
+/// The most a knob's file may hold: an `smp_affinity_list` naming every other one of
+/// 65536 CPUs is about 360 KiB, a 65536-CPU `rps_cpus` mask 18 KiB.
+const MAX_KNOB_BYTES: u64 = 1 << 20;
+
 /// The errno label of a failure that had none (a write the kernel did not take).
 const NO_ERRNO: &str = "none";
 
@@ -237,6 +241,23 @@ impl Actuator {
             let state: StateFile = serde_json::from_str(&text)
                 .map_err(|e| crate::Error::parse(&actuator.state_path, e.line(), e.to_string()))?;
             if state.version == STATE_VERSION && state.boot_id == actuator.boot_id {
+                // A device name becomes a path under sys/class/net on restore: one that
+                // is not an interface name ("..", "a/b") is refused, not followed.
+                if let Some(bad) = state
+                    .entries
+                    .iter()
+                    .filter_map(|e| e.knob.device())
+                    .find(|d| !crate::knob::is_interface_name(d))
+                {
+                    return Err(crate::Error::parse(
+                        &actuator.state_path,
+                        0,
+                        format!(
+                            "{bad:?} is not a network interface name; the state file was not \
+                             written by steerd: move it away and restore the values by hand"
+                        ),
+                    ));
+                }
                 for entry in state.entries {
                     actuator.remembered.insert(entry.knob.clone(), entry);
                 }
@@ -308,7 +329,18 @@ impl Actuator {
     /// Reads a knob's current value.
     pub fn read(&self, knob: &Knob) -> Result<(String, KnobValue), WriteFailure> {
         let path = self.root.path(knob.relative_path());
-        let text = fs::read_to_string(&path).map_err(|err| failure(knob, &err, "read"))?;
+        let text = match crate::limits::read_text_bounded(&path, MAX_KNOB_BYTES) {
+            Ok(text) => text,
+            Err(crate::Error::Io { source, .. }) => return Err(failure(knob, &source, "read")),
+            Err(other) => {
+                return Err(WriteFailure {
+                    knob: knob.clone(),
+                    kind: FailureKind::Other,
+                    errno: None,
+                    message: other.to_string(),
+                });
+            }
+        };
         let value = knob.parse(&text).map_err(|message| WriteFailure {
             knob: knob.clone(),
             kind: FailureKind::Other,
@@ -909,5 +941,27 @@ mod tests {
         fs::write(&state, "{ not json").unwrap();
         let err = Actuator::open(root, state).unwrap_err().to_string();
         assert!(err.contains("state.json"), "{err}");
+    }
+
+    /// A device name in the state file becomes a path on restore: one that could leave
+    /// sys/class/net is refused when the file is loaded, and nothing is written.
+    #[test]
+    fn a_state_file_device_name_that_is_not_an_interface_is_refused() {
+        let (dir, mut actuator) = setup();
+        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
+        let state = actuator.state_path().to_path_buf();
+        drop(actuator);
+        let text = fs::read_to_string(&state).unwrap();
+        for bad in ["../../../etc", "a/b", "..", ""] {
+            fs::write(&state, text.replace("\"eth0\"", &format!("{bad:?}"))).unwrap();
+            let err = Actuator::open(Root::new(dir.path()), state.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("not a network interface name"), "{bad}: {err}");
+        }
+        assert_eq!(
+            fs::read_to_string(dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus")).unwrap(),
+            "00000002\n"
+        );
     }
 }

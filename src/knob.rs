@@ -22,6 +22,19 @@ pub const RPS_FLOW_CNT: &str = "rps_flow_cnt";
 /// [`Knob::kind`] of the global RFS socket flow table size.
 pub const RPS_SOCK_FLOW_ENTRIES: &str = "rps_sock_flow_entries";
 
+/// Whether `name` can be a network interface's name, by the kernel's own rule
+/// (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`, no `/`, `:` or white space. Names
+/// read back from the state file become paths, so nothing else may pass.
+pub fn is_interface_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c == '\0')
+}
+
 /// A writable kernel value.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "knob", rename_all = "snake_case")]
