@@ -52,7 +52,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]\n\
-                     lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]"
+                     {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<11} {}", s.name, s.what);
@@ -149,6 +149,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+const SOAK_USAGE: &str = "lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]";
+
 /// The soak: one steerd run of `--minutes` (60) under changing traffic and reloads; prints
 /// the first and last windows side by side and the targets (RSS growth at most
 /// `--max-rss-growth` per cent, 1 by default; the mean tick time of the last window at most
@@ -163,11 +165,11 @@ fn soak(mut args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error
             "--minutes" => minutes = value()?.parse()?,
             "--steerd" => steerd = PathBuf::from(value()?),
             "--max-rss-growth" => max_growth = value()?.parse()?,
-            other => return Err(format!("lab soak: unknown argument {other}").into()),
+            other => return Err(format!("soak: unknown argument {other} ({SOAK_USAGE})").into()),
         }
     }
     if minutes < 2 {
-        return Err("lab soak: --minutes takes 2 or more".into());
+        return Err("soak: --minutes takes 2 or more".into());
     }
     if let Some(why) = lab::unavailable() {
         return Err(format!("the lab cannot run here: {why}").into());
