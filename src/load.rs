@@ -5,7 +5,8 @@
 //! * per CPU, softnet `processed` (the work signal: packets whose protocol work ran there),
 //!   `dropped` and `time_squeeze` (distress), `received_rps` (RPS IPIs), and the irq+softirq
 //!   share of its time from `proc/stat` (pressure only: it is tick-sampled and misleading on
-//!   CPUs that receive RPS IPIs or run veth senders, see KERNEL.md);
+//!   CPUs that receive RPS IPIs or run veth senders, see docs/kernel.md, "CPU time and
+//!   IRQ totals");
 //! * per IRQ, interrupts per second (the `intr` line);
 //! * per rx queue, packets per second where the driver has per-queue counters.
 //!

@@ -1,7 +1,7 @@
 //! Which `ethtool -S` driver stats are per-queue packet and byte counters.
 //!
 //! Drivers name their per-queue counters freely; these are the conventions steerd knows
-//! (KERNEL.md, "`ethtool -S` per-queue naming", checked against real captures of 17
+//! (docs/kernel.md, "Per-queue counters", checked against real captures of 17
 //! drivers and the drivers' string tables):
 //!
 //! | convention | drivers |

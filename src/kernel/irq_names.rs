@@ -4,8 +4,8 @@
 //! functions and virtio device names), it returns the device, the queue number(s) and the
 //! role. Discovery uses it after the PCI function's `msi_irqs/` has said which device an
 //! IRQ belongs to (names then decide queue and role), and alone for IRQs no `msi_irqs/`
-//! claims. The patterns are the drivers' `request_irq` names (KERNEL.md, "/proc/interrupts
-//! queue-vector naming"):
+//! claims. The patterns are the drivers' `request_irq` names (docs/kernel.md, "Queue
+//! vector names"):
 //!
 //! | driver | queue vectors | other vectors |
 //! |---|---|---|

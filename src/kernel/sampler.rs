@@ -1,9 +1,9 @@
 //! The tick sampler: reads the per-tick kernel files into a reused [`Snapshot`].
 //!
 //! The daemon wakes every second for months, so a tick must cost close to nothing
-//! (KERNEL.md measured opening and reading `proc/stat` and `proc/net/softnet_stat` at
-//! 0.105–0.149 ms of CPU per second, and the same files kept open and re-read with
-//! `pread` at 0.082 ms/s). So:
+//! (docs/kernel.md, "Reading the per-tick files": opening and reading `proc/stat` and
+//! `proc/net/softnet_stat` cost 0.105–0.149 ms of CPU per second, the same files kept
+//! open and re-read with `pread` 0.082 ms/s). So:
 //!
 //! * both files are opened once and kept open; each tick re-reads them with `pread` from
 //!   offset 0 (a seq_file restarts when read at offset 0), until `pread` returns 0 — a

@@ -1,8 +1,9 @@
 //! `proc/softirqs`: per-CPU counts of each softirq type (HI, TIMER, NET_TX, NET_RX, …).
 //!
 //! Read at discovery and by `inspect`, not every tick: these are *invocation counts*, not
-//! work (KERNEL.md: with RPS the interrupting CPU still raises NET_RX once per batch), so
-//! the load signal comes from softnet `processed` and `proc/stat` time instead.
+//! work (docs/kernel.md, "Softnet counters": with RPS the interrupting CPU still raises
+//! NET_RX once per batch), so the load signal comes from softnet `processed` and
+//! `proc/stat` time instead.
 //!
 //! The header names one `CPUn` column per *possible* CPU (`for_each_possible_cpu`), so it
 //! may be wider than `proc/interrupts`' header (online CPUs only) and list CPUs that are

@@ -2,7 +2,7 @@
 //! signal (`processed`) and its distress signals (`dropped`, `time_squeeze`).
 //!
 //! One row per *online* CPU, every column a `%08x` u32 that wraps. The column count grew
-//! with kernel versions (see KERNEL.md): 9 (always), 10 (`received_rps`), 11
+//! with kernel versions (docs/kernel.md, "Softnet counters"): 9 (always), 10 (`received_rps`), 11
 //! (`flow_limit_count`), 13 (`backlog_len`, CPU index), 15 (input/process queue lengths),
 //! and a file may mix widths. Rows are parsed by their own width: column 12 is the CPU id
 //! when the row has it, otherwise the row number is (which is wrong once a CPU went
