@@ -1,0 +1,289 @@
+//! Keeping the model in step with the machine: rediscovery (on a link or queue event, CPU
+//! hot-plug, a changed value, the slow timer) and what follows every discovery (the
+//! placement rebuilt, per-queue counters chosen, metrics republished), including the one
+//! case that needs more than a fresh model: a device whose queue set changed, whose
+//! driver's reset is taken over rather than respected.
+
+use std::time::Instant;
+
+use tracing::{info, warn};
+
+use super::Daemon;
+use super::actions::mask_words_in;
+use super::convert::{knob_of, knob_value_of, policy_value_of};
+use crate::discover::discover;
+use crate::kernel::queue_counters::QueueCounterSource;
+use crate::model::snapshot::Snapshot;
+use crate::policy::{Placement, Target};
+
+impl Daemon {
+    pub(super) fn rediscover(&mut self, why: &str) {
+        if let Some(events) = self.link_events.as_mut() {
+            let _ = events.drain();
+        }
+        if let Some(events) = self.queue_events.as_mut() {
+            let _ = events.drain();
+        }
+        match discover(&self.options.root) {
+            Ok(machine) => {
+                let resized = queue_sets_changed(&self.machine.inventory, &machine.inventory);
+                let changed = machine.inventory.devices.len()
+                    != self.machine.inventory.devices.len()
+                    || machine.topology.online != self.machine.topology.online;
+                if changed {
+                    info!(
+                        why,
+                        devices = machine.inventory.devices.len(),
+                        cpus = machine.topology.online.len(),
+                        "machine changed"
+                    );
+                }
+                let before = std::mem::replace(&mut self.machine, machine);
+                self.after_discovery();
+                for device in resized {
+                    self.after_queue_change(&before.inventory, &device);
+                }
+            }
+            Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}"),
+        }
+        self.last_discovery = Instant::now();
+    }
+
+    /// A device's queue set changed (a channel-count change): its driver re-did its
+    /// defaults, rewriting the affinity of its vectors (virtio_net: wide masks, then queue N
+    /// on CPU N) and adding queues with RPS off. That is not someone else's choice to
+    /// respect but a device made anew. Every target of the device that no longer holds
+    /// what steerd wrote (or respected), or that steerd never wrote but that changed with
+    /// the reset, is forgotten by the policy — no frozen IRQ, no dwell time — and taken
+    /// over by the actuator: the driver's value is accounted for as steerd's, and the
+    /// original (from before steerd's first write, or else from before the reset) is what
+    /// the restore on exit writes back. The next tick places them again and re-applies
+    /// steerd's RPS masks.
+    fn after_queue_change(&mut self, before: &crate::model::inventory::Inventory, device: &str) {
+        let mut targets: Vec<Target> = Vec::new();
+        for inventory in [before, &self.machine.inventory] {
+            for irq in inventory
+                .irqs
+                .iter()
+                .filter(|i| i.device.as_deref() == Some(device))
+            {
+                targets.push(Target::IrqAffinity { irq: irq.irq });
+            }
+            for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {
+                for target in [
+                    Target::RpsCpus {
+                        device: device.to_string(),
+                        queue: queue.index,
+                    },
+                    Target::RpsFlowCnt {
+                        device: device.to_string(),
+                        queue: queue.index,
+                    },
+                ] {
+                    targets.push(target);
+                }
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        let mut reset = 0;
+        let previous = Placement::from_inventory(before);
+        for target in targets {
+            let knob = knob_of(&target);
+            let known = [
+                self.policy.written(&target).cloned(),
+                self.policy.respected(&target).cloned(),
+                self.actuator.last_written(&knob).map(policy_value_of),
+            ];
+            let now = self.placement.value(&target);
+            let was = previous.value(&target);
+            let ours_replaced = known
+                .iter()
+                .flatten()
+                .any(|value| self.placement.holds(&target, value) != Some(true));
+            let never_ours =
+                known.iter().all(Option::is_none) && now.is_some() && was.is_some() && was != now;
+            if !(ours_replaced || never_ours) {
+                continue;
+            }
+            if never_ours && let Some(was) = &was {
+                let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
+                self.actuator
+                    .remember_original(&knob, &knob_value_of(was), words);
+            }
+            self.policy.forget_owner(&target);
+            self.actuator.take_over_reset(&knob);
+            reset += 1;
+        }
+        let (rx, tx) = self
+            .machine
+            .inventory
+            .device(device)
+            .map_or((0, 0), |d| (d.rx_queues.len(), d.tx_queues.len()));
+        info!(
+            device,
+            rx_queues = rx,
+            tx_queues = tx,
+            reset,
+            "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
+        );
+    }
+
+    /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
+    /// policy compares it with what steerd wrote to notice values someone else changed.
+    pub(super) fn after_discovery(&mut self) {
+        self.decide_needed = true;
+        self.placement = Placement::from_inventory(&self.machine.inventory);
+        self.choose_queue_devices();
+        let irq_limit = self
+            .machine
+            .inventory
+            .irqs
+            .iter()
+            .map(|i| i.irq as usize + 1)
+            .max();
+        self.sampler.set_irq_limit(irq_limit.unwrap_or(0));
+        for irq in self
+            .machine
+            .inventory
+            .irqs
+            .iter()
+            .filter(|i| i.managed && i.device.is_some())
+        {
+            if self.reported_managed.insert(irq.irq) {
+                info!(irq = irq.irq, name = %irq.name, "IRQ {} ({}) is managed by the kernel; steerd leaves it alone", irq.irq, irq.name);
+            }
+        }
+        self.shared
+            .metrics
+            .unmanageable_irqs
+            .set(self.reported_managed.len() as i64);
+        self.cpu_gauges = self
+            .shared
+            .metrics
+            .cpu_load_gauges(self.machine.topology.online.iter());
+        self.export_placement();
+    }
+
+    /// Chooses the devices whose per-queue counters are sampled each tick, and opens the
+    /// counter source the first time one is needed.
+    fn choose_queue_devices(&mut self) {
+        self.queue_devices = queue_devices_of(&self.machine.inventory);
+        if self.queue_devices.is_empty() || !self.options.root.is_host() {
+            self.queue_source = None;
+            return;
+        }
+        if self.queue_source.is_none() {
+            match QueueCounterSource::new() {
+                Ok(source) => self.queue_source = Some(source),
+                Err(e) => {
+                    warn!(error = %e, "no per-queue counters; attributing work by IRQ rates: {e}")
+                }
+            }
+        }
+    }
+}
+
+/// The devices (same name and ifindex in both) whose rx or tx queue set differs between
+/// two discoveries. A device that came or went is not listed: it has no history to
+/// forget, or nothing left to place.
+fn queue_sets_changed(
+    before: &crate::model::inventory::Inventory,
+    after: &crate::model::inventory::Inventory,
+) -> Vec<String> {
+    after
+        .devices
+        .iter()
+        .filter(|now| {
+            before.device(&now.name).is_some_and(|was| {
+                was.ifindex == now.ifindex
+                    && (!was
+                        .rx_queues
+                        .iter()
+                        .map(|q| q.index)
+                        .eq(now.rx_queues.iter().map(|q| q.index))
+                        || !was
+                            .tx_queues
+                            .iter()
+                            .map(|q| q.index)
+                            .eq(now.tx_queues.iter().map(|q| q.index)))
+            })
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// Whether the set of online CPUs changed between two samples. `softnet_stat` has one row
+/// per online CPU, so the rows the tick already read tell hot-plug without reading
+/// `sys/devices/system/cpu/online` as well.
+pub(super) fn online_cpus_changed(previous: &Snapshot, current: &Snapshot) -> bool {
+    previous.softnet.len() != current.softnet.len()
+        || previous
+            .softnet
+            .iter()
+            .zip(&current.softnet)
+            .any(|(a, b)| a.cpu != b.cpu)
+}
+
+/// Devices whose per-queue rates tell the policy something: several rx queues served by
+/// distinct IRQs. Single-queue and IRQ-less devices (veth) are left out.
+fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(String, u32)> {
+    inventory
+        .devices
+        .iter()
+        .filter(|d| {
+            let mut irqs: Vec<u32> = d.rx_queues.iter().filter_map(|q| q.irq).collect();
+            irqs.sort_unstable();
+            irqs.dedup();
+            irqs.len() >= 2
+        })
+        .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakeroot::{FakeMachine, FakeNic};
+    use crate::root::Root;
+
+    #[test]
+    fn hot_plug_is_read_off_the_softnet_rows() {
+        use crate::model::snapshot::SoftnetRow;
+        let rows = |cpus: &[u32]| Snapshot {
+            softnet: cpus
+                .iter()
+                .map(|&cpu| SoftnetRow {
+                    cpu,
+                    ..SoftnetRow::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        };
+        assert!(!online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 3])));
+        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1])));
+        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 2])));
+    }
+
+    #[test]
+    fn per_queue_counters_only_for_multi_vector_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut machine = FakeMachine::new(4);
+        for (name, queues) in [("eth0", 4), ("eth1", 1)] {
+            machine.nics.push(FakeNic {
+                name: name.into(),
+                driver: "ixgbe".into(),
+                node: None,
+                queues,
+            });
+        }
+        machine.write(dir.path()).unwrap();
+        let found = discover(&Root::new(dir.path())).unwrap();
+        let chosen = queue_devices_of(&found.inventory);
+        assert_eq!(
+            chosen,
+            vec![("eth0".to_string(), 2)],
+            "not eth1 (1 queue), not lo"
+        );
+    }
+}
