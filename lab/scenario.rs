@@ -216,6 +216,30 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
                 "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows",
             )
         },
+        Scenario {
+            // The guest's kernel removes the NIC's PCI function under traffic (its IRQs and
+            // queue files vanish, as when a device is unplugged) and finds it again on a
+            // rescan, with the driver's placement; the interface is then configured again.
+            events: vec![
+                (
+                    10,
+                    "readlink -f /sys/class/net/eth0/device/.. > /tmp/nic; \
+                     echo 1 > $(cat /tmp/nic)/remove",
+                ),
+                (
+                    14,
+                    "echo 1 > /sys/bus/pci/rescan; sleep 1; ip link set eth0 up; \
+                     ip addr add $GUEST_ADDR/24 dev eth0; \
+                     ip neigh replace $HOST_ADDR lladdr $HOST_MAC dev eth0 nud permanent",
+                ),
+            ],
+            setup: "pin_inputs 0".into(),
+            steady: Duration::from_secs(8),
+            ..base(
+                "nic-remove",
+                "every input on CPU0, the NIC's PCI function removed at 10 s and found again at 14 s, 8 UDP flows",
+            )
+        },
     ]
 }
 

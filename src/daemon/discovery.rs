@@ -26,7 +26,7 @@ impl Daemon {
         }
         match discover(&self.options.root) {
             Ok(machine) => {
-                let resized = queue_sets_changed(&self.machine.inventory, &machine.inventory);
+                let renewed = devices_made_anew(&self.machine.inventory, &machine.inventory);
                 let changed = machine.inventory.devices.len()
                     != self.machine.inventory.devices.len()
                     || machine.topology.online != self.machine.topology.online;
@@ -40,8 +40,8 @@ impl Daemon {
                 }
                 let before = std::mem::replace(&mut self.machine, machine);
                 self.after_discovery();
-                for device in resized {
-                    self.after_queue_change(&before.inventory, &device);
+                for (device, renewal) in renewed {
+                    self.after_queue_change(&before.inventory, &device, renewal);
                 }
             }
             Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}"),
@@ -59,7 +59,17 @@ impl Daemon {
     /// original (from before steerd's first write, or else from before the reset) is what
     /// the restore on exit writes back. The next tick places them again and re-applies
     /// steerd's RPS masks.
-    fn after_queue_change(&mut self, before: &crate::model::inventory::Inventory, device: &str) {
+    ///
+    /// A device that came (back) is made anew the same way: removed and found again (a PCI
+    /// function removed and rescanned, a driver reloaded), its vectors may get the same IRQ
+    /// numbers with the driver's placement, which is not someone else's change either. A
+    /// device steerd never wrote to has nothing to take over, and nothing is logged for it.
+    fn after_queue_change(
+        &mut self,
+        before: &crate::model::inventory::Inventory,
+        device: &str,
+        renewal: Renewal,
+    ) {
         let mut targets: Vec<Target> = Vec::new();
         for inventory in [before, &self.machine.inventory] {
             for irq in inventory
@@ -120,13 +130,23 @@ impl Daemon {
             .inventory
             .device(device)
             .map_or((0, 0), |d| (d.rx_queues.len(), d.tx_queues.len()));
-        info!(
-            device,
-            rx_queues = rx,
-            tx_queues = tx,
-            reset,
-            "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
-        );
+        match renewal {
+            Renewal::QueueSetChanged => info!(
+                device,
+                rx_queues = rx,
+                tx_queues = tx,
+                reset,
+                "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
+            ),
+            Renewal::Appeared if reset > 0 => info!(
+                device,
+                rx_queues = rx,
+                tx_queues = tx,
+                reset,
+                "{device}: appeared again ({rx} rx, {tx} tx); its driver set {reset} values steerd had written: placing its queues again"
+            ),
+            Renewal::Appeared => {}
+        }
     }
 
     /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
@@ -184,32 +204,41 @@ impl Daemon {
     }
 }
 
-/// The devices (same name and ifindex in both) whose rx or tx queue set differs between
-/// two discoveries. A device that came or went is not listed: it has no history to
-/// forget, or nothing left to place.
-fn queue_sets_changed(
+/// Why a device's driver values are taken over rather than respected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewal {
+    /// Same device (name and ifindex), another rx or tx queue set: a channel-count change.
+    QueueSetChanged,
+    /// Not in the previous model, or under another ifindex: the device came (back).
+    Appeared,
+}
+
+/// The devices made anew between two discoveries: those whose queue set changed, and
+/// those that came (back). A device that went is not listed: nothing is left to place.
+fn devices_made_anew(
     before: &crate::model::inventory::Inventory,
     after: &crate::model::inventory::Inventory,
-) -> Vec<String> {
+) -> Vec<(String, Renewal)> {
     after
         .devices
         .iter()
-        .filter(|now| {
-            before.device(&now.name).is_some_and(|was| {
-                was.ifindex == now.ifindex
-                    && (!was
-                        .rx_queues
-                        .iter()
-                        .map(|q| q.index)
-                        .eq(now.rx_queues.iter().map(|q| q.index))
-                        || !was
-                            .tx_queues
-                            .iter()
-                            .map(|q| q.index)
-                            .eq(now.tx_queues.iter().map(|q| q.index)))
-            })
+        .filter_map(|now| {
+            let same_queues = |was: &crate::model::inventory::NetDevice| {
+                let rx = |d: &crate::model::inventory::NetDevice| {
+                    d.rx_queues.iter().map(|q| q.index).collect::<Vec<_>>()
+                };
+                let tx = |d: &crate::model::inventory::NetDevice| {
+                    d.tx_queues.iter().map(|q| q.index).collect::<Vec<_>>()
+                };
+                rx(was) == rx(now) && tx(was) == tx(now)
+            };
+            let renewal = match before.device(&now.name) {
+                Some(was) if was.ifindex == now.ifindex && same_queues(was) => return None,
+                Some(was) if was.ifindex == now.ifindex => Renewal::QueueSetChanged,
+                _ => Renewal::Appeared,
+            };
+            Some((now.name.clone(), renewal))
         })
-        .map(|d| d.name.clone())
         .collect()
 }
 

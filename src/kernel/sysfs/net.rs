@@ -77,10 +77,11 @@ pub fn read_device(root: &Root, name: &str) -> Result<Option<SysNetDevice>, Erro
         Ok(device) => Ok(Some(device)),
         // Unregistered between the listing and the reads: not an error. While the kernel
         // unregisters a device its directory is still there, but its attributes answer
-        // EINVAL (net-sysfs serves only a device that is still alive; seen in the lab when
-        // a NIC's PCI function is removed under traffic).
+        // EINVAL (net-sysfs serves only a device that is still alive) or ENODEV (its
+        // queues' xps_cpus); both seen in the lab when a NIC's PCI function is removed
+        // under traffic.
         Err(_) if !dir.exists() => Ok(None),
-        Err(err) if err.errno() == Some(nix::libc::EINVAL) => Ok(None),
+        Err(err) if matches!(err.errno(), Some(nix::libc::EINVAL | nix::libc::ENODEV)) => Ok(None),
         Err(err) => Err(err),
     }
 }
