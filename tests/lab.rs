@@ -119,7 +119,10 @@ fn real_nic_lab_short_form() -> TestResult {
         .count();
     assert!(warnings <= 1, "{warnings} warnings: {}", show(&removed));
     assert!(
-        removed.log.iter().any(|l| l.contains("eth0: appeared again")),
+        removed
+            .log
+            .iter()
+            .any(|l| l.contains("eth0: appeared again")),
         "{}",
         show(&removed)
     );
