@@ -12,6 +12,7 @@ pub mod cpuset;
 pub mod daemon;
 pub mod decisions;
 pub mod discover;
+pub mod doctor;
 pub mod error;
 pub mod fakeroot;
 pub mod http;

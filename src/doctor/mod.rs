@@ -1,0 +1,127 @@
+//! `steerd doctor`: reads the machine (and the running daemon, if one answers) once and
+//! says what is wrong with its receive steering, each finding with its evidence, why it
+//! matters and the command that fixes it.
+//!
+//! Why a separate command: `inspect` prints facts and `status` the daemon's view; neither
+//! judges the machine's own settings (a second balancer, isolated CPUs taking NIC IRQs,
+//! RFS tables sized against each other), which is what an operator asks first. Each check
+//! is its own module reading only [`Context`], so one can be added or tested alone.
+
+pub mod daemon;
+pub mod irqbalance;
+pub mod isolated;
+pub mod one_cpu;
+pub mod report;
+pub mod rfs_tables;
+pub mod sample;
+pub mod softirq_share;
+pub mod softnet;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::discover::Machine;
+use crate::root::Root;
+use crate::status_report::StatusReport;
+
+pub use report::{Finding, Report, Severity};
+pub use sample::Samples;
+
+/// What every check reads: gathered once, so checks stay pure and testable.
+pub struct Context<'a> {
+    pub root: &'a Root,
+    pub machine: &'a Machine,
+    /// Two samples of the per-CPU counters, or why they could not be taken.
+    pub samples: Result<Samples, String>,
+    /// The daemon's `/status` and where it was asked, or why it did not answer.
+    pub daemon: Option<(SocketAddr, Result<StatusReport, String>)>,
+}
+
+/// A check: the findings it makes from the context.
+type Check = fn(&Context) -> Vec<Finding>;
+
+/// Every check, in the order its findings are printed.
+pub const CHECKS: &[(&str, Check)] = &[
+    ("irqbalance", irqbalance::check),
+    ("isolated_cpus", isolated::check),
+    ("rfs_tables", rfs_tables::check),
+    ("softnet", softnet::check),
+    ("softirq_share", softirq_share::check),
+    ("one_cpu", one_cpu::check),
+    ("daemon", daemon::check),
+];
+
+/// Runs every check on the machine under `root`, sampling counters over `window`, and
+/// asking the daemon at `daemon` (if given) for its status.
+pub fn run(root: &Root, window: Duration, daemon: Option<SocketAddr>) -> Result<Report, String> {
+    let machine = crate::discover::discover(root).map_err(|e| e.to_string())?;
+    let samples = Samples::take(root, window);
+    let daemon = daemon.map(|addr| (addr, crate::status::fetch_status(addr)));
+    let context = Context {
+        root,
+        machine: &machine,
+        samples,
+        daemon,
+    };
+    Ok(check_all(&context))
+}
+
+/// Runs every check on a gathered context.
+pub fn check_all(context: &Context) -> Report {
+    let mut findings = Vec::new();
+    for (_, check) in CHECKS {
+        findings.extend(check(context));
+    }
+    Report::new(
+        context.root.base().to_string_lossy().into_owned(),
+        CHECKS.iter().map(|(name, _)| name.to_string()).collect(),
+        findings,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A fake root and a context over it, for the checks' tests.
+    use super::*;
+    use crate::fakeroot::{FakeMachine, FakeNic, FakeTree};
+
+    /// A 4-CPU machine with one 4-queue NIC, written into a temporary directory.
+    pub fn machine(edit: impl FnOnce(&mut FakeMachine)) -> (tempfile::TempDir, FakeTree) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut machine = FakeMachine::new(4);
+        machine.nics.push(FakeNic {
+            name: "eth0".into(),
+            driver: "ixgbe".into(),
+            node: Some(0),
+            queues: 4,
+        });
+        machine.rps_sock_flow_entries = Some(0);
+        edit(&mut machine);
+        let tree = machine.write(dir.path()).expect("fake tree");
+        (dir, tree)
+    }
+
+    /// Writes `text` to `relative` under the tree's root.
+    pub fn put(tree: &FakeTree, relative: &str, text: &str) {
+        let path = tree.root.join(relative);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    /// Runs one check over the tree, with the given samples and daemon answer.
+    pub fn run_check(
+        tree: &FakeTree,
+        check: Check,
+        samples: Result<Samples, String>,
+        daemon: Option<(SocketAddr, Result<StatusReport, String>)>,
+    ) -> Vec<Finding> {
+        let root = Root::new(&tree.root);
+        let machine = crate::discover::discover(&root).expect("discover");
+        check(&Context {
+            root: &root,
+            machine: &machine,
+            samples,
+            daemon,
+        })
+    }
+}
