@@ -59,6 +59,19 @@ fn lab() -> Lab {
         .collect();
     let kernel = FakeKernel::start(tree, loads);
     let daemon = Steerd::start(Path::new(&root), None);
+    // The daemon serves before its first tick, and /healthz says 503 "no tick yet" until
+    // then: the tests measure a healthy daemon, so wait for the first tick (on a loaded
+    // machine it can come a while after the listener).
+    daemon_support::wait_until(
+        Duration::from_secs(15),
+        "the first tick",
+        Some(&daemon),
+        || {
+            request(daemon.addr, "GET /healthz HTTP/1.0\r\n\r\n")
+                .0
+                .contains(" 200 ")
+        },
+    );
     Lab {
         _dir: dir,
         _kernel: kernel,
