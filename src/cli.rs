@@ -72,6 +72,19 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         state_file: Option<PathBuf>,
     },
+    /// Check the machine's receive steering (and a running daemon's health, when one
+    /// answers) and print each finding: its severity, the evidence measured, why it
+    /// matters and the command that fixes it. Samples counters for about a second. Exits 0
+    /// with nothing worse than a note, 1 with warnings, 2 with errors.
+    Doctor {
+        /// Address of a running daemon's HTTP endpoint, asked for its /status (nothing
+        /// answering there is a note, not an error).
+        #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
+        metrics_listen: SocketAddr,
+        /// Output format: findings for people, or JSON for programs (docs/doctor-json.md).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Print a running daemon's state: uptime, ticks, mode and why, the last tick's verdict,
     /// write errors and refusals, then its recent decisions. Exits 0 when healthy, 1 when
     /// degraded, 2 when the daemon cannot be reached.

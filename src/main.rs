@@ -93,6 +93,18 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Doctor {
+            metrics_listen,
+            format,
+        } => {
+            let report = steerd::doctor::run(root, DOCTOR_WINDOW, Some(*metrics_listen))?;
+            let text = match format {
+                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
+                Format::Text => report.to_text(),
+            };
+            print_out(&text)?;
+            Ok(ExitCode::from(report.exit_code()))
+        }
         Command::Status {
             metrics_listen,
             format,
@@ -113,6 +125,10 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
         }
     }
 }
+
+/// How long `steerd doctor` watches the counters: long enough for a rate, short enough
+/// to wait for.
+const DOCTOR_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads and checks a config file for a one-shot command; every error is printed.
 fn read_config(path: &std::path::Path, root: &Root) -> Result<Config, String> {

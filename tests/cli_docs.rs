@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-const SUBCOMMANDS: &[&str] = &["run", "plan", "inspect", "check-config", "status"];
+const SUBCOMMANDS: &[&str] = &["run", "plan", "inspect", "check-config", "status", "doctor"];
 
 /// Options every command takes, described once above the table ("Every command takes
 /// `--root DIR`"), and clap's own.
@@ -169,6 +169,7 @@ fn each_json_doc_is_named_by_exactly_one_command() {
         ("docs/inspect-json.md", "inspect"),
         ("docs/plan-json.md", "plan"),
         ("docs/status-json.md", "status"),
+        ("docs/doctor-json.md", "doctor"),
     ] {
         let naming: Vec<&&str> = SUBCOMMANDS
             .iter()

@@ -185,6 +185,7 @@ fn the_man_page_renders_with_every_subcommand() -> TestResult {
         "check-config",
         "run",
         "status",
+        "doctor",
         "FILES",
         "/etc/steerd/steerd.yaml",
     ] {
