@@ -932,6 +932,95 @@ mod tests {
         }
     }
 
+    /// The state file's format is [`Knob`]'s and [`KnobValue`]'s serde form: a file a
+    /// previous version wrote (this text, one knob of each kind) still loads, and its
+    /// originals are restored.
+    #[test]
+    fn a_state_file_in_the_established_format_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = [
+            ("proc/irq/30/smp_affinity_list", "0-7", "3"),
+            ("sys/class/net/eth0/queues/rx-0/rps_cpus", "00", "06"),
+            ("sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "0", "4096"),
+            ("proc/sys/net/core/rps_sock_flow_entries", "0", "32768"),
+        ];
+        for (path, _, now) in written {
+            let file = dir.path().join(path);
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(file, format!("{now}\n")).unwrap();
+        }
+        let root = Root::new(dir.path());
+        let state = root.path(DEFAULT_STATE_FILE);
+        fs::create_dir_all(state.parent().unwrap()).unwrap();
+        let text = r#"{
+  "version": 1,
+  "boot_id": null,
+  "entries": [
+    {
+      "knob": {
+        "knob": "irq_affinity",
+        "irq": 30
+      },
+      "original": "0-7",
+      "written": [
+        3
+      ]
+    },
+    {
+      "knob": {
+        "knob": "rps_cpus",
+        "device": "eth0",
+        "queue": 0
+      },
+      "original": "00",
+      "written": [
+        1,
+        2
+      ]
+    },
+    {
+      "knob": {
+        "knob": "rps_flow_cnt",
+        "device": "eth0",
+        "queue": 0
+      },
+      "original": "0",
+      "written": 4096,
+      "intended": 4096
+    },
+    {
+      "knob": {
+        "knob": "rps_sock_flow_entries"
+      },
+      "original": "0",
+      "written": 32768
+    }
+  ]
+}"#;
+        fs::write(&state, text).unwrap();
+        let mut actuator = Actuator::open(root, state).unwrap();
+        let flow = Knob::RpsFlowCnt {
+            device: "eth0".into(),
+            queue: 0,
+        };
+        assert_eq!(
+            actuator.last_written(&Knob::IrqAffinity { irq: 30 }),
+            Some(&cpus("3"))
+        );
+        assert_eq!(actuator.last_written(&rps()), Some(&cpus("1-2")));
+        assert_eq!(actuator.last_written(&flow), Some(&KnobValue::Count(4096)));
+        assert_eq!(
+            actuator.last_written(&Knob::RpsSockFlowEntries),
+            Some(&KnobValue::Count(32768))
+        );
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored.len(), failures.len()), (4, 0), "{failures:?}");
+        for (path, original, _) in written {
+            let now = fs::read_to_string(dir.path().join(path)).unwrap();
+            assert_eq!(now, format!("{original}\n"), "{path}");
+        }
+    }
+
     #[test]
     fn a_corrupt_state_file_is_an_error_not_a_silent_loss() {
         let dir = tempfile::tempdir().unwrap();

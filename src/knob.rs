@@ -1,9 +1,12 @@
 //! `Knob`: one kernel value steerd may change, and how it is spelled on disk.
 //!
-//! The policy names knobs in its plans, the actuator writes them, the state file remembers
-//! their originals, and metrics label them. Keeping the path and text format in one place
-//! means the kernel's rules (cpulist for IRQs, kernel-width hex masks for RPS, power-of-two
-//! rounding for flow counts) are applied the same way everywhere.
+//! The one type for these values: the policy names knobs in its plans, the actuator writes
+//! them, the state file remembers their originals, metrics label them and the decision log
+//! prints them. Keeping the path and text format in one place means the kernel's rules
+//! (cpulist for IRQs, kernel-width hex masks for RPS, power-of-two rounding for flow
+//! counts) are applied the same way everywhere, and a knob prints (`irq 38 affinity`,
+//! `eth0 rx-0 rps_cpus`) and serialises (`{"knob": "irq_affinity", "irq": 38}`, also the
+//! state file's form) one way.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -35,7 +38,9 @@ pub fn is_interface_name(name: &str) -> bool {
             .any(|c| c == '/' || c == ':' || c.is_whitespace() || c == '\0')
 }
 
-/// A writable kernel value.
+/// A writable kernel value. Serialised tagged by `knob` (`{"knob": "rps_cpus", "device":
+/// "eth0", "queue": 0}`): the state file holds this form, so a variant's name and fields
+/// never change; new kinds of knob are new variants.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "knob", rename_all = "snake_case")]
 pub enum Knob {
@@ -49,12 +54,35 @@ pub enum Knob {
     RpsSockFlowEntries,
 }
 
-/// A value for a knob.
+/// A value for a knob: a CPU set (affinity, RPS mask) or a count (flow tables).
+/// Serialised untagged (`[0, 1]`, `4096`), in plans and in the state file.
+///
+/// An enum that can grow: future kinds of knob with values of another shape (an RSS
+/// indirection table, a set of hash fields) add a variant here, with its own untagged
+/// form that does not parse as an existing one, so state files written before still load.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum KnobValue {
     Cpus(CpuSet),
     Count(u32),
+}
+
+impl KnobValue {
+    /// The CPU set, if this is one.
+    pub fn cpus(&self) -> Option<&CpuSet> {
+        match self {
+            KnobValue::Cpus(set) => Some(set),
+            KnobValue::Count(_) => None,
+        }
+    }
+
+    /// The count, if this is one.
+    pub fn count(&self) -> Option<u32> {
+        match self {
+            KnobValue::Count(n) => Some(*n),
+            KnobValue::Cpus(_) => None,
+        }
+    }
 }
 
 impl Knob {
@@ -161,11 +189,13 @@ impl fmt::Display for Knob {
     }
 }
 
+/// A CPU set as a cpulist (`0-3,8`, `none` when empty), a count as its number: the form
+/// plans, log lines and the decision log's `old` and `new` show.
 impl fmt::Display for KnobValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KnobValue::Cpus(cpus) if cpus.is_empty() => f.write_str("none"),
-            KnobValue::Cpus(cpus) => write!(f, "CPUs {}", cpus.to_list()),
+            KnobValue::Cpus(cpus) => f.write_str(&cpus.to_list()),
             KnobValue::Count(n) => write!(f, "{n}"),
         }
     }

@@ -4,7 +4,8 @@
 //! `docs/policy.md` shows.
 
 use steerd::cpuset::CpuSet;
-use steerd::policy::{NoteKind, Target, Value};
+use steerd::knob::{Knob, KnobValue};
+use steerd::policy::NoteKind;
 use steerd::sim::scenarios::{self, vector_cores, vector_cpus};
 use steerd::sim::table;
 use steerd::sim::{Run, Scenario, SimMachine, Steerd, run};
@@ -15,15 +16,15 @@ fn steerd_run(scenario: &Scenario) -> Run {
 }
 
 /// Ticks at which an accepted change hit this target.
-fn change_ticks(run: &Run, target: &Target) -> Vec<u32> {
+fn change_ticks(run: &Run, target: &Knob) -> Vec<u32> {
     run.changes()
         .filter(|(_, c)| &c.target == target)
         .map(|(tick, _)| tick)
         .collect()
 }
 
-fn rps_target(device: &str, queue: u32) -> Target {
-    Target::RpsCpus {
+fn rps_target(device: &str, queue: u32) -> Knob {
+    Knob::RpsCpus {
         device: device.to_string(),
         queue,
     }
@@ -125,7 +126,7 @@ fn s4_isolated_banned_and_reserved_cpus_are_never_targets_in_any_scenario() {
         let forbidden = forbidden(&scenario);
         let result = steerd_run(&scenario);
         for (tick, change) in result.changes() {
-            if let Value::Cpus(cpus) = &change.new {
+            if let KnobValue::Cpus(cpus) = &change.new {
                 assert!(
                     !cpus.intersects(&forbidden),
                     "scenario {} tick {tick}: {} -> {} touches forbidden CPUs {}",
@@ -161,7 +162,7 @@ fn s5_a_nic_on_node_1_keeps_its_irqs_and_rps_masks_on_node_1() {
     let node1 = scenario.machine.topology.node_cpus(1);
     let result = steerd_run(&scenario);
     for (tick, change) in result.changes() {
-        if let Value::Cpus(cpus) = &change.new {
+        if let KnobValue::Cpus(cpus) = &change.new {
             assert!(
                 cpus.is_subset(&node1),
                 "tick {tick}: {} -> {} leaves node 1",
@@ -202,13 +203,13 @@ fn s6_hash_skew_widens_rps_on_the_hot_queues_and_cools_the_hottest_cpu() {
         .changes()
         .find(|(_, c)| {
             c.target
-                == Target::RpsFlowCnt {
+                == Knob::RpsFlowCnt {
                     device: "eth0".into(),
                     queue: 0,
                 }
         })
         .map(|(_, c)| c.new.clone());
-    assert_eq!(flow, Some(Value::Count(8192)));
+    assert_eq!(flow, Some(KnobValue::Count(8192)));
 }
 
 #[test]
@@ -217,7 +218,7 @@ fn s7_single_queue_rps_on_within_two_ticks_and_off_again_after_its_dwell() {
     let dwell_ticks = scenario.config.hysteresis.rps_dwell.as_secs() as u32;
     let result = steerd_run(&scenario);
     let rx0 = rps_target("eth0", 0);
-    let changes: Vec<(u32, Value)> = result
+    let changes: Vec<(u32, KnobValue)> = result
         .changes()
         .filter(|(_, c)| c.target == rx0)
         .map(|(tick, c)| (tick, c.new.clone()))
@@ -241,24 +242,24 @@ fn s7_single_queue_rps_on_within_two_ticks_and_off_again_after_its_dwell() {
     );
     assert!(*off_tick <= 200 + 3 * dwell_ticks, "off only at {off_tick}");
     // RFS on with it (the whole table for a single queue) and off with it.
-    let flow: Vec<Value> = result
+    let flow: Vec<KnobValue> = result
         .changes()
         .filter(|(_, c)| {
             c.target
-                == Target::RpsFlowCnt {
+                == Knob::RpsFlowCnt {
                     device: "eth0".into(),
                     queue: 0,
                 }
         })
         .map(|(_, c)| c.new.clone())
         .collect();
-    assert_eq!(flow, vec![Value::Count(32768), Value::Count(0)]);
-    let global: Vec<Value> = result
+    assert_eq!(flow, vec![KnobValue::Count(32768), KnobValue::Count(0)]);
+    let global: Vec<KnobValue> = result
         .changes()
-        .filter(|(_, c)| c.target == Target::RpsSockFlowEntries)
+        .filter(|(_, c)| c.target == Knob::RpsSockFlowEntries)
         .map(|(_, c)| c.new.clone())
         .collect();
-    assert_eq!(global, vec![Value::Count(32768), Value::Count(0)]);
+    assert_eq!(global, vec![KnobValue::Count(32768), KnobValue::Count(0)]);
 }
 
 #[test]
@@ -277,7 +278,7 @@ fn s9_managed_and_externally_changed_irqs_are_never_moved_and_are_reported() {
     let managed = scenario.machine.irq_of("eth0", 3).unwrap();
     let moved_by_admin = scenario.machine.irq_of("eth0", 1).unwrap();
     let result = steerd_run(&scenario);
-    let managed_target = Target::IrqAffinity { irq: managed };
+    let managed_target = Knob::IrqAffinity { irq: managed };
     assert!(change_ticks(&result, &managed_target).is_empty());
     assert!(
         result
@@ -287,7 +288,7 @@ fn s9_managed_and_externally_changed_irqs_are_never_moved_and_are_reported() {
             .all(|c| c.target != managed_target),
         "a write to the managed IRQ was even attempted"
     );
-    let admin_target = Target::IrqAffinity {
+    let admin_target = Knob::IrqAffinity {
         irq: moved_by_admin,
     };
     let ticks = change_ticks(&result, &admin_target);
@@ -456,7 +457,7 @@ fn s12_virtio_inputs_on_cpu0_spread_in_one_tick_outputs_follow_and_nothing_more_
     let result = steerd_run(&scenario);
     let irq_ticks: std::collections::BTreeSet<u32> = result
         .changes()
-        .filter(|(_, c)| matches!(c.target, Target::IrqAffinity { .. }))
+        .filter(|(_, c)| matches!(c.target, Knob::IrqAffinity { .. }))
         .map(|(tick, _)| tick)
         .collect();
     assert_eq!(irq_ticks.len(), 1, "IRQ changes in one tick: {irq_ticks:?}");
@@ -493,7 +494,7 @@ fn s13_virtio_after_idle_no_vector_moves_at_all() {
     let result = steerd_run(&scenarios::virtio_idle_then_burst());
     let moves: Vec<_> = result
         .changes()
-        .filter(|(_, c)| matches!(c.target, Target::IrqAffinity { .. }))
+        .filter(|(_, c)| matches!(c.target, Knob::IrqAffinity { .. }))
         .collect();
     assert!(moves.is_empty(), "vectors moved: {moves:?}");
     let idle: Vec<_> = result.changes().filter(|(tick, _)| *tick < 300).collect();

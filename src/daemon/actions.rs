@@ -8,34 +8,32 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{error, info, warn};
 
-use super::convert::{knob_of, knob_value_of, policy_value_of};
 use super::report::unix_now;
 use super::{Daemon, NOT_TAKEN_RETRIES};
 use crate::apply::{FailureKind, WriteFailure};
 use crate::decisions::Decision;
 use crate::knob::{Knob, KnobValue};
-use crate::policy::{Action, Target, Value};
+use crate::policy::Action;
 use crate::status_report::NoWrites;
 
 impl Daemon {
     pub(super) fn apply(&mut self, action: Action) {
         self.decide_needed = true;
-        let knob = knob_of(&action.target);
-        let wanted = knob_value_of(&action.new);
-        let mask_words = self.mask_words(&knob);
+        let knob = &action.target;
+        let mask_words = self.mask_words(knob);
         let now_ns = self.current.taken_at_ns;
         let outcome = if self.observe_only.is_some() {
             "dry_run".to_string()
-        } else if !self.actuator.may_try(&knob, now_ns) {
+        } else if !self.actuator.may_try(knob, now_ns) {
             return;
         } else {
-            match self.actuator.write(&knob, &wanted, mask_words, now_ns) {
+            match self.actuator.write(knob, &action.new, mask_words, now_ns) {
                 Ok(written) => {
                     if let Knob::IrqAffinity { irq } = knob {
-                        self.irq_not_taken.remove(&irq);
+                        self.irq_not_taken.remove(irq);
                     }
                     self.policy.record_applied(&action, now_ns);
-                    self.record_written(&action.target, &written.after);
+                    self.record_written(knob, &written.after);
                     "applied".to_string()
                 }
                 Err(failure) => {
@@ -167,12 +165,11 @@ impl Daemon {
     /// Keeps the in-memory model in step with a value read back (after a successful
     /// write, or found changed by someone else), so the next decision starts from what
     /// is really there.
-    fn record_written(&mut self, target: &Target, after: &KnobValue) {
-        let value = policy_value_of(after);
-        self.placement.set(target, &value);
+    fn record_written(&mut self, knob: &Knob, value: &KnobValue) {
+        self.placement.set(knob, value);
         let inventory = &mut self.machine.inventory;
-        match (target, &value) {
-            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+        match (knob, value) {
+            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
                 if let Ok(index) = inventory.irqs.binary_search_by_key(irq, |i| i.irq) {
                     let entry = &mut inventory.irqs[index];
                     entry.affinity = Some(cpus.clone());
@@ -185,17 +182,17 @@ impl Daemon {
                     entry.effective_affinity = (cpus.len() == 1).then(|| cpus.clone());
                 }
             }
-            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
                 if let Some(q) = rx_queue_mut(inventory, device, *queue) {
                     q.rps_cpus = Some(cpus.clone());
                 }
             }
-            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
                 if let Some(q) = rx_queue_mut(inventory, device, *queue) {
                     q.rps_flow_cnt = Some(*n);
                 }
             }
-            (Target::RpsSockFlowEntries, Value::Count(n)) => {
+            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 inventory.rps_sock_flow_entries = Some(*n);
             }
             _ => {}

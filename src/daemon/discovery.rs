@@ -10,11 +10,11 @@ use tracing::{info, warn};
 
 use super::Daemon;
 use super::actions::mask_words_in;
-use super::convert::{knob_of, knob_value_of, policy_value_of};
 use crate::discover::discover;
 use crate::kernel::queue_counters::QueueCounterSource;
+use crate::knob::Knob;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{Placement, Target};
+use crate::policy::Placement;
 
 impl Daemon {
     pub(super) fn rediscover(&mut self, why: &str) {
@@ -70,22 +70,22 @@ impl Daemon {
         device: &str,
         renewal: Renewal,
     ) {
-        let mut targets: Vec<Target> = Vec::new();
+        let mut targets: Vec<Knob> = Vec::new();
         for inventory in [before, &self.machine.inventory] {
             for irq in inventory
                 .irqs
                 .iter()
                 .filter(|i| i.device.as_deref() == Some(device))
             {
-                targets.push(Target::IrqAffinity { irq: irq.irq });
+                targets.push(Knob::IrqAffinity { irq: irq.irq });
             }
             for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {
                 for target in [
-                    Target::RpsCpus {
+                    Knob::RpsCpus {
                         device: device.to_string(),
                         queue: queue.index,
                     },
-                    Target::RpsFlowCnt {
+                    Knob::RpsFlowCnt {
                         device: device.to_string(),
                         queue: queue.index,
                     },
@@ -98,19 +98,18 @@ impl Daemon {
         targets.dedup();
         let mut reset = 0;
         let previous = Placement::from_inventory(before);
-        for target in targets {
-            let knob = knob_of(&target);
+        for knob in targets {
             let known = [
-                self.policy.written(&target).cloned(),
-                self.policy.respected(&target).cloned(),
-                self.actuator.last_written(&knob).map(policy_value_of),
+                self.policy.written(&knob).cloned(),
+                self.policy.respected(&knob).cloned(),
+                self.actuator.last_written(&knob).cloned(),
             ];
-            let now = self.placement.value(&target);
-            let was = previous.value(&target);
+            let now = self.placement.value(&knob);
+            let was = previous.value(&knob);
             let ours_replaced = known
                 .iter()
                 .flatten()
-                .any(|value| self.placement.holds(&target, value) != Some(true));
+                .any(|value| self.placement.holds(&knob, value) != Some(true));
             let never_ours =
                 known.iter().all(Option::is_none) && now.is_some() && was.is_some() && was != now;
             if !(ours_replaced || never_ours) {
@@ -118,10 +117,9 @@ impl Daemon {
             }
             if never_ours && let Some(was) = &was {
                 let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
-                self.actuator
-                    .remember_original(&knob, &knob_value_of(was), words);
+                self.actuator.remember_original(&knob, was, words);
             }
-            self.policy.forget_owner(&target);
+            self.policy.forget_owner(&knob);
             self.actuator.take_over_reset(&knob);
             reset += 1;
         }

@@ -16,11 +16,9 @@
 //! it, `event_loop` waits and schedules ticks, `tick` runs one, `actions` carries out a
 //! plan and reacts to failures, `discovery` keeps the model in step with the machine,
 //! `reload` keeps the configuration in effect, `report` publishes status and metrics,
-//! `shutdown` pings the watchdog and restores on exit; `convert` maps the policy's names
-//! to the actuator's.
+//! `shutdown` pings the watchdog and restores on exit.
 
 mod actions;
-mod convert;
 mod discovery;
 mod event_loop;
 pub mod quiet;
@@ -52,7 +50,6 @@ use crate::model::snapshot::Snapshot;
 use crate::policy::{Placement, PolicyState};
 use crate::root::Root;
 
-use convert::{policy_value_of, target_of};
 use reload::{check_config_text, read_config_text};
 
 /// How often the machine is rediscovered when nothing announced a change: catches what
@@ -300,9 +297,7 @@ fn policy_state_from(actuator: &Actuator) -> PolicyState {
     let mut state = PolicyState::default();
     for (knob, _) in actuator.changed() {
         if let Some(value) = actuator.last_written(knob) {
-            state
-                .written
-                .insert(target_of(knob), policy_value_of(value));
+            state.written.insert(knob.clone(), value.clone());
         }
     }
     state

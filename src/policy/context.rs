@@ -12,10 +12,11 @@ use std::collections::{HashMap, HashSet};
 
 use super::DecideInput;
 use super::hysteresis::{self, Heat};
-use super::plan::{Action, Note, NoteKind, Reason, ReasonKind, Target, Value};
+use super::plan::{Action, Note, NoteKind, Reason, ReasonKind};
 use super::state::PolicyState;
 use crate::config::{Config, NonQueueIrqs, NumaPolicy, RpsMode};
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::load::{Load, QueueVector};
 use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice};
 use crate::model::topology::Topology;
@@ -156,7 +157,7 @@ pub struct Planner<'a> {
     /// IRQs moved this tick.
     pub moved: HashSet<u32>,
     /// RPS masks and flow table sizes this plan sets.
-    pub planned: HashMap<Target, Value>,
+    pub planned: HashMap<Knob, KnobValue>,
     /// How many of them are RPS masks (lookups are skipped while there are none).
     pub planned_rps: usize,
     /// Action groups still allowed this tick.
@@ -331,7 +332,7 @@ impl<'a> Planner<'a> {
                     .cpu(&self.topology.online)
                 }),
             };
-            let target = Target::IrqAffinity { irq: irq.irq };
+            let target = Knob::IrqAffinity { irq: irq.irq };
             // A queue's transmit vector is placed with its queue (it follows the receive
             // vector), not left alone as a non-queue IRQ.
             let tx_vector = device.is_some() && irq.queue.is_some() && irq.role == IrqRole::Tx;
@@ -519,17 +520,17 @@ impl<'a> Planner<'a> {
     /// Adds an action to the plan (budget already spent by the caller).
     pub fn push(
         &mut self,
-        target: Target,
+        target: Knob,
         serves: Option<String>,
-        old: Value,
-        new: Value,
+        old: KnobValue,
+        new: KnobValue,
         reason: (ReasonKind, String),
         expected: String,
     ) {
         // Later rules look up planned masks and counts; IRQ moves live in the view.
         match target {
-            Target::IrqAffinity { .. } => {}
-            Target::RpsCpus { .. } => {
+            Knob::IrqAffinity { .. } => {}
+            Knob::RpsCpus { .. } => {
                 self.planned_rps += 1;
                 self.planned.insert(target.clone(), new.clone());
             }
@@ -551,7 +552,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Adds a note, marking whether it is new.
-    pub fn note(&mut self, kind: NoteKind, target: Option<Target>, key: String, text: String) {
+    pub fn note(&mut self, kind: NoteKind, target: Option<Knob>, key: String, text: String) {
         let new = self.state.first_report(kind, key);
         self.notes.push(Note {
             kind,
@@ -575,7 +576,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Whether the target is frozen (taken over by someone else, or failed for good).
-    pub fn frozen(&self, target: &Target) -> bool {
+    pub fn frozen(&self, target: &Knob) -> bool {
         (!self.state.external.is_empty() && self.state.external.contains_key(target))
             || (!self.state.failed.is_empty() && self.state.failed.contains_key(target))
     }
@@ -583,11 +584,11 @@ impl<'a> Planner<'a> {
     /// The current RPS mask of a queue as this plan leaves it.
     pub fn rps_mask(&self, device: &str, queue: u32) -> Option<CpuSet> {
         if self.planned_rps > 0 {
-            let target = Target::RpsCpus {
+            let target = Knob::RpsCpus {
                 device: device.to_string(),
                 queue,
             };
-            if let Some(Value::Cpus(set)) = self.planned.get(&target) {
+            if let Some(KnobValue::Cpus(set)) = self.planned.get(&target) {
                 return Some(set.clone());
             }
         }

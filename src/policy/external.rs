@@ -9,8 +9,9 @@
 use std::collections::HashSet;
 
 use super::context::Planner;
-use super::plan::{Note, NoteKind, Target, Value};
+use super::plan::{Note, NoteKind};
 use crate::config::ExternalChange;
+use crate::knob::{Knob, KnobValue};
 
 impl Planner<'_> {
     /// Compares what steerd wrote with what is there now; a difference means someone else
@@ -23,7 +24,7 @@ impl Planner<'_> {
                 // The kernel rewrites an IRQ's affinity whose CPUs all went offline: that
                 // is not someone else's choice, just forget ours.
                 Some(false)
-                    if matches!(target, Target::IrqAffinity { .. })
+                    if matches!(target, Knob::IrqAffinity { .. })
                         && ours
                             .cpus()
                             .is_some_and(|cpus| !cpus.intersects(&self.topology.online)) =>
@@ -67,12 +68,12 @@ impl Planner<'_> {
             }
         }
         // Values taken over earlier stay noted while they last.
-        let noted: HashSet<&Target> = self
+        let noted: HashSet<&Knob> = self
             .notes
             .iter()
             .filter_map(|n| n.target.as_ref())
             .collect();
-        let still: Vec<(Target, Value)> = self
+        let still: Vec<(Knob, KnobValue)> = self
             .state
             .external
             .keys()

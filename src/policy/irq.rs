@@ -23,9 +23,10 @@
 
 use super::context::{Blocker, Planner};
 use super::hysteresis::kilo;
-use super::plan::{NoteKind, ReasonKind, Target, Value};
+use super::plan::{NoteKind, ReasonKind};
 use crate::config::NumaPolicy;
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::IrqRole;
 
 /// An IRQ that breaks a placement rule.
@@ -51,7 +52,7 @@ pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
         p.claim(slot);
         if matches!(blocker, Blocker::Managed | Blocker::Failed) {
             let serves = p.serves(slot);
-            let target = Target::IrqAffinity { irq };
+            let target = Knob::IrqAffinity { irq };
             let (kind, text) = if blocker == Blocker::Managed {
                 (
                     NoteKind::Managed,
@@ -261,7 +262,7 @@ pub fn place(p: &mut Planner, misplaced: &[Misplaced], forbidden: bool) {
         if p.moved.contains(&irq) {
             continue;
         }
-        let target = Target::IrqAffinity { irq };
+        let target = Knob::IrqAffinity { irq };
         let moved = if !forbidden && !p.state.dwelt(&target, p.now_ns, dwell) {
             p.waiting.push(format!(
                 "irq {irq} ({}): {}; moved less than hysteresis.irq_dwell ago",
@@ -324,7 +325,7 @@ fn place_queue_vector(p: &mut Planner, m: &Misplaced) -> bool {
         if p.devices[d].local.is_empty() {
             p.note(
                 NoteKind::NoAllowedCpu,
-                Some(Target::IrqAffinity { irq }),
+                Some(Knob::IrqAffinity { irq }),
                 format!("{name} irq {irq}"),
                 format!(
                     "irq {irq} ({}): {}; but {name} has no allowed CPU (numa: strict, bans)",
@@ -474,10 +475,10 @@ fn place_other(p: &mut Planner, m: &Misplaced) -> bool {
     let old = affinity.clone();
     let expected = format!("irq {irq} fires only on CPUs {}", new.to_list());
     p.push(
-        Target::IrqAffinity { irq },
+        Knob::IrqAffinity { irq },
         Some(serves),
-        Value::Cpus(old),
-        Value::Cpus(new),
+        KnobValue::Cpus(old),
+        KnobValue::Cpus(new),
         (m.kind, m.why.clone()),
         expected,
     );
@@ -523,10 +524,10 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
     p.claim(slot);
     p.moved.insert(irq);
     p.push(
-        Target::IrqAffinity { irq },
+        Knob::IrqAffinity { irq },
         Some(serves),
-        Value::Cpus(old),
-        Value::Cpus(CpuSet::from_iter([to])),
+        KnobValue::Cpus(old),
+        KnobValue::Cpus(CpuSet::from_iter([to])),
         (kind, why),
         expected,
     );
@@ -612,7 +613,7 @@ pub fn relieve(p: &mut Planner, distress: bool) {
         let mut undo = Vec::new();
         for slot in candidates {
             let irq = p.irqs[slot].irq.irq;
-            if !p.state.dwelt(&Target::IrqAffinity { irq }, p.now_ns, dwell) {
+            if !p.state.dwelt(&Knob::IrqAffinity { irq }, p.now_ns, dwell) {
                 p.waiting.push(format!(
                     "irq {irq} ({}) on hot CPU {h}: moved less than hysteresis.irq_dwell ago",
                     p.serves(slot)
@@ -763,10 +764,10 @@ pub fn follow_rx(p: &mut Planner) {
             p.irqs[slot].cpu = Some(to);
             p.moved.insert(irq_number);
             p.push(
-                Target::IrqAffinity { irq: irq_number },
+                Knob::IrqAffinity { irq: irq_number },
                 Some(serves),
-                Value::Cpus(old),
-                Value::Cpus(CpuSet::from_iter([to])),
+                KnobValue::Cpus(old),
+                KnobValue::Cpus(CpuSet::from_iter([to])),
                 (ReasonKind::FollowsRx, why),
                 expected,
             );

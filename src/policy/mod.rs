@@ -31,13 +31,14 @@ mod rps;
 pub mod state;
 
 use crate::config::Config;
+use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
 use crate::model::inventory::Inventory;
 use crate::model::topology::Topology;
 
 pub use context::RPS_INTERRUPT_SHARE;
 pub use placement::{IrqAffinity, Placement, RxQueueValues};
-pub use plan::{Action, Note, NoteKind, Plan, Reason, ReasonKind, Target, Value};
+pub use plan::{Action, Note, NoteKind, Plan, Reason, ReasonKind};
 pub use rfs::flow_cnt_for;
 pub use state::PolicyState;
 
@@ -98,8 +99,8 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
         .written
         .iter()
         .any(|(target, value)| match (target, value) {
-            (Target::RpsCpus { .. }, Value::Cpus(cpus)) => !cpus.is_empty(),
-            (Target::RpsFlowCnt { .. } | Target::RpsSockFlowEntries, Value::Count(n)) => *n > 0,
+            (Knob::RpsCpus { .. }, KnobValue::Cpus(cpus)) => !cpus.is_empty(),
+            (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => *n > 0,
             _ => false,
         });
     if temporary_in_place {

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::plan::{Action, Target, Value};
+use super::plan::Action;
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::Inventory;
 
 /// Where an IRQ may fire and where it does.
@@ -126,37 +127,38 @@ impl Placement {
     }
 
     /// The current value of a target, if it exists.
-    pub fn value(&self, target: &Target) -> Option<Value> {
+    pub fn value(&self, target: &Knob) -> Option<KnobValue> {
         match target {
-            Target::IrqAffinity { irq } => {
-                self.irqs.get(irq).map(|a| Value::Cpus(a.affinity.clone()))
-            }
-            Target::RpsCpus { device, queue } => self
+            Knob::IrqAffinity { irq } => self
+                .irqs
+                .get(irq)
+                .map(|a| KnobValue::Cpus(a.affinity.clone())),
+            Knob::RpsCpus { device, queue } => self
                 .rx_queue(device, *queue)
                 .and_then(|q| q.rps_cpus.clone())
-                .map(Value::Cpus),
-            Target::RpsFlowCnt { device, queue } => self
+                .map(KnobValue::Cpus),
+            Knob::RpsFlowCnt { device, queue } => self
                 .rx_queue(device, *queue)
                 .and_then(|q| q.rps_flow_cnt)
-                .map(Value::Count),
-            Target::RpsSockFlowEntries => self.rps_sock_flow_entries.map(Value::Count),
+                .map(KnobValue::Count),
+            Knob::RpsSockFlowEntries => self.rps_sock_flow_entries.map(KnobValue::Count),
         }
     }
 
     /// Whether a target currently holds `value` (`None` if the target does not exist),
     /// without copying anything.
-    pub fn holds(&self, target: &Target, value: &Value) -> Option<bool> {
+    pub fn holds(&self, target: &Knob, value: &KnobValue) -> Option<bool> {
         Some(match (target, value) {
-            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
                 self.irqs.get(irq)?.affinity == *cpus
             }
-            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
                 self.rx_queue(device, *queue)?.rps_cpus.as_ref()? == cpus
             }
-            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
                 self.rx_queue(device, *queue)?.rps_flow_cnt? == *n
             }
-            (Target::RpsSockFlowEntries, Value::Count(n)) => self.rps_sock_flow_entries? == *n,
+            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => self.rps_sock_flow_entries? == *n,
             _ => false,
         })
     }
@@ -165,9 +167,9 @@ impl Placement {
     /// that is a single CPU (the only CPU the kernel can deliver to), and unknown
     /// otherwise: which CPU of a wide mask the kernel picks shows only in where the
     /// interrupts arrive, measured afresh (`fires_on` starts over too).
-    pub fn set(&mut self, target: &Target, value: &Value) {
+    pub fn set(&mut self, target: &Knob, value: &KnobValue) {
         match (target, value) {
-            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
                 let effective = (cpus.len() == 1).then(|| cpus.clone());
                 self.irqs.insert(
                     *irq,
@@ -178,13 +180,13 @@ impl Placement {
                     },
                 );
             }
-            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
                 self.queue_mut(device, *queue).rps_cpus = Some(cpus.clone());
             }
-            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
                 self.queue_mut(device, *queue).rps_flow_cnt = Some(*n);
             }
-            (Target::RpsSockFlowEntries, Value::Count(n)) => {
+            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 self.rps_sock_flow_entries = Some(*n);
             }
             _ => {}

@@ -2,74 +2,15 @@
 //! reason and its expected effect, plus notes on what it refused to do and why.
 //!
 //! Plans serialize to JSON for programs (`steerd plan --format json`, the decision log)
-//! and print as text for people.
+//! and print as text for people. What an action changes is a [`Knob`] with [`KnobValue`]s,
+//! the same type the actuator writes and the state file holds, printed and serialised
+//! the same way.
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::cpuset::CpuSet;
-
-/// One writable kernel value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Target {
-    /// `/proc/irq/N/smp_affinity_list`.
-    IrqAffinity { irq: u32 },
-    /// `/sys/class/net/DEV/queues/rx-Q/rps_cpus`.
-    RpsCpus { device: String, queue: u32 },
-    /// `/sys/class/net/DEV/queues/rx-Q/rps_flow_cnt`.
-    RpsFlowCnt { device: String, queue: u32 },
-    /// `/proc/sys/net/core/rps_sock_flow_entries`.
-    RpsSockFlowEntries,
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::IrqAffinity { irq } => write!(f, "irq {irq}"),
-            Target::RpsCpus { device, queue } => write!(f, "{device} rx-{queue} rps_cpus"),
-            Target::RpsFlowCnt { device, queue } => write!(f, "{device} rx-{queue} rps_flow_cnt"),
-            Target::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
-        }
-    }
-}
-
-/// A value of a target: a CPU set (affinity, RPS mask) or a count (flow tables).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum Value {
-    Cpus(CpuSet),
-    Count(u32),
-}
-
-impl Value {
-    /// The CPU set, if this is one.
-    pub fn cpus(&self) -> Option<&CpuSet> {
-        match self {
-            Value::Cpus(set) => Some(set),
-            Value::Count(_) => None,
-        }
-    }
-
-    /// The count, if this is one.
-    pub fn count(&self) -> Option<u32> {
-        match self {
-            Value::Count(n) => Some(*n),
-            Value::Cpus(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for Value {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::Cpus(set) if set.is_empty() => f.write_str("none"),
-            Value::Cpus(set) => f.write_str(&set.to_list()),
-            Value::Count(n) => write!(f, "{n}"),
-        }
-    }
-}
+use crate::knob::{Knob, KnobValue};
 
 /// Why an action was taken: the rule that fired. Metrics label actions by this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -187,12 +128,12 @@ pub struct Reason {
 /// One write the policy wants.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Action {
-    pub target: Target,
+    pub target: Knob,
     /// What the target serves, e.g. `eth0 rx-3` for a queue vector.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub serves: Option<String>,
-    pub old: Value,
-    pub new: Value,
+    pub old: KnobValue,
+    pub new: KnobValue,
     pub reason: Reason,
     /// The predicted effect, for people.
     pub expected: String,
@@ -238,7 +179,7 @@ impl NoteKind {
 pub struct Note {
     pub kind: NoteKind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub target: Option<Target>,
+    pub target: Option<Knob>,
     pub text: String,
     /// First time this note appears (the daemon logs only new notes).
     pub new: bool,
@@ -304,10 +245,10 @@ mod tests {
     fn sample() -> Plan {
         Plan {
             actions: vec![Action {
-                target: Target::IrqAffinity { irq: 42 },
+                target: Knob::IrqAffinity { irq: 42 },
                 serves: Some("eth0 rx-3".into()),
-                old: Value::Cpus([0].into_iter().collect()),
-                new: Value::Cpus([5].into_iter().collect()),
+                old: KnobValue::Cpus([0].into_iter().collect()),
+                new: KnobValue::Cpus([5].into_iter().collect()),
                 reason: Reason {
                     kind: ReasonKind::StackedVectors,
                     text: "4 queue vectors of eth0 fire on CPU 0".into(),
@@ -316,7 +257,7 @@ mod tests {
             }],
             notes: vec![Note {
                 kind: NoteKind::Managed,
-                target: Some(Target::IrqAffinity { irq: 30 }),
+                target: Some(Knob::IrqAffinity { irq: 30 }),
                 text: "irq 30 is kernel-managed".into(),
                 new: true,
             }],
@@ -328,20 +269,20 @@ mod tests {
     fn serializes_to_json_with_tagged_targets() {
         let json = serde_json::to_value(sample()).unwrap();
         let action = &json["actions"][0];
-        assert_eq!(action["target"]["kind"], "irq_affinity");
+        assert_eq!(action["target"]["knob"], "irq_affinity");
         assert_eq!(action["target"]["irq"], 42);
         assert_eq!(action["old"], serde_json::json!([0]));
         assert_eq!(action["new"], serde_json::json!([5]));
         assert_eq!(action["reason"]["kind"], "stacked_vectors");
         assert_eq!(json["notes"][0]["kind"], "managed");
-        let rfs = serde_json::to_value(Target::RpsFlowCnt {
+        let rfs = serde_json::to_value(Knob::RpsFlowCnt {
             device: "eth0".into(),
             queue: 1,
         })
         .unwrap();
         assert_eq!(
             rfs,
-            serde_json::json!({"kind": "rps_flow_cnt", "device": "eth0", "queue": 1})
+            serde_json::json!({"knob": "rps_flow_cnt", "device": "eth0", "queue": 1})
         );
     }
 
@@ -349,7 +290,7 @@ mod tests {
     fn prints_for_people() {
         let text = sample().to_string();
         assert!(
-            text.starts_with("1 action:\n  irq 42 (eth0 rx-3): 0 -> 5\n"),
+            text.starts_with("1 action:\n  irq 42 affinity (eth0 rx-3): 0 -> 5\n"),
             "{text}"
         );
         assert!(text.contains("[stacked_vectors]"), "{text}");

@@ -8,8 +8,9 @@
 //! cleared again (only where steerd set them) when RPS goes off.
 
 use super::context::Planner;
-use super::plan::{NoteKind, ReasonKind, Target, Value};
+use super::plan::{NoteKind, ReasonKind};
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 
 /// A queue's `rps_flow_cnt` for a device with `queues` rx queues.
 pub fn flow_cnt_for(entries: u32, queues: usize) -> u32 {
@@ -21,15 +22,15 @@ pub fn flow_cnt_for(entries: u32, queues: usize) -> u32 {
 }
 
 /// The current value of a count target as this plan leaves it.
-fn count(p: &Planner, target: &Target) -> Option<u32> {
+fn count(p: &Planner, target: &Knob) -> Option<u32> {
     match p.planned.get(target) {
-        Some(Value::Count(n)) => Some(*n),
+        Some(KnobValue::Count(n)) => Some(*n),
         _ => p.placement.value(target).and_then(|v| v.count()),
     }
 }
 
-fn ours(p: &Planner, target: &Target, value: u32) -> bool {
-    !p.frozen(target) && p.state.written(target) == Some(&Value::Count(value))
+fn ours(p: &Planner, target: &Knob, value: u32) -> bool {
+    !p.frozen(target) && p.state.written(target) == Some(&KnobValue::Count(value))
 }
 
 /// Sets the flow tables for queues whose RPS is being turned on.
@@ -41,7 +42,7 @@ pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
     let name = p.devices[d].dev.name.clone();
     let wanted = flow_cnt_for(entries, p.devices[d].dev.rx_queues.len());
     for (queue, _) in changes {
-        let target = Target::RpsFlowCnt {
+        let target = Knob::RpsFlowCnt {
             device: name.clone(),
             queue: *queue,
         };
@@ -54,8 +55,8 @@ pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
         p.push(
             target,
             None,
-            Value::Count(current),
-            Value::Count(wanted),
+            KnobValue::Count(current),
+            KnobValue::Count(wanted),
             (
                 ReasonKind::RfsOn,
                 format!(
@@ -66,7 +67,7 @@ pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
             "connected sockets' packets are steered to the CPU where the reader runs".to_string(),
         );
     }
-    let global = Target::RpsSockFlowEntries;
+    let global = Knob::RpsSockFlowEntries;
     match count(p, &global) {
         None => p.note(
             NoteKind::RfsUnavailable,
@@ -77,8 +78,8 @@ pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
         Some(current) if current < entries && !p.frozen(&global) => p.push(
             global,
             None,
-            Value::Count(current),
-            Value::Count(entries),
+            KnobValue::Count(current),
+            KnobValue::Count(entries),
             (
                 ReasonKind::RfsOn,
                 format!("RPS goes on for {name}; RFS needs the global socket flow table"),
@@ -96,7 +97,7 @@ pub fn disable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
         if !mask.is_empty() {
             continue;
         }
-        let target = Target::RpsFlowCnt {
+        let target = Knob::RpsFlowCnt {
             device: name.clone(),
             queue: *queue,
         };
@@ -109,8 +110,8 @@ pub fn disable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
         p.push(
             target,
             None,
-            Value::Count(current),
-            Value::Count(0),
+            KnobValue::Count(current),
+            KnobValue::Count(0),
             (
                 ReasonKind::RfsOff,
                 format!("RPS goes off for {name} rx-{queue}"),
@@ -125,7 +126,7 @@ pub fn settle(p: &mut Planner) {
     if !p.config.rfs.off_when_rps_off {
         return;
     }
-    let global = Target::RpsSockFlowEntries;
+    let global = Knob::RpsSockFlowEntries;
     let Some(current) = count(p, &global) else {
         return;
     };
@@ -144,8 +145,8 @@ pub fn settle(p: &mut Planner) {
     p.push(
         global,
         None,
-        Value::Count(current),
-        Value::Count(0),
+        KnobValue::Count(current),
+        KnobValue::Count(0),
         (
             ReasonKind::RfsOff,
             "RPS is off on every queue; rfs.off_when_rps_off".to_string(),

@@ -20,10 +20,11 @@
 
 use super::context::{Planner, rps_capable};
 use super::hysteresis::{HotSignal, kilo};
-use super::plan::{NoteKind, ReasonKind, Target, Value};
+use super::plan::{NoteKind, ReasonKind};
 use super::rfs;
 use crate::config::RpsMode;
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 
 /// RPS rules for every device: the distress fast path (`distress: true`) or the rest.
 pub fn plan(p: &mut Planner, distress: bool) {
@@ -117,8 +118,8 @@ fn queues(p: &Planner, d: usize) -> Vec<(u32, CpuSet)> {
         .collect()
 }
 
-fn target(p: &Planner, d: usize, queue: u32) -> Target {
-    Target::RpsCpus {
+fn target(p: &Planner, d: usize, queue: u32) -> Knob {
+    Knob::RpsCpus {
         device: p.devices[d].dev.name.clone(),
         queue,
     }
@@ -127,7 +128,7 @@ fn target(p: &Planner, d: usize, queue: u32) -> Target {
 /// Whether steerd set this queue's current mask.
 fn owned(p: &Planner, d: usize, queue: u32, current: &CpuSet) -> bool {
     let t = target(p, d, queue);
-    !p.frozen(&t) && p.state.written(&t) == Some(&Value::Cpus(current.clone()))
+    !p.frozen(&t) && p.state.written(&t) == Some(&KnobValue::Cpus(current.clone()))
 }
 
 /// Plans one device's mask changes (one action group, with its RFS tables), counted in the
@@ -164,13 +165,13 @@ fn apply(
             p.touched.insert(cpu);
         }
         p.push(
-            Target::RpsCpus {
+            Knob::RpsCpus {
                 device: name.clone(),
                 queue: *queue,
             },
             None,
-            Value::Cpus(old),
-            Value::Cpus(new.clone()),
+            KnobValue::Cpus(old),
+            KnobValue::Cpus(new.clone()),
             (kind, why.clone()),
             expected.clone(),
         );
@@ -653,7 +654,7 @@ fn halve(p: &Planner, mask: &CpuSet) -> CpuSet {
 }
 
 /// Notes once that a queue's mask was set by someone else: auto mode leaves it.
-fn note_foreign_mask(p: &mut Planner, name: &str, queue: u32, t: Target, current: &CpuSet) {
+fn note_foreign_mask(p: &mut Planner, name: &str, queue: u32, t: Knob, current: &CpuSet) {
     p.note(
         NoteKind::ForeignMask,
         Some(t),

@@ -8,19 +8,20 @@
 use std::collections::{HashMap, HashSet};
 
 use super::hysteresis::Streaks;
-use super::plan::{Action, NoteKind, Plan, Target, Value};
+use super::plan::{Action, NoteKind, Plan};
+use crate::knob::{Knob, KnobValue};
 
 /// The policy's memory.
 #[derive(Debug, Clone, Default)]
 pub struct PolicyState {
     /// The last value steerd wrote to each target.
-    pub(crate) written: HashMap<Target, Value>,
+    pub(crate) written: HashMap<Knob, KnobValue>,
     /// When (monotonic ns) steerd last changed each target.
-    pub(crate) changed_at: HashMap<Target, u64>,
+    pub(crate) changed_at: HashMap<Knob, u64>,
     /// Targets someone else changed after steerd wrote them, with the value seen then.
-    pub(crate) external: HashMap<Target, Value>,
+    pub(crate) external: HashMap<Knob, KnobValue>,
     /// Targets whose writes failed for good, with why.
-    pub(crate) failed: HashMap<Target, String>,
+    pub(crate) failed: HashMap<Knob, String>,
     /// Hysteresis streaks by CPU id.
     pub(crate) streaks: Vec<Streaks>,
     /// Notes already reported once.
@@ -55,7 +56,7 @@ impl PolicyState {
 
     /// Records a write that failed for good (EPERM/EIO on a managed IRQ, EINVAL on a mask
     /// the kernel refuses): the policy stops proposing it and reports it instead.
-    pub fn record_failed(&mut self, target: Target, why: impl Into<String>) {
+    pub fn record_failed(&mut self, target: Knob, why: impl Into<String>) {
         self.failed.insert(target, why.into());
     }
 
@@ -70,12 +71,12 @@ impl PolicyState {
     }
 
     /// The value steerd last wrote to a target.
-    pub fn written(&self, target: &Target) -> Option<&Value> {
+    pub fn written(&self, target: &Knob) -> Option<&KnobValue> {
         self.written.get(target)
     }
 
     /// Targets someone else took over, with the value they set.
-    pub fn external(&self) -> impl Iterator<Item = (&Target, &Value)> {
+    pub fn external(&self) -> impl Iterator<Item = (&Knob, &KnobValue)> {
         self.external.iter()
     }
 
@@ -83,7 +84,7 @@ impl PolicyState {
     /// driver reset it (its device's queue set changed), so what steerd wrote, and what
     /// someone else set and steerd respected, are gone. No dwell time holds it either: the
     /// next decision places it afresh. A failure for good (a managed IRQ) is kept.
-    pub fn forget_owner(&mut self, target: &Target) {
+    pub fn forget_owner(&mut self, target: &Knob) {
         self.written.remove(target);
         self.changed_at.remove(target);
         self.external.remove(target);
@@ -91,17 +92,17 @@ impl PolicyState {
 
     /// The value someone else set on a target steerd leaves alone (`on_external_change:
     /// respect`).
-    pub fn respected(&self, target: &Target) -> Option<&Value> {
+    pub fn respected(&self, target: &Knob) -> Option<&KnobValue> {
         self.external.get(target)
     }
 
     /// When steerd last changed a target.
-    pub fn changed_at(&self, target: &Target) -> Option<u64> {
+    pub fn changed_at(&self, target: &Knob) -> Option<u64> {
         self.changed_at.get(target).copied()
     }
 
     /// Whether at least `dwell_ns` passed since steerd last changed the target.
-    pub(crate) fn dwelt(&self, target: &Target, now_ns: u64, dwell_ns: u64) -> bool {
+    pub(crate) fn dwelt(&self, target: &Knob, now_ns: u64, dwell_ns: u64) -> bool {
         self.changed_at(target)
             .is_none_or(|at| now_ns.saturating_sub(at) >= dwell_ns)
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::{DeviceConfig, ExternalChange, RpsMode};
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::snapshot::Snapshot;
 use crate::sim::{NicSpec, Shape, Siblings, SimMachine};
 
@@ -105,12 +106,12 @@ fn an_externally_changed_irq_is_respected_or_overridden_as_configured() {
         bench.run(1);
         // steerd put rx-1 on CPU 1 (where the driver had it) ...
         let irq = bench.sim.irq_of("eth0", 1).unwrap();
-        let target = Target::IrqAffinity { irq };
+        let target = Knob::IrqAffinity { irq };
         let ours = Action {
             target: target.clone(),
             serves: None,
-            old: Value::Cpus(CpuSet::from_iter([1])),
-            new: Value::Cpus(CpuSet::from_iter([1])),
+            old: KnobValue::Cpus(CpuSet::from_iter([1])),
+            new: KnobValue::Cpus(CpuSet::from_iter([1])),
             reason: Reason {
                 kind: ReasonKind::StackedVectors,
                 text: String::new(),
@@ -121,7 +122,7 @@ fn an_externally_changed_irq_is_respected_or_overridden_as_configured() {
         // ... and someone stacked it on rx-0's CPU.
         bench
             .sim
-            .write(&target, &Value::Cpus(CpuSet::from_iter([0])))
+            .write(&target, &KnobValue::Cpus(CpuSet::from_iter([0])))
             .unwrap();
         bench.run(11); // past steerd's own dwell: only the external change can hold it back
         let plan = bench.decide(&mut state);
@@ -168,22 +169,22 @@ fn static_rps_uses_the_configured_cpus_less_forbidden_ones_with_rfs() {
     let masks: Vec<&Action> = plan
         .actions
         .iter()
-        .filter(|a| matches!(a.target, Target::RpsCpus { .. }))
+        .filter(|a| matches!(a.target, Knob::RpsCpus { .. }))
         .collect();
     assert_eq!(masks.len(), 2, "{plan}");
     for action in masks {
-        assert_eq!(action.new, Value::Cpus(CpuSet::from_iter([0, 1, 2])));
+        assert_eq!(action.new, KnobValue::Cpus(CpuSet::from_iter([0, 1, 2])));
         assert_eq!(action.reason.kind, ReasonKind::RpsStatic);
     }
     assert!(
         plan.actions
             .iter()
-            .any(|a| a.target == Target::RpsSockFlowEntries && a.new == Value::Count(32768))
+            .any(|a| a.target == Knob::RpsSockFlowEntries && a.new == KnobValue::Count(32768))
     );
     assert!(
-        plan.actions
-            .iter()
-            .any(|a| matches!(a.target, Target::RpsFlowCnt { .. }) && a.new == Value::Count(16384))
+        plan.actions.iter().any(
+            |a| matches!(a.target, Knob::RpsFlowCnt { .. }) && a.new == KnobValue::Count(16384)
+        )
     );
     bench.apply(&plan, &mut state);
     bench.run(1);
@@ -199,17 +200,17 @@ fn off_mode_clears_only_what_steerd_set() {
         NicSpec::physical("eth0", 0, 1),
         NicSpec::physical("eth1", 0, 1),
     ]);
-    let admin = Value::Cpus(CpuSet::from_iter([4, 5]));
-    let eth1 = Target::RpsCpus {
+    let admin = KnobValue::Cpus(CpuSet::from_iter([4, 5]));
+    let eth1 = Knob::RpsCpus {
         device: "eth1".into(),
         queue: 0,
     };
     sim.write(&eth1, &admin).unwrap();
-    let eth0 = Target::RpsCpus {
+    let eth0 = Knob::RpsCpus {
         device: "eth0".into(),
         queue: 0,
     };
-    sim.write(&eth0, &Value::Cpus(CpuSet::from_iter([2, 3])))
+    sim.write(&eth0, &KnobValue::Cpus(CpuSet::from_iter([2, 3])))
         .unwrap();
     sim.pin_queues("eth1", &[1]);
     let mut config = Config::default();
@@ -221,8 +222,8 @@ fn off_mode_clears_only_what_steerd_set() {
         &Action {
             target: eth0.clone(),
             serves: None,
-            old: Value::Cpus(CpuSet::new()),
-            new: Value::Cpus(CpuSet::from_iter([2, 3])),
+            old: KnobValue::Cpus(CpuSet::new()),
+            new: KnobValue::Cpus(CpuSet::from_iter([2, 3])),
             reason: Reason {
                 kind: ReasonKind::RpsOn,
                 text: String::new(),
@@ -232,9 +233,9 @@ fn off_mode_clears_only_what_steerd_set() {
         0,
     );
     let plan = bench.decide(&mut state);
-    let targets: Vec<&Target> = plan.actions.iter().map(|a| &a.target).collect();
+    let targets: Vec<&Knob> = plan.actions.iter().map(|a| &a.target).collect();
     assert_eq!(targets, vec![&eth0], "{plan}");
-    assert_eq!(plan.actions[0].new, Value::Cpus(CpuSet::new()));
+    assert_eq!(plan.actions[0].new, KnobValue::Cpus(CpuSet::new()));
 }
 
 #[test]
@@ -264,7 +265,7 @@ fn rfs_without_its_global_table_is_a_note_not_an_error() {
         !plan
             .actions
             .iter()
-            .any(|a| a.target == Target::RpsSockFlowEntries)
+            .any(|a| a.target == Knob::RpsSockFlowEntries)
     );
     assert!(
         plan.notes
@@ -291,7 +292,7 @@ fn the_action_budget_caps_load_driven_changes() {
         .actions
         .iter()
         .filter_map(|a| match &a.target {
-            Target::RpsCpus { device, .. } => Some(device.clone()),
+            Knob::RpsCpus { device, .. } => Some(device.clone()),
             _ => None,
         })
         .collect();
@@ -334,10 +335,10 @@ fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
     let mut state = PolicyState::new();
     state.record_applied(
         &Action {
-            target: Target::IrqAffinity { irq },
+            target: Knob::IrqAffinity { irq },
             serves: None,
-            old: Value::Cpus(CpuSet::from_iter([1])),
-            new: Value::Cpus(CpuSet::from_iter([7])),
+            old: KnobValue::Cpus(CpuSet::from_iter([1])),
+            new: KnobValue::Cpus(CpuSet::from_iter([7])),
             reason: Reason {
                 kind: ReasonKind::HotCpu,
                 text: String::new(),
@@ -353,7 +354,7 @@ fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
             .all(|n| n.kind != NoteKind::ExternalChange),
         "{plan}"
     );
-    assert!(state.written(&Target::IrqAffinity { irq }).is_none());
+    assert!(state.written(&Knob::IrqAffinity { irq }).is_none());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -366,7 +367,7 @@ fn four_cpus(nics: Vec<NicSpec>) -> SimMachine {
 /// The single CPU an IRQ action pins to.
 fn pinned_to(action: &Action) -> Option<u32> {
     match (&action.target, &action.new) {
-        (Target::IrqAffinity { .. }, Value::Cpus(cpus)) if cpus.len() == 1 => cpus.first(),
+        (Knob::IrqAffinity { .. }, KnobValue::Cpus(cpus)) if cpus.len() == 1 => cpus.first(),
         _ => None,
     }
 }
@@ -374,7 +375,7 @@ fn pinned_to(action: &Action) -> Option<u32> {
 fn irq_action(plan: &Plan, irq: u32) -> Option<&Action> {
     plan.actions
         .iter()
-        .find(|a| a.target == Target::IrqAffinity { irq })
+        .find(|a| a.target == Knob::IrqAffinity { irq })
 }
 
 /// The guest: virtio-net with 4 queue pairs on 4 vCPUs, every input vector pinned
@@ -392,8 +393,8 @@ fn inputs_on_one_cpu_spread_in_one_tick_whatever_a_stale_effective_affinity_says
     for q in 0..4 {
         let tx = sim.tx_irq_of("eth0", q).unwrap();
         sim.write(
-            &Target::IrqAffinity { irq: tx },
-            &Value::Cpus(CpuSet::from_iter([3 - q])),
+            &Knob::IrqAffinity { irq: tx },
+            &KnobValue::Cpus(CpuSet::from_iter([3 - q])),
         )
         .unwrap();
     }
@@ -437,7 +438,7 @@ fn inputs_on_one_cpu_spread_in_one_tick_whatever_a_stale_effective_affinity_says
     assert!(
         next.actions
             .iter()
-            .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+            .all(|a| !matches!(a.target, Knob::IrqAffinity { .. })),
         "{next}"
     );
 }
@@ -451,7 +452,7 @@ fn a_wide_mask_is_pinned_where_its_interrupts_arrive() {
     sim.stale_effective = true;
     let rx2 = sim.irq_of("eth0", 2).unwrap();
     let wide = CpuSet::parse_list("4-7").unwrap();
-    sim.write(&Target::IrqAffinity { irq: rx2 }, &Value::Cpus(wide))
+    sim.write(&Knob::IrqAffinity { irq: rx2 }, &KnobValue::Cpus(wide))
         .unwrap();
     sim.set_rate("eth0", 200_000.0);
     let mut bench = Bench::new(sim, Config::default());
@@ -461,7 +462,7 @@ fn a_wide_mask_is_pinned_where_its_interrupts_arrive() {
     let plan = bench.decide(&mut PolicyState::new());
     assert_eq!(plan.actions.len(), 1, "{plan}");
     let action = &plan.actions[0];
-    assert_eq!(action.target, Target::IrqAffinity { irq: rx2 });
+    assert_eq!(action.target, Knob::IrqAffinity { irq: rx2 });
     assert_eq!(action.reason.kind, ReasonKind::Unpinned);
     assert_eq!(
         pinned_to(action),
@@ -483,8 +484,8 @@ fn an_idle_wide_mask_vector_gets_a_cpu_of_its_own() {
     let mut sim = four_cpus(vec![NicSpec::virtio("eth0", 2)]);
     let rx1 = sim.irq_of("eth0", 1).unwrap();
     sim.write(
-        &Target::IrqAffinity { irq: rx1 },
-        &Value::Cpus(CpuSet::parse_list("0-3").unwrap()),
+        &Knob::IrqAffinity { irq: rx1 },
+        &KnobValue::Cpus(CpuSet::parse_list("0-3").unwrap()),
     )
     .unwrap();
     let mut bench = Bench::new(sim, Config::default());
@@ -549,7 +550,7 @@ fn driver_defaults_with_one_heavy_flow_move_no_vector() {
         assert!(
             plan.actions
                 .iter()
-                .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+                .all(|a| !matches!(a.target, Knob::IrqAffinity { .. })),
             "{plan}"
         );
         bench.apply(&plan, &mut state);
@@ -609,10 +610,10 @@ fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
 
     // After a write, only a single-CPU mask is known to be where it fires.
     let mut placement = Placement::default();
-    let target = Target::IrqAffinity { irq: 40 };
-    placement.set(&target, &Value::Cpus(set("2")));
+    let target = Knob::IrqAffinity { irq: 40 };
+    placement.set(&target, &KnobValue::Cpus(set("2")));
     assert_eq!(placement.irqs[&40].effective, Some(set("2")));
-    placement.set(&target, &Value::Cpus(set("1-3")));
+    placement.set(&target, &KnobValue::Cpus(set("1-3")));
     assert_eq!(placement.irqs[&40].effective, None);
     assert_eq!(placement.irqs[&40].fires_on, None);
 }
@@ -648,7 +649,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         let plan = bench.decide(&mut state);
         off |= plan.actions.iter().any(|a| {
             a.target
-                == Target::RpsCpus {
+                == Knob::RpsCpus {
                     device: "eth0".into(),
                     queue: 1,
                 }
@@ -665,12 +666,12 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     let rps: Vec<&Action> = plan
         .actions
         .iter()
-        .filter(|a| matches!(a.target, Target::RpsCpus { .. }))
+        .filter(|a| matches!(a.target, Knob::RpsCpus { .. }))
         .collect();
     assert_eq!(rps.len(), 1, "only the hot queue: {plan}");
     assert_eq!(
         rps[0].target,
-        Target::RpsCpus {
+        Knob::RpsCpus {
             device: "eth0".into(),
             queue: 1
         }
@@ -678,7 +679,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     assert_eq!(rps[0].reason.kind, ReasonKind::RpsOn);
     assert_eq!(
         rps[0].new,
-        Value::Cpus(CpuSet::parse_list("0,2-3").unwrap())
+        KnobValue::Cpus(CpuSet::parse_list("0,2-3").unwrap())
     );
     assert!(
         rps[0].reason.text.contains("queue per local core"),
@@ -687,7 +688,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     assert!(rps[0].expected.contains("spread over CPUs 0,2-3"), "{plan}");
     assert!(
         plan.actions.iter().any(|a| a.target
-            == Target::RpsFlowCnt {
+            == Knob::RpsFlowCnt {
                 device: "eth0".into(),
                 queue: 1
             }),
@@ -696,7 +697,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     assert!(
         plan.actions
             .iter()
-            .all(|a| !matches!(a.target, Target::IrqAffinity { .. })),
+            .all(|a| !matches!(a.target, Knob::IrqAffinity { .. })),
         "{plan}"
     );
 }

@@ -18,9 +18,9 @@ use std::collections::HashMap;
 use super::machine::SimMachine;
 use super::steerd::{Change, Controller, TickActions};
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::IrqRole;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{Target, Value};
 
 /// Busy share under which every CPU counts as idle for power-save.
 const IDLE_SHARE: f64 = 0.05;
@@ -172,16 +172,16 @@ impl Controller for IrqbalanceLike {
 
         let mut changes = Vec::new();
         for (irq, cpus) in moves {
-            let target = Target::IrqAffinity { irq };
+            let target = Knob::IrqAffinity { irq };
             let old = sim.affinity(irq).cloned().unwrap_or_default();
             if old == cpus {
                 continue;
             }
-            let value = Value::Cpus(cpus);
+            let value = KnobValue::Cpus(cpus);
             let accepted = sim.write(&target, &value).is_ok();
             changes.push(Change {
                 target,
-                old: Value::Cpus(old),
+                old: KnobValue::Cpus(old),
                 new: value,
                 reason: "irqbalance".to_string(),
                 accepted,

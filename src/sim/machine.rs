@@ -22,10 +22,10 @@ use std::collections::HashMap;
 use super::rng::Rng;
 use super::topo::Shape;
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::DeviceKind;
 use crate::model::snapshot::SoftnetRow;
 use crate::model::topology::Topology;
-use crate::policy::{Target, Value};
 
 /// What receive work costs, in nanoseconds.
 #[derive(Debug, Clone)]
@@ -471,10 +471,10 @@ impl SimMachine {
     }
 
     /// Writes a value, as the kernel would accept or refuse it.
-    pub fn write(&mut self, target: &Target, value: &Value) -> Result<(), WriteError> {
+    pub fn write(&mut self, target: &Knob, value: &KnobValue) -> Result<(), WriteError> {
         let fail = |why: &str| Err(WriteError(why.to_string()));
         match (target, value) {
-            (Target::IrqAffinity { irq }, Value::Cpus(cpus)) => {
+            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
                 if !self.affinity.contains_key(irq) {
                     return fail("ENOENT: no such IRQ");
                 }
@@ -497,7 +497,7 @@ impl SimMachine {
                 self.affinity.insert(*irq, cpus.clone());
                 Ok(())
             }
-            (Target::RpsCpus { device, queue }, Value::Cpus(cpus)) => {
+            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
                 let housekeeping = self.topology.online.difference(&self.topology.isolated);
                 let Some(index) = self.nic_index(device) else {
                     return fail("ENOENT: no such device");
@@ -512,7 +512,7 @@ impl SimMachine {
                 *slot = kept;
                 Ok(())
             }
-            (Target::RpsFlowCnt { device, queue }, Value::Count(n)) => {
+            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
                 let Some(index) = self.nic_index(device) else {
                     return fail("ENOENT: no such device");
                 };
@@ -522,7 +522,7 @@ impl SimMachine {
                 *slot = if *n == 0 { 0 } else { n.next_power_of_two() };
                 Ok(())
             }
-            (Target::RpsSockFlowEntries, Value::Count(n)) => {
+            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 self.sock_flow_entries = if *n == 0 { 0 } else { n.next_power_of_two() };
                 Ok(())
             }

@@ -9,8 +9,8 @@ use super::run::Scenario;
 use super::topo::{Shape, Siblings};
 use crate::config::Config;
 use crate::cpuset::CpuSet;
+use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::DeviceKind;
-use crate::policy::{Target, Value};
 
 const SEED: u64 = 0x5eed_5eed;
 
@@ -287,8 +287,8 @@ pub fn managed_and_external() -> Scenario {
                 && let Some(irq) = sim.irq_of("eth0", 1)
             {
                 let _ = sim.write(
-                    &Target::IrqAffinity { irq },
-                    &Value::Cpus(CpuSet::from_iter([7])),
+                    &Knob::IrqAffinity { irq },
+                    &KnobValue::Cpus(CpuSet::from_iter([7])),
                 );
             }
         },

@@ -5,19 +5,18 @@ use std::time::Instant;
 
 use super::machine::SimMachine;
 use crate::config::Config;
+use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
 use crate::model::inventory::Inventory;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{
-    DecideInput, Note, Placement, PolicyState, Target, Value, can_skip, decide, skip_tick,
-};
+use crate::policy::{DecideInput, Note, Placement, PolicyState, can_skip, decide, skip_tick};
 
 /// One write a policy made (or tried) in a tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
-    pub target: Target,
-    pub old: Value,
-    pub new: Value,
+    pub target: Knob,
+    pub old: KnobValue,
+    pub new: KnobValue,
     /// The rule that fired (`ReasonKind` name, or the baseline's).
     pub reason: String,
     /// Whether the simulated kernel accepted the write.
