@@ -13,6 +13,7 @@ pub mod isolated;
 pub mod one_cpu;
 pub mod report;
 pub mod rfs_tables;
+pub mod rings;
 pub mod sample;
 pub mod softirq_share;
 pub mod softnet;
@@ -48,6 +49,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("softnet", softnet::check),
     ("softirq_share", softirq_share::check),
     ("one_cpu", one_cpu::check),
+    ("rings", rings::check),
     ("daemon", daemon::check),
 ];
 

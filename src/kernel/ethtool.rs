@@ -29,6 +29,7 @@ const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
 const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
 const ETHTOOL_GSTATS: u32 = 0x0000_001d;
 const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
+const ETHTOOL_GRINGPARAM: u32 = 0x0000_0010;
 /// `enum ethtool_stringset`: `ETH_SS_STATS`.
 const ETH_SS_STATS: u32 = 1;
 /// `ETH_GSTRING_LEN`: each stat name is a NUL-padded 32-byte field.
@@ -75,6 +76,34 @@ struct IfreqData {
 }
 
 nix::ioctl_readwrite_bad!(ethtool_ioctl, SIOCETHTOOL, IfreqData);
+
+/// `struct ethtool_ringparam` (36 bytes): what `ethtool -g` shows.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingParams {
+    cmd: u32,
+    pub rx_max_pending: u32,
+    pub rx_mini_max_pending: u32,
+    pub rx_jumbo_max_pending: u32,
+    pub tx_max_pending: u32,
+    pub rx_pending: u32,
+    pub rx_mini_pending: u32,
+    pub rx_jumbo_pending: u32,
+    pub tx_pending: u32,
+}
+
+impl RingParams {
+    /// Sizes as `ethtool -g` prints them: current RX and TX, and their maxima.
+    pub fn new(rx_pending: u32, rx_max_pending: u32, tx_pending: u32, tx_max_pending: u32) -> Self {
+        RingParams {
+            rx_pending,
+            rx_max_pending,
+            tx_pending,
+            tx_max_pending,
+            ..RingParams::default()
+        }
+    }
+}
 
 /// What `ETHTOOL_GDRVINFO` says about a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +267,22 @@ impl Ethtool {
             bus_info: gstring(&info.bus_info).into_owned(),
             n_stats: info.n_stats,
         })
+    }
+
+    /// `ETHTOOL_GRINGPARAM`: the ring sizes (`ethtool -g`). Fails with EOPNOTSUPP for
+    /// devices whose driver has no rings to report (`lo`, veth).
+    pub fn ring_params(&self, ifname: &str) -> Result<RingParams, Error> {
+        let mut rings = RingParams {
+            cmd: ETHTOOL_GRINGPARAM,
+            ..RingParams::default()
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GRINGPARAM",
+            (&mut rings as *mut RingParams).cast(),
+        )
+        .map_err(|f| f.into_error(ifname))?;
+        Ok(rings)
     }
 
     /// `ETHTOOL_GSSET_INFO` for `ETH_SS_STATS`: the current number of driver stats, `None`
@@ -433,6 +478,7 @@ mod tests {
         // 4 (cmd) + 5 * 32 (strings) + 12 (reserved2) + 4 (n_priv_flags).
         assert_eq!(std::mem::offset_of!(EthtoolDrvinfo, n_stats), 180);
         assert_eq!(std::mem::size_of::<EthtoolSsetInfo>(), 24);
+        assert_eq!(std::mem::size_of::<RingParams>(), 36);
         assert_eq!(std::mem::offset_of!(IfreqData, data), 16);
         assert_eq!(
             std::mem::size_of::<IfreqData>(),
@@ -462,6 +508,13 @@ mod tests {
     fn a_full_32_byte_name_has_no_nul() {
         let field = [b'a'; ETH_GSTRING_LEN];
         assert_eq!(gstring(&field).len(), 32);
+    }
+
+    #[test]
+    fn loopback_has_no_rings_and_says_which_request_failed() {
+        let ethtool = Ethtool::new().unwrap();
+        let error = ethtool.ring_params("lo").unwrap_err().to_string();
+        assert!(error.contains("ETHTOOL_GRINGPARAM on lo"), "{error}");
     }
 
     #[test]
