@@ -92,7 +92,8 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "  fix:      sysctl -w net.core.netdev_max_backlog=2000",
         "info: [daemon] not checked: no steerd answered at 127.0.0.1:1",
         "info: [rings] not checked: ring sizes of all devices",
-        "1 error(s), 3 warning(s), 3 note(s) from 8 checks",
+        "info: [coalescing] not checked: interrupt coalescing of all devices",
+        "1 error(s), 3 warning(s), 4 note(s) from 9 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
@@ -112,7 +113,7 @@ fn a_well_set_machine_exits_0_with_notes_only() {
     let (code, text, stderr) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     assert!(
-        text.contains("0 error(s), 0 warning(s), 2 note(s)"),
+        text.contains("0 error(s), 0 warning(s), 3 note(s)"),
         "{text}"
     );
 }

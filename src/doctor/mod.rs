@@ -7,6 +7,7 @@
 //! RFS tables sized against each other), which is what an operator asks first. Each check
 //! is its own module reading only [`Context`], so one can be added or tested alone.
 
+pub mod coalescing;
 pub mod daemon;
 pub mod irqbalance;
 pub mod isolated;
@@ -50,6 +51,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("softirq_share", softirq_share::check),
     ("one_cpu", one_cpu::check),
     ("rings", rings::check),
+    ("coalescing", coalescing::check),
     ("daemon", daemon::check),
 ];
 

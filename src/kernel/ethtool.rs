@@ -30,6 +30,7 @@ const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
 const ETHTOOL_GSTATS: u32 = 0x0000_001d;
 const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
 const ETHTOOL_GRINGPARAM: u32 = 0x0000_0010;
+const ETHTOOL_GCOALESCE: u32 = 0x0000_000e;
 /// `enum ethtool_stringset`: `ETH_SS_STATS`.
 const ETH_SS_STATS: u32 = 1;
 /// `ETH_GSTRING_LEN`: each stat name is a NUL-padded 32-byte field.
@@ -90,6 +91,34 @@ pub struct RingParams {
     pub rx_mini_pending: u32,
     pub rx_jumbo_pending: u32,
     pub tx_pending: u32,
+}
+
+/// `struct ethtool_coalesce` (92 bytes): what `ethtool -c` shows. Only the receive
+/// fields are public; the rest are there for the layout.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coalesce {
+    cmd: u32,
+    pub rx_coalesce_usecs: u32,
+    pub rx_max_coalesced_frames: u32,
+    rx_coalesce_usecs_irq: u32,
+    rx_max_coalesced_frames_irq: u32,
+    tx: [u32; 5],
+    pub use_adaptive_rx_coalesce: u32,
+    use_adaptive_tx_coalesce: u32,
+    rest: [u32; 11],
+}
+
+impl Coalesce {
+    /// Receive coalescing as `ethtool -c` prints it: rx-usecs, rx-frames, adaptive-rx.
+    pub fn rx(usecs: u32, frames: u32, adaptive: bool) -> Self {
+        Coalesce {
+            rx_coalesce_usecs: usecs,
+            rx_max_coalesced_frames: frames,
+            use_adaptive_rx_coalesce: u32::from(adaptive),
+            ..Coalesce::default()
+        }
+    }
 }
 
 impl RingParams {
@@ -283,6 +312,22 @@ impl Ethtool {
         )
         .map_err(|f| f.into_error(ifname))?;
         Ok(rings)
+    }
+
+    /// `ETHTOOL_GCOALESCE`: interrupt coalescing (`ethtool -c`). Fails with EOPNOTSUPP
+    /// where the driver does not report it.
+    pub fn coalesce(&self, ifname: &str) -> Result<Coalesce, Error> {
+        let mut coalesce = Coalesce {
+            cmd: ETHTOOL_GCOALESCE,
+            ..Coalesce::default()
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GCOALESCE",
+            (&mut coalesce as *mut Coalesce).cast(),
+        )
+        .map_err(|f| f.into_error(ifname))?;
+        Ok(coalesce)
     }
 
     /// `ETHTOOL_GSSET_INFO` for `ETH_SS_STATS`: the current number of driver stats, `None`
@@ -479,6 +524,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(EthtoolDrvinfo, n_stats), 180);
         assert_eq!(std::mem::size_of::<EthtoolSsetInfo>(), 24);
         assert_eq!(std::mem::size_of::<RingParams>(), 36);
+        assert_eq!(std::mem::size_of::<Coalesce>(), 92);
+        // cmd + 8 rx/tx fields + stats_block_coalesce_usecs.
+        assert_eq!(std::mem::offset_of!(Coalesce, use_adaptive_rx_coalesce), 40);
         assert_eq!(std::mem::offset_of!(IfreqData, data), 16);
         assert_eq!(
             std::mem::size_of::<IfreqData>(),
@@ -511,10 +559,12 @@ mod tests {
     }
 
     #[test]
-    fn loopback_has_no_rings_and_says_which_request_failed() {
+    fn loopback_has_no_rings_or_coalescing_and_says_which_request_failed() {
         let ethtool = Ethtool::new().unwrap();
         let error = ethtool.ring_params("lo").unwrap_err().to_string();
         assert!(error.contains("ETHTOOL_GRINGPARAM on lo"), "{error}");
+        let error = ethtool.coalesce("lo").unwrap_err().to_string();
+        assert!(error.contains("ETHTOOL_GCOALESCE on lo"), "{error}");
     }
 
     #[test]
