@@ -149,32 +149,54 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-const SOAK_USAGE: &str = "lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]";
+const SOAK_USAGE: &str =
+    "lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT] [--from-log FILE]";
 
 /// The soak: one steerd run of `--minutes` (60) under changing traffic and reloads; prints
 /// the first and last windows side by side and the targets (RSS growth at most
 /// `--max-rss-growth` per cent, 1 by default; the mean tick time of the last window at most
 /// 25 % above the first's when both windows are 5 minutes, i.e. hold the same traffic).
+/// `--from-log FILE` boots nothing: it reads the `lab: D` and `lab: LAB` lines a soak
+/// copied to stderr (a run stopped before its report, or one to read again).
 fn soak(mut args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error::Error>> {
     let mut minutes: u32 = 60;
     let mut steerd = PathBuf::from("target/release/steerd");
     let mut max_growth = 1.0;
+    let mut from_log = None;
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
         match arg.as_str() {
             "--minutes" => minutes = value()?.parse()?,
             "--steerd" => steerd = PathBuf::from(value()?),
             "--max-rss-growth" => max_growth = value()?.parse()?,
+            "--from-log" => from_log = Some(PathBuf::from(value()?)),
             other => return Err(format!("soak: unknown argument {other} ({SOAK_USAGE})").into()),
         }
     }
     if minutes < 2 {
         return Err("soak: --minutes takes 2 or more".into());
     }
+    let s = lab::soak::scenario(minutes);
+    if let Some(path) = from_log {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let lines = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("lab: "))
+            .map(str::to_string)
+            .collect();
+        let raw = lab::run::RawRun {
+            lines,
+            sent: Default::default(),
+            tap_dropped: 0,
+        };
+        let soak = lab::soak_report::analyse(s.duration.as_secs_f64(), &raw);
+        println!("Soak of {minutes} minutes, read from {}.\n", path.display());
+        return soak_verdicts(&soak, max_growth);
+    }
     if let Some(why) = lab::unavailable() {
         return Err(format!("the lab cannot run here: {why}").into());
     }
-    let s = lab::soak::scenario(minutes);
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
     let mut lab = lab::run::Lab::build(&work, &steerd)?;
     lab.echo = true;
@@ -191,6 +213,19 @@ fn soak(mut args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error
         lab.kernel.version,
         steerd.display()
     );
+    if std::env::var_os("LAB_VERBOSE").is_some() {
+        for l in &soak.log {
+            eprintln!("    {l}");
+        }
+    }
+    soak_verdicts(&soak, max_growth)
+}
+
+/// Prints the soak's table and targets; an error when a target is not met.
+fn soak_verdicts(
+    soak: &lab::soak_report::Soak,
+    max_growth: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
     print!("{}", soak.table());
     println!();
     let mut verdicts = soak.verdicts(max_growth);
@@ -206,11 +241,6 @@ fn soak(mut args: impl Iterator<Item = String>) -> Result<(), Box<dyn std::error
     for (what, ok) in &verdicts {
         println!("- {} {what}", if *ok { "met:" } else { "NOT MET:" });
         failed += usize::from(!ok);
-    }
-    if std::env::var_os("LAB_VERBOSE").is_some() {
-        for l in &soak.log {
-            eprintln!("    {l}");
-        }
     }
     if failed > 0 {
         return Err(format!("{failed} soak target(s) not met").into());

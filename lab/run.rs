@@ -66,6 +66,9 @@ impl Lab {
             match vm.next_line(boot_deadline)? {
                 Some(line) => {
                     let ready = line.starts_with("LAB READY");
+                    if self.echo && ready {
+                        eprintln!("lab: {line}");
+                    }
                     if line.starts_with("LAB ERROR") {
                         return Err(LabError::Guest(line));
                     }

@@ -151,6 +151,9 @@ pub struct Soak {
     pub late: Window,
     /// Late median VmRSS against early median, per cent.
     pub rss_growth_pct: Option<f64>,
+    /// Every change of VmRSS between two samples after the warm-up, as (seconds, kB
+    /// before, kB after): one step that stays is a buffer sized once, a staircase a leak.
+    pub rss_steps: Vec<(f64, u64, u64)>,
     /// Daemon log lines with "panicked" (the guest's count, or the host's if larger).
     pub panics: usize,
     /// The daemon answered every sample until the final SIGTERM.
@@ -179,16 +182,22 @@ const PERIOD_SLACK: f64 = 15.0;
 
 /// Reads a soak's console; `secs` is its nominal length.
 pub fn analyse(secs: f64, raw: &RawRun) -> Soak {
-    let mut ready = 0.0;
+    // The balancer's start; a log of echoed lines may lack it, and then the first `D`
+    // line (printed right after the start) stands in for it.
+    let ready = raw
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("LAB READY "))
+        .or_else(|| raw.lines.iter().find_map(|l| l.strip_prefix("D ")))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
     let mut soak = Soak {
         secs,
         ..Soak::default()
     };
     let mut guest_panics = None;
     for line in &raw.lines {
-        if let Some(v) = line.strip_prefix("LAB READY ") {
-            ready = v.trim().parse().unwrap_or(0.0);
-        } else if let Some(rest) = line.strip_prefix("D ") {
+        if let Some(rest) = line.strip_prefix("D ") {
             soak.samples.extend(DaemonSample::parse(rest, ready));
         } else if let Some(rest) = line.strip_prefix("LAB EVENT ") {
             let cmd = rest.split_once(' ').map_or("", |(_, c)| c);
@@ -215,6 +224,17 @@ pub fn analyse(secs: f64, raw: &RawRun) -> Soak {
         (Some(a), Some(b)) if a > 0.0 => Some((b - a) / a * 100.0),
         _ => None,
     };
+    let after_warm_up: Vec<(f64, u64)> = soak
+        .samples
+        .iter()
+        .filter(|s| s.at >= WARM_UP_SECS)
+        .filter_map(|s| Some((s.at, s.rss_kb?)))
+        .collect();
+    soak.rss_steps = after_warm_up
+        .windows(2)
+        .filter(|w| w[0].1 != w[1].1)
+        .map(|w| (w[1].0, w[0].1, w[1].1))
+        .collect();
     if let Some(last) = soak.samples.iter().rev().find(|s| s.alive) {
         soak.reloads_ok = last.reloads_ok;
         soak.reloads_error = last.reloads_error;
@@ -284,7 +304,10 @@ impl Soak {
             show(l.hwm_kb),
             change(f(e.hwm_kb), f(l.hwm_kb), 0),
         );
-        let range = |a: Option<u64>, b: Option<u64>| format!("{}-{}", show(a), show(b));
+        let range = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => "-".to_string(),
+            _ => format!("{}-{}", show(a), show(b)),
+        };
         row(
             "open fds (least-most)",
             range(e.fds_min, e.fds_max),
@@ -312,10 +335,25 @@ impl Soak {
         let _ = writeln!(
             out,
             "\nRSS growth (median VmRSS, last window against first): {} %\n\
+             VmRSS changes after the warm-up: {}\n\
              panics in the daemon's log: {}; daemon alive at every sample: {}\n\
              reloads sent {}, counted ok {}, error {}\n\
              every value restored after SIGTERM: {}{}",
             show_f(self.rss_growth_pct, 2),
+            if self.rss_steps.is_empty() {
+                "none".to_string()
+            } else {
+                let mut steps: Vec<String> = self
+                    .rss_steps
+                    .iter()
+                    .take(20)
+                    .map(|(at, a, b)| format!("{a} -> {b} kB at {at:.0} s"))
+                    .collect();
+                if self.rss_steps.len() > 20 {
+                    steps.push(format!("and {} more", self.rss_steps.len() - 20));
+                }
+                steps.join(", ")
+            },
             self.panics,
             if self.alive_throughout { "yes" } else { "no" },
             self.reloads_sent,
