@@ -129,8 +129,8 @@ fn real_nic_lab_short_form() -> TestResult {
     Ok(())
 }
 
-/// The soak's 5-minute form (about 6 minutes with the boot): steerd under the five traffic
-/// kinds a minute each and one reload. No panic, the daemon alive throughout, every value
+/// The soak's 5-minute form (5 min 10 s with the boot): steerd under the five traffic kinds
+/// a minute each and one reload. No panic, the daemon alive throughout, every value
 /// restored after SIGTERM, the reload taken, the same fds and threads in the first and last
 /// windows (2 minutes each after a minute of warm-up; the least of each, since only the
 /// last window is idle and quiet mode holds perf-event fds), and RSS growth at most 5 %.
