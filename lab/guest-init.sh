@@ -162,7 +162,13 @@ while :; do
         done
         unset IFS
     fi
-    sleep "$PERIOD"
+    # The first 3 s after the balancer starts are sampled every 0.1 s, so a first change
+    # is timed to 0.1 s rather than to the period (the shares use the steady window only).
+    if awk -v n="$now" -v s="$START" 'BEGIN { exit !(n - s < 3) }'; then
+        sleep 0.1
+    else
+        sleep "$PERIOD"
+    fi
 done
 sample
 [ "$DAEMON_STATS" = 1 ] && daemon_stats
