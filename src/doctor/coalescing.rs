@@ -7,6 +7,7 @@
 //! `ethtool -C` would fail there), and only on the host (`--root /`); a failed ioctl is
 //! "not checked: why".
 
+use super::ethtool_checks::PerDevice;
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Coalesce, Ethtool};
 use crate::model::inventory::DeviceKind;
@@ -15,29 +16,15 @@ use crate::model::inventory::DeviceKind;
 const SUGGESTED_USECS: u32 = 50;
 
 pub fn check(context: &Context) -> Vec<Finding> {
-    if !context.root.is_host() {
-        return vec![not_checked(
-            "all devices",
-            "coalescing comes from an ethtool ioctl, which describes the running machine, \
-             not a --root tree"
-                .into(),
-        )];
+    PerDevice {
+        off_host: "coalescing comes from an ethtool ioctl, which describes the running \
+                   machine, not a --root tree",
+        wanted: |kind| kind == DeviceKind::Physical,
+        read: Ethtool::coalesce,
+        judge,
+        not_checked,
     }
-    let ethtool = match Ethtool::new() {
-        Ok(ethtool) => ethtool,
-        Err(e) => return vec![not_checked("all devices", e.to_string())],
-    };
-    let mut findings = Vec::new();
-    for device in &context.machine.inventory.devices {
-        if device.kind != DeviceKind::Physical {
-            continue;
-        }
-        match ethtool.coalesce(&device.name) {
-            Ok(coalesce) => findings.extend(judge(&device.name, &coalesce)),
-            Err(e) => findings.push(not_checked(&device.name, e.to_string())),
-        }
-    }
-    findings
+    .run(context)
 }
 
 /// The finding for one device's coalescing, if it interrupts per packet.

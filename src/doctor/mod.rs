@@ -9,6 +9,7 @@
 
 pub mod coalescing;
 pub mod daemon;
+mod ethtool_checks;
 pub mod irqbalance;
 pub mod isolated;
 pub mod one_cpu;

@@ -6,6 +6,7 @@
 //! so it is a trade-off to know about, not a mistake by itself. Needs the ioctl, so only on
 //! the host (`--root /`); anything else is "not checked: why".
 
+use super::ethtool_checks::PerDevice;
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Ethtool, RingParams};
 use crate::model::inventory::DeviceKind;
@@ -14,29 +15,15 @@ use crate::model::inventory::DeviceKind;
 const SMALL_FRACTION: u32 = 4;
 
 pub fn check(context: &Context) -> Vec<Finding> {
-    if !context.root.is_host() {
-        return vec![not_checked(
-            "all devices",
-            "ring sizes come from an ethtool ioctl, which describes the running machine, not \
-             a --root tree"
-                .into(),
-        )];
+    PerDevice {
+        off_host: "ring sizes come from an ethtool ioctl, which describes the running \
+                   machine, not a --root tree",
+        wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
+        read: Ethtool::ring_params,
+        judge,
+        not_checked,
     }
-    let ethtool = match Ethtool::new() {
-        Ok(ethtool) => ethtool,
-        Err(e) => return vec![not_checked("all devices", e.to_string())],
-    };
-    let mut findings = Vec::new();
-    for device in &context.machine.inventory.devices {
-        if !matches!(device.kind, DeviceKind::Physical | DeviceKind::Virtio) {
-            continue;
-        }
-        match ethtool.ring_params(&device.name) {
-            Ok(rings) => findings.extend(judge(&device.name, &rings)),
-            Err(e) => findings.push(not_checked(&device.name, e.to_string())),
-        }
-    }
-    findings
+    .run(context)
 }
 
 /// The finding for one device's rings, if they are small.

@@ -1,0 +1,42 @@
+//! The frame shared by the checks that read a device through an ethtool ioctl (rings,
+//! coalescing): the ioctl describes the running machine, so off the host (`--root` other
+//! than `/`) nothing is checked and the finding says why; a socket that cannot be opened,
+//! or an ioctl a device refuses, is "not checked" for that scope, never an error.
+
+use super::{Context, Finding};
+use crate::kernel::ethtool::Ethtool;
+use crate::model::inventory::DeviceKind;
+
+/// One ethtool-based check: which devices it reads, the ioctl, the judgement of one
+/// device's answer, and its "not checked" finding (scope, why).
+pub(super) struct PerDevice<'a, T> {
+    /// Why the check cannot run on a tree that is not the host.
+    pub off_host: &'a str,
+    pub wanted: fn(DeviceKind) -> bool,
+    pub read: fn(&Ethtool, &str) -> Result<T, crate::Error>,
+    pub judge: fn(&str, &T) -> Option<Finding>,
+    pub not_checked: fn(&str, String) -> Finding,
+}
+
+impl<T> PerDevice<'_, T> {
+    pub(super) fn run(&self, context: &Context) -> Vec<Finding> {
+        if !context.root.is_host() {
+            return vec![(self.not_checked)("all devices", self.off_host.into())];
+        }
+        let ethtool = match Ethtool::new() {
+            Ok(ethtool) => ethtool,
+            Err(e) => return vec![(self.not_checked)("all devices", e.to_string())],
+        };
+        let mut findings = Vec::new();
+        for device in &context.machine.inventory.devices {
+            if !(self.wanted)(device.kind) {
+                continue;
+            }
+            match (self.read)(&ethtool, &device.name) {
+                Ok(answer) => findings.extend((self.judge)(&device.name, &answer)),
+                Err(e) => findings.push((self.not_checked)(&device.name, e.to_string())),
+            }
+        }
+        findings
+    }
+}
