@@ -889,20 +889,26 @@ mod tests {
     use super::*;
 
     /// Builds netlink messages by hand, the way the kernel lays them out.
-    struct MessageBuilder {
-        bytes: Vec<u8>,
+    pub(super) struct MessageBuilder {
+        pub(super) bytes: Vec<u8>,
     }
 
     impl MessageBuilder {
-        fn new() -> Self {
+        pub(super) fn new() -> Self {
             MessageBuilder { bytes: Vec::new() }
         }
 
-        /// Appends one message; `body` is everything after the 16-byte nlmsghdr.
-        fn message(&mut self, message_type: u16, flags: u16, sequence: u32, body: &[u8]) {
-            let length = 16 + body.len();
-            self.bytes
-                .extend_from_slice(&u32::try_from(length).unwrap().to_ne_bytes());
+        /// Appends one message; `body` is everything after the 16-byte nlmsghdr (its
+        /// length saturates, for the fuzzer).
+        pub(super) fn message(
+            &mut self,
+            message_type: u16,
+            flags: u16,
+            sequence: u32,
+            body: &[u8],
+        ) {
+            let length = u32::try_from(16 + body.len()).unwrap_or(u32::MAX);
+            self.bytes.extend_from_slice(&length.to_ne_bytes());
             self.bytes.extend_from_slice(&message_type.to_ne_bytes());
             self.bytes.extend_from_slice(&flags.to_ne_bytes());
             self.bytes.extend_from_slice(&sequence.to_ne_bytes());
@@ -914,9 +920,11 @@ mod tests {
         }
     }
 
-    fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+    /// One netlink attribute, padded to 4 bytes (its length saturates, for the fuzzer).
+    pub(super) fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        out.extend_from_slice(&u16::try_from(4 + value.len()).unwrap().to_ne_bytes());
+        let length = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
+        out.extend_from_slice(&length.to_ne_bytes());
         out.extend_from_slice(&kind.to_ne_bytes());
         out.extend_from_slice(value);
         while !out.len().is_multiple_of(4) {
@@ -925,7 +933,8 @@ mod tests {
         out
     }
 
-    fn genl(command: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+    /// A generic netlink body: the genl header, then `attrs`.
+    pub(super) fn genl(command: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
         let mut out = vec![command, 1, 0, 0];
         for a in attrs {
             out.extend_from_slice(a);

@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::tests::{MessageBuilder, attr, genl};
 use super::*;
 use crate::limits::{MAX_IRQS, MAX_QUEUES};
 
@@ -19,40 +20,17 @@ fn budget(cases: u32) -> ProptestConfig {
 
 const FAMILY: u16 = 20;
 
-fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let length = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
-    out.extend_from_slice(&length.to_ne_bytes());
-    out.extend_from_slice(&kind.to_ne_bytes());
-    out.extend_from_slice(value);
-    while !out.len().is_multiple_of(4) {
-        out.push(0);
-    }
-    out
-}
-
-/// One netlink message of `message_type` around `body` (genl header and attributes).
+/// One multipart netlink message of `message_type` around `body` (genl header and
+/// attributes).
 fn message(message_type: u16, sequence: u32, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let length = u32::try_from(16 + body.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&length.to_ne_bytes());
-    out.extend_from_slice(&message_type.to_ne_bytes());
-    out.extend_from_slice(&netlink_packet_core::NLM_F_MULTIPART.to_ne_bytes());
-    out.extend_from_slice(&sequence.to_ne_bytes());
-    out.extend_from_slice(&1u32.to_ne_bytes());
-    out.extend_from_slice(body);
-    while !out.len().is_multiple_of(4) {
-        out.push(0);
-    }
-    out
-}
-
-fn genl(command: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = vec![command, 1, 0, 0];
-    for a in attrs {
-        out.extend_from_slice(a);
-    }
-    out
+    let mut builder = MessageBuilder::new();
+    builder.message(
+        message_type,
+        netlink_packet_core::NLM_F_MULTIPART,
+        sequence,
+        body,
+    );
+    builder.bytes
 }
 
 /// A well-formed dump: a queue, a NAPI and a qstats reply, then DONE.
