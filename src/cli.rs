@@ -85,6 +85,27 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Show live where receive work runs: per CPU the irq+softirq share of its time,
+    /// softnet packets processed, drops and squeezes per second and the NIC queue vectors
+    /// firing there; per receive queue its packets and bytes per second, its vector's CPUs
+    /// and its RPS mask; and a running daemon's recent decisions. Needs no daemon. Quits on
+    /// q; plain text when standard output is not a terminal.
+    Top {
+        /// Time between frames; `--once` and `--format json` sample over one interval.
+        #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration)]
+        interval: Duration,
+        /// Print one frame as text and exit.
+        #[arg(long)]
+        once: bool,
+        /// Output format: the live view (or text) for people, or one sample as JSON for
+        /// programs (docs/top-json.md).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// Address of a running daemon's HTTP endpoint, asked for its recent decisions
+        /// (nothing answering there: no decisions shown).
+        #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
+        metrics_listen: SocketAddr,
+    },
     /// Print a running daemon's state: uptime, ticks, mode and why, the last tick's verdict,
     /// write errors and refusals, then its recent decisions. Exits 0 when healthy, 1 when
     /// degraded, 2 when the daemon cannot be reached.

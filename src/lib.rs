@@ -31,6 +31,7 @@ pub mod root;
 pub mod sim;
 pub mod status;
 pub mod status_report;
+pub mod top;
 
 pub use cpuset::CpuSet;
 pub use error::Error;

@@ -105,6 +105,21 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             print_out(&text)?;
             Ok(ExitCode::from(report.exit_code()))
         }
+        Command::Top {
+            interval,
+            once,
+            format,
+            metrics_listen,
+        } => {
+            let options = steerd::top::Options {
+                interval: *interval,
+                once: *once,
+                format: *format,
+                metrics_listen: *metrics_listen,
+            };
+            steerd::top::run(root, &options)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status {
             metrics_listen,
             format,

@@ -8,7 +8,15 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-const SUBCOMMANDS: &[&str] = &["run", "plan", "inspect", "check-config", "status", "doctor"];
+const SUBCOMMANDS: &[&str] = &[
+    "run",
+    "plan",
+    "inspect",
+    "check-config",
+    "status",
+    "doctor",
+    "top",
+];
 
 /// Options every command takes, described once above the table ("Every command takes
 /// `--root DIR`"), and clap's own.
@@ -170,6 +178,7 @@ fn each_json_doc_is_named_by_exactly_one_command() {
         ("docs/plan-json.md", "plan"),
         ("docs/status-json.md", "status"),
         ("docs/doctor-json.md", "doctor"),
+        ("docs/top-json.md", "top"),
     ] {
         let naming: Vec<&&str> = SUBCOMMANDS
             .iter()
