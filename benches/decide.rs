@@ -61,14 +61,15 @@ fn moment(ticks: u32) -> Moment {
     }
     (scenario.script)(ticks, &mut sim);
     let snapshot = sim.step();
-    let mut load = policy.load.clone();
+    let engine = policy.engine().expect("the scenario ran");
+    let mut load = engine.load().clone();
     load.update(&prev, &snapshot, scenario.config.load.smoothing);
     Moment {
         inventory: sim.inventory(),
         placement: sim.placement(),
         now_ns: snapshot.taken_at_ns,
         load,
-        state: policy.state.clone(),
+        state: engine.policy().clone(),
         config: scenario.config,
         sim,
     }

@@ -66,7 +66,12 @@ impl FailureKind {
     }
 
     fn of(knob: &Knob, err: &io::Error) -> FailureKind {
-        let errno = err.raw_os_error().map(Errno::from_raw);
+        FailureKind::of_errno(knob, err.raw_os_error().map(Errno::from_raw))
+    }
+
+    /// How a write to `knob` that failed with `errno` is handled: one table for the real
+    /// kernel and the simulated one.
+    pub fn of_errno(knob: &Knob, errno: Option<Errno>) -> FailureKind {
         if matches!(knob, Knob::IrqAffinity { .. })
             && MANAGED_IRQ_ERRNOS.iter().any(|e| Some(*e) == errno)
         {
@@ -177,15 +182,6 @@ struct StateFile {
 const STATE_VERSION: u32 = 1;
 
 /// Retry bookkeeping for transient failures.
-#[derive(Debug, Clone, Copy)]
-struct Backoff {
-    failures: u32,
-    next_try_ns: u64,
-}
-
-const BACKOFF_BASE_NS: u64 = 1_000_000_000;
-const BACKOFF_MAX_NS: u64 = 300 * 1_000_000_000;
-
 /// The actuator. One per daemon; it owns the state file.
 #[derive(Debug)]
 pub struct Actuator {
@@ -193,9 +189,6 @@ pub struct Actuator {
     state_path: PathBuf,
     boot_id: Option<String>,
     remembered: BTreeMap<Knob, Remembered>,
-    backoff: BTreeMap<Knob, Backoff>,
-    /// Knobs never to try again, with the reason (managed IRQs).
-    given_up: BTreeMap<Knob, String>,
     /// Tests only: the step of a write at which the process "dies" (the write stops
     /// there, nothing after it happens), to check that every crash point is recovered.
     #[cfg(test)]
@@ -230,8 +223,6 @@ impl Actuator {
             state_path,
             boot_id,
             remembered: BTreeMap::new(),
-            backoff: BTreeMap::new(),
-            given_up: BTreeMap::new(),
             #[cfg(test)]
             crash_at: None,
         };
@@ -312,20 +303,6 @@ impl Actuator {
             .map(|r| (&r.knob, r.original.as_str()))
     }
 
-    /// Whether a knob was given up on (managed IRQ), and why.
-    pub fn given_up(&self, knob: &Knob) -> Option<&str> {
-        self.given_up.get(knob).map(String::as_str)
-    }
-
-    /// Whether a write to `knob` may be attempted at `now_ns` (not given up, not backing off).
-    pub fn may_try(&self, knob: &Knob, now_ns: u64) -> bool {
-        !self.given_up.contains_key(knob)
-            && self
-                .backoff
-                .get(knob)
-                .is_none_or(|b| now_ns >= b.next_try_ns)
-    }
-
     /// Reads a knob's current value.
     pub fn read(&self, knob: &Knob) -> Result<(String, KnobValue), WriteFailure> {
         let path = self.root.path(knob.relative_path());
@@ -352,49 +329,9 @@ impl Actuator {
 
     /// Writes `value` to `knob` and reads it back. `mask_words` is the width (32-bit
     /// groups) to format hex masks in: the width the kernel printed when the file was
-    /// read. `now_ns` drives the retry backoff.
+    /// read. When to try again after a failure is the engine's to say
+    /// ([`crate::engine::Retries`]).
     pub fn write(
-        &mut self,
-        knob: &Knob,
-        value: &KnobValue,
-        mask_words: u32,
-        now_ns: u64,
-    ) -> Result<Written, WriteFailure> {
-        if let Some(reason) = self.given_up.get(knob) {
-            return Err(WriteFailure {
-                knob: knob.clone(),
-                kind: FailureKind::Managed,
-                errno: None,
-                message: format!("not tried again: {reason}"),
-            });
-        }
-        let result = self.write_once(knob, value, mask_words);
-        match &result {
-            Ok(_) => {
-                self.backoff.remove(knob);
-            }
-            Err(failure) => match failure.kind {
-                FailureKind::Managed => {
-                    self.given_up.insert(knob.clone(), failure.message.clone());
-                }
-                FailureKind::Transient | FailureKind::NotTaken | FailureKind::Other => {
-                    let entry = self.backoff.entry(knob.clone()).or_insert(Backoff {
-                        failures: 0,
-                        next_try_ns: 0,
-                    });
-                    entry.failures = entry.failures.saturating_add(1);
-                    let delay = BACKOFF_BASE_NS
-                        .saturating_mul(1 << entry.failures.min(16))
-                        .min(BACKOFF_MAX_NS);
-                    entry.next_try_ns = now_ns.saturating_add(delay);
-                }
-                _ => {}
-            },
-        }
-        result
-    }
-
-    fn write_once(
         &mut self,
         knob: &Knob,
         value: &KnobValue,
@@ -695,7 +632,7 @@ mod tests {
     #[test]
     fn writes_reads_back_and_restores() {
         let (dir, mut actuator) = setup();
-        let written = actuator.write(&rps(), &cpus("1-2"), 1, 0).unwrap();
+        let written = actuator.write(&rps(), &cpus("1-2"), 1).unwrap();
         assert_eq!(written.before, cpus(""));
         assert_eq!(written.after, cpus("1-2"));
         let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
@@ -712,8 +649,8 @@ mod tests {
     fn a_restart_finds_the_originals() {
         let (dir, mut actuator) = setup();
         let irq = Knob::IrqAffinity { irq: 30 };
-        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
-        actuator.write(&irq, &cpus("4"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("3"), 1).unwrap();
+        actuator.write(&irq, &cpus("4"), 1).unwrap();
         drop(actuator); // a crash: nothing restored
         let root = Root::new(dir.path());
         let mut again = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
@@ -730,7 +667,7 @@ mod tests {
     fn an_operators_later_change_is_not_undone() {
         let (dir, mut actuator) = setup();
         let irq = Knob::IrqAffinity { irq: 30 };
-        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("3"), 1).unwrap();
         let file = dir.path().join("proc/irq/30/smp_affinity_list");
         fs::write(&file, "5\n").unwrap();
         let (restored, failures) = actuator.restore_all(false);
@@ -743,7 +680,7 @@ mod tests {
         let (dir, mut actuator) = setup();
         let irq = Knob::IrqAffinity { irq: 30 };
         let file = dir.path().join("proc/irq/30/smp_affinity_list");
-        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("3"), 1).unwrap();
         // A channel change: the driver writes its new default over steerd's value.
         fs::write(&file, "2-3\n").unwrap();
         assert!(actuator.take_over_reset(&irq));
@@ -754,7 +691,7 @@ mod tests {
         let mut actuator = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
         // steerd places it again: not "changed by someone else", and on stop the value
         // from before steerd's first write comes back, not the driver's interim one.
-        actuator.write(&irq, &cpus("2"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("2"), 1).unwrap();
         let (restored, failures) = actuator.restore_all(false);
         assert_eq!((restored, failures), (vec![irq], vec![]));
         assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
@@ -766,8 +703,8 @@ mod tests {
         let file = dir.path().join("sys/class/net/eth0/queues/rx-0/rps_cpus");
         let irq = Knob::IrqAffinity { irq: 30 };
         let irq_file = dir.path().join("proc/irq/30/smp_affinity_list");
-        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
-        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        actuator.write(&rps(), &cpus("1"), 1).unwrap();
+        actuator.write(&irq, &cpus("3"), 1).unwrap();
         // The queue was removed and added again (mask 0); the driver moved the vector.
         fs::write(&file, "1\n").unwrap();
         fs::write(&irq_file, "1\n").unwrap();
@@ -785,7 +722,7 @@ mod tests {
     #[test]
     fn a_vanished_queue_keeps_only_its_original() {
         let (dir, mut actuator) = setup();
-        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
+        actuator.write(&rps(), &cpus("1"), 1).unwrap();
         fs::remove_dir_all(dir.path().join("sys/class/net/eth0/queues/rx-0")).unwrap();
         assert!(actuator.take_over_reset(&rps()));
         assert_eq!(actuator.last_written(&rps()), None);
@@ -793,20 +730,19 @@ mod tests {
     }
 
     #[test]
-    fn failures_are_classified_and_backed_off() {
+    fn failures_are_classified() {
         let (dir, mut actuator) = setup();
         let gone = Knob::IrqAffinity { irq: 99 };
-        let failure = actuator.write(&gone, &cpus("1"), 1, 0).unwrap_err();
+        let failure = actuator.write(&gone, &cpus("1"), 1).unwrap_err();
         assert_eq!(failure.kind, FailureKind::Vanished);
         assert_eq!(failure.errno_name(), "ENOENT");
-        // A directory in place of the file fails the write with EISDIR: "other", backed off.
+        // A directory in place of the file fails the write with EISDIR: "other".
         let odd = dir.path().join("proc/irq/31/smp_affinity_list");
         fs::create_dir_all(&odd).unwrap();
         let knob = Knob::IrqAffinity { irq: 31 };
-        assert!(actuator.write(&knob, &cpus("1"), 1, 0).is_err());
-        assert!(!actuator.may_try(&knob, 1));
-        assert!(actuator.may_try(&knob, BACKOFF_MAX_NS + 1));
-        let bad = actuator.write(&rps(), &cpus("40"), 1, 0).unwrap_err();
+        let failure = actuator.write(&knob, &cpus("1"), 1).unwrap_err();
+        assert_eq!(failure.kind, FailureKind::Other);
+        let bad = actuator.write(&rps(), &cpus("40"), 1).unwrap_err();
         assert_eq!(bad.kind, FailureKind::Bug);
     }
 
@@ -814,16 +750,15 @@ mod tests {
     fn a_value_someone_else_changed_is_not_overwritten() {
         let (dir, mut actuator) = setup();
         let irq = Knob::IrqAffinity { irq: 30 };
-        actuator.write(&irq, &cpus("3"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("3"), 1).unwrap();
         let file = dir.path().join("proc/irq/30/smp_affinity_list");
         fs::write(&file, "5\n").unwrap();
-        let refused = actuator.write(&irq, &cpus("4"), 1, 0).unwrap_err();
+        let refused = actuator.write(&irq, &cpus("4"), 1).unwrap_err();
         assert_eq!(refused.kind, FailureKind::ChangedByOthers);
         assert_eq!(fs::read_to_string(&file).unwrap(), "5\n");
         // Theirs now: not restored, not held against a later write (override).
         assert_eq!(actuator.last_written(&irq), None);
-        assert!(actuator.may_try(&irq, 0));
-        actuator.write(&irq, &cpus("4"), 1, 0).unwrap();
+        actuator.write(&irq, &cpus("4"), 1).unwrap();
         actuator.restore_all(false);
         assert_eq!(fs::read_to_string(&file).unwrap(), "0-7\n");
     }
@@ -907,11 +842,11 @@ mod tests {
                     let (dir, mut actuator) = setup();
                     let original_value = actuator.read(&knob).unwrap().1;
                     if later_write {
-                        actuator.write(&knob, &cpus(first), 1, 0).unwrap();
+                        actuator.write(&knob, &cpus(first), 1).unwrap();
                     }
                     actuator.crash_at = Some(at);
                     let value = if later_write { second } else { first };
-                    let crashed = actuator.write(&knob, &cpus(value), 1, 0);
+                    let crashed = actuator.write(&knob, &cpus(value), 1);
                     assert!(crashed.is_err(), "{case}: no crash");
                     drop(actuator); // killed: no restore, no further save
                     let root = Root::new(dir.path());
@@ -1037,7 +972,7 @@ mod tests {
     #[test]
     fn a_state_file_device_name_that_is_not_an_interface_is_refused() {
         let (dir, mut actuator) = setup();
-        actuator.write(&rps(), &cpus("1"), 1, 0).unwrap();
+        actuator.write(&rps(), &cpus("1"), 1).unwrap();
         let state = actuator.state_path().to_path_buf();
         drop(actuator);
         let text = fs::read_to_string(&state).unwrap();

@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod decisions;
 pub mod discover;
 pub mod doctor;
+pub mod engine;
 pub mod error;
 pub mod fakeroot;
 pub mod http;

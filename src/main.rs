@@ -41,7 +41,8 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
                 Some(path) => read_config(path, root)?,
                 None => Config::default(),
             };
-            let plan = steerd::plan_once::plan(root, &config, *window)?;
+            let plan =
+                steerd::plan_once::plan(root, &config, *window).map_err(|e| e.to_string())?;
             let text = match format {
                 Format::Text => format!(
                     "{plan}\nThis plan comes from one {} sample. The running daemon acts only on \

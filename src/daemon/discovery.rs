@@ -9,9 +9,8 @@ use std::time::Instant;
 use tracing::{info, warn};
 
 use super::Daemon;
-use super::actions::mask_words_in;
 use crate::discover::discover;
-use crate::kernel::queue_counters::QueueCounterSource;
+use crate::engine::mask_words_in;
 use crate::knob::Knob;
 use crate::model::snapshot::Snapshot;
 use crate::policy::Placement;
@@ -26,10 +25,10 @@ impl Daemon {
         }
         match discover(&self.options.root) {
             Ok(machine) => {
-                let renewed = devices_made_anew(&self.machine.inventory, &machine.inventory);
-                let changed = machine.inventory.devices.len()
-                    != self.machine.inventory.devices.len()
-                    || machine.topology.online != self.machine.topology.online;
+                let old = self.engine.machine();
+                let renewed = devices_made_anew(&old.inventory, &machine.inventory);
+                let changed = machine.inventory.devices.len() != old.inventory.devices.len()
+                    || machine.topology.online != old.topology.online;
                 if changed {
                     info!(
                         why,
@@ -38,7 +37,7 @@ impl Daemon {
                         "machine changed"
                     );
                 }
-                let before = std::mem::replace(&mut self.machine, machine);
+                let before = self.engine.replace_machine(machine);
                 self.after_discovery();
                 for (device, renewal) in renewed {
                     self.after_queue_change(&before.inventory, &device, renewal);
@@ -71,7 +70,7 @@ impl Daemon {
         renewal: Renewal,
     ) {
         let mut targets: Vec<Knob> = Vec::new();
-        for inventory in [before, &self.machine.inventory] {
+        for inventory in [before, &self.engine.machine().inventory] {
             for irq in inventory
                 .irqs
                 .iter()
@@ -99,32 +98,35 @@ impl Daemon {
         let mut reset = 0;
         let previous = Placement::from_inventory(before);
         for knob in targets {
+            let policy = self.engine.policy();
             let known = [
-                self.policy.written(&knob).cloned(),
-                self.policy.respected(&knob).cloned(),
+                policy.written(&knob).cloned(),
+                policy.respected(&knob).cloned(),
                 self.actuator.last_written(&knob).cloned(),
             ];
-            let now = self.placement.value(&knob);
+            let placement = self.engine.placement();
+            let now = placement.value(&knob);
             let was = previous.value(&knob);
             let ours_replaced = known
                 .iter()
                 .flatten()
-                .any(|value| self.placement.holds(&knob, value) != Some(true));
+                .any(|value| placement.holds(&knob, value) != Some(true));
             let never_ours =
                 known.iter().all(Option::is_none) && now.is_some() && was.is_some() && was != now;
             if !(ours_replaced || never_ours) {
                 continue;
             }
             if never_ours && let Some(was) = &was {
-                let words = mask_words_in(before, &knob, self.machine.topology.nr_cpu_ids);
+                let words = mask_words_in(before, &knob, self.engine.machine().topology.nr_cpu_ids);
                 self.actuator.remember_original(&knob, was, words);
             }
-            self.policy.forget_owner(&knob);
+            self.engine.policy_mut().forget_owner(&knob);
             self.actuator.take_over_reset(&knob);
             reset += 1;
         }
         let (rx, tx) = self
-            .machine
+            .engine
+            .machine()
             .inventory
             .device(device)
             .map_or((0, 0), |d| (d.rx_queues.len(), d.tx_queues.len()));
@@ -147,22 +149,13 @@ impl Daemon {
         }
     }
 
-    /// Rebuilds the placement from a fresh model, and republishes placement metrics. The
-    /// policy compares it with what steerd wrote to notice values someone else changed.
+    /// What follows every discovery: the samplers follow the new model, managed IRQs are
+    /// reported once, and the placement and per-CPU metrics are republished. (The engine
+    /// rebuilt its current values from the model when it was handed over.)
     pub(super) fn after_discovery(&mut self) {
-        self.decide_needed = true;
-        self.placement = Placement::from_inventory(&self.machine.inventory);
-        self.choose_queue_devices();
-        let irq_limit = self
-            .machine
-            .inventory
-            .irqs
-            .iter()
-            .map(|i| i.irq as usize + 1)
-            .max();
-        self.sampler.set_irq_limit(irq_limit.unwrap_or(0));
-        for irq in self
-            .machine
+        let machine = self.engine.machine();
+        self.sampling.follow(&machine.inventory);
+        for irq in machine
             .inventory
             .irqs
             .iter()
@@ -179,26 +172,8 @@ impl Daemon {
         self.cpu_gauges = self
             .shared
             .metrics
-            .cpu_load_gauges(self.machine.topology.online.iter());
+            .cpu_load_gauges(machine.topology.online.iter());
         self.export_placement();
-    }
-
-    /// Chooses the devices whose per-queue counters are sampled each tick, and opens the
-    /// counter source the first time one is needed.
-    fn choose_queue_devices(&mut self) {
-        self.queue_devices = queue_devices_of(&self.machine.inventory);
-        if self.queue_devices.is_empty() || !self.options.root.is_host() {
-            self.queue_source = None;
-            return;
-        }
-        if self.queue_source.is_none() {
-            match QueueCounterSource::new() {
-                Ok(source) => self.queue_source = Some(source),
-                Err(e) => {
-                    warn!(error = %e, "no per-queue counters; attributing work by IRQ rates: {e}")
-                }
-            }
-        }
     }
 }
 
@@ -250,67 +225,4 @@ pub(super) fn online_cpus_changed(previous: &Snapshot, current: &Snapshot) -> bo
             .iter()
             .zip(&current.softnet)
             .any(|(a, b)| a.cpu != b.cpu)
-}
-
-/// Devices whose per-queue rates tell the policy something: several rx queues served by
-/// distinct IRQs. Single-queue and IRQ-less devices (veth) are left out.
-fn queue_devices_of(inventory: &crate::model::inventory::Inventory) -> Vec<(String, u32)> {
-    inventory
-        .devices
-        .iter()
-        .filter(|d| {
-            let mut irqs: Vec<u32> = d.rx_queues.iter().filter_map(|q| q.irq).collect();
-            irqs.sort_unstable();
-            irqs.dedup();
-            irqs.len() >= 2
-        })
-        .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fakeroot::{FakeMachine, FakeNic};
-    use crate::root::Root;
-
-    #[test]
-    fn hot_plug_is_read_off_the_softnet_rows() {
-        use crate::model::snapshot::SoftnetRow;
-        let rows = |cpus: &[u32]| Snapshot {
-            softnet: cpus
-                .iter()
-                .map(|&cpu| SoftnetRow {
-                    cpu,
-                    ..SoftnetRow::default()
-                })
-                .collect(),
-            ..Snapshot::default()
-        };
-        assert!(!online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 3])));
-        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1])));
-        assert!(online_cpus_changed(&rows(&[0, 1, 3]), &rows(&[0, 1, 2])));
-    }
-
-    #[test]
-    fn per_queue_counters_only_for_multi_vector_devices() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut machine = FakeMachine::new(4);
-        for (name, queues) in [("eth0", 4), ("eth1", 1)] {
-            machine.nics.push(FakeNic {
-                name: name.into(),
-                driver: "ixgbe".into(),
-                node: None,
-                queues,
-            });
-        }
-        machine.write(dir.path()).unwrap();
-        let found = discover(&Root::new(dir.path())).unwrap();
-        let chosen = queue_devices_of(&found.inventory);
-        assert_eq!(
-            chosen,
-            vec![("eth0".to_string(), 2)],
-            "not eth1 (1 queue), not lo"
-        );
-    }
 }

@@ -32,7 +32,7 @@ impl Daemon {
                 warn!(error = %e, "cannot wait for receive work; quiet mode off until a reload: {e}");
                 self.quiet.give_up(format!("epoll_ctl: {e}"));
                 self.export_quiet_state();
-                next_tick = next_tick.min(Instant::now() + self.config.interval);
+                next_tick = next_tick.min(Instant::now() + self.engine.config().interval);
             }
             let mut timeout = next_tick.saturating_duration_since(Instant::now());
             if let Some(ping) = self.until_watchdog_ping() {
@@ -131,11 +131,16 @@ impl Daemon {
     /// [`FAST_TICK_MIN`]) while a hot signal awaits confirmation, so that the K
     /// confirming samples come within about a second instead of K intervals.
     pub(super) fn next_tick_in(&self) -> Duration {
-        if let Some(gap) = self.quiet.gap(&self.config) {
+        let config = self.engine.config();
+        if let Some(gap) = self.quiet.gap(config) {
             return gap;
         }
-        let interval = self.config.interval;
-        if self.policy.confirming(self.config.hysteresis.confirm_ticks) {
+        let interval = config.interval;
+        if self
+            .engine
+            .policy()
+            .confirming(config.hysteresis.confirm_ticks)
+        {
             (interval / 4).max(FAST_TICK_MIN).min(interval)
         } else {
             interval

@@ -1,8 +1,9 @@
 //! The daemon: one tick loop, on a thread that waits with one `poll` (see [`wakeups`]),
 //! beside the HTTP endpoint on a current-thread tokio runtime of its own.
 //!
-//! Each tick samples the per-tick counters, updates the load model, asks the policy for a
-//! plan and hands the plan to the actuator, then reports (metrics, decision log, journal).
+//! Each tick samples the counters and hands them to the [`Engine`] with the actuator as its
+//! writer (the engine updates the load, asks the policy for a plan and writes it), then
+//! reports what the engine did (metrics, decision log, journal).
 //! Around the loop: discovery at start, again on link events, queue uevents (a
 //! channel-count change), CPU hot-plug and a slow timer; SIGHUP (and, with `--watch-config`, a changed file) reloads the configuration;
 //! irqbalance's ban file is followed when `cpus.irqbalance_banned_cpus` is on;
@@ -13,8 +14,8 @@
 //! between ticks, and shutdown happens after the tick in flight.
 //!
 //! One `Daemon` holds the loop's state; its methods live with their job: this file starts
-//! it, `event_loop` waits and schedules ticks, `tick` runs one, `actions` carries out a
-//! plan and reacts to failures, `discovery` keeps the model in step with the machine,
+//! it, `event_loop` waits and schedules ticks, `tick` runs one, `actions` reports what
+//! became of each action and what the engine did about a failure, `discovery` keeps the model in step with the machine,
 //! `reload` keeps the configuration in effect, `report` publishes status and metrics,
 //! `shutdown` pings the watchdog and restores on exit.
 
@@ -37,17 +38,16 @@ use tracing::{info, warn};
 
 use crate::apply::{Actuator, DEFAULT_STATE_FILE};
 use crate::config::Config;
-use crate::discover::{Machine, discover};
+use crate::discover::discover;
+use crate::engine::Engine;
+use crate::engine::sampling::Sampling;
 use crate::http::{ServerThread, Shared};
 use crate::irqbalance_compat::IrqbalanceBan;
 use crate::kernel::link_events::LinkEvents;
-use crate::kernel::queue_counters::QueueCounterSource;
 use crate::kernel::queue_events::QueueEvents;
-use crate::kernel::sampler::TickSampler;
-use crate::load::Load;
 use crate::metrics::CpuLoadGauges;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{Placement, PolicyState};
+use crate::policy::PolicyState;
 use crate::root::Root;
 
 use reload::{check_config_text, read_config_text};
@@ -68,13 +68,6 @@ pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 /// How often the values steerd wrote are read back to notice someone else's change: one
 /// small read per value, and a rediscovery only when one differs.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
-
-/// How many times in a row an IRQ affinity write may read back another value before
-/// steerd stops proposing it. Seen on a 6.1 x86 guest right after virtio_net reset its
-/// vectors (a channel-count change): one write of `0` over the driver's `0-1` read back
-/// `0-1` once, apparently while the kernel still moved the vector; a retry is cheap, and
-/// a value the kernel really refuses is given up after these few tries.
-pub const NOT_TAKEN_RETRIES: u32 = 3;
 
 /// The shortest gap between ticks while a hot signal is being confirmed.
 pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
@@ -108,9 +101,10 @@ pub fn run(options: Options) -> Result<(), String> {
 /// the methods in this module's files borrow it in turn, never at once.
 struct Daemon {
     options: Options,
-    /// The configuration in effect: the file's (or the default), with `--interval` and
-    /// irqbalance's ban applied.
-    config: Config,
+    /// The model, the load, the policy and current values, behind one tick; its
+    /// configuration is the one in effect: the file's (or the default), with `--interval`
+    /// and irqbalance's ban applied.
+    engine: Engine,
     /// The configuration as read from the file (or the default), before the overlays.
     file_config: Config,
     /// The text `file_config` was read from, to tell a real change from a touched file.
@@ -122,15 +116,9 @@ struct Daemon {
     /// A followed file changed: look at it at the start of the next tick (an editor's
     /// burst of events becomes one reload, of the finished file).
     files_changed: bool,
-    machine: Machine,
-    sampler: TickSampler,
-    previous: Snapshot,
-    current: Snapshot,
-    have_previous: bool,
-    load: Load,
-    policy: PolicyState,
-    /// Current values of every writable target, kept in step with steerd's writes.
-    placement: Placement,
+    sampling: Sampling,
+    /// The buffer the next sample is taken into (the engine hands back an older one).
+    next_sample: Snapshot,
     actuator: Actuator,
     shared: Arc<Shared>,
     /// Why steerd does not write, when it does not.
@@ -138,11 +126,6 @@ struct Daemon {
     link_events: Option<LinkEvents>,
     /// Kernel uevents: a network device's queues added or removed (`ethtool -L`).
     queue_events: Option<QueueEvents>,
-    /// Per-queue packet counters (netdev qstats, else `ethtool -S`), on the host only.
-    queue_source: Option<QueueCounterSource>,
-    /// Devices whose per-queue rates tell the policy something: several rx queues served
-    /// by distinct IRQs. Single-queue and IRQ-less devices (veth) cost nothing per tick.
-    queue_devices: Vec<(String, u32)>,
     tick: u64,
     started: Instant,
     last_discovery: Instant,
@@ -150,14 +133,6 @@ struct Daemon {
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
-    /// IRQs whose affinity write read back another value, with how many times in a row:
-    /// retried with the actuator's backoff up to [`NOT_TAKEN_RETRIES`] times.
-    irq_not_taken: std::collections::BTreeMap<u32, u32>,
-    /// Set when this tick rediscovered the machine after a write found its target gone.
-    plan_stale: bool,
-    /// Something `decide` reads besides the load changed since it last ran (discovery,
-    /// configuration, a write): the next tick must decide (see `policy::can_skip`).
-    decide_needed: bool,
     /// Consecutive ticks that skipped `decide`; while idle (and not in quiet mode),
     /// `proc/stat` is read on every [`STAT_EVERY_IDLE_TICKS`]th tick only.
     idle_ticks: u64,
@@ -187,7 +162,7 @@ impl Daemon {
         for warning in &machine.warnings {
             warn!(warning = %warning, "discovery: {warning}");
         }
-        let sampler = TickSampler::open(&root).map_err(|e| e.to_string())?;
+        let sampling = Sampling::open(&root).map_err(|e| e.to_string())?;
         let state_file = options
             .state_file
             .clone()
@@ -228,28 +203,20 @@ impl Daemon {
             .set(i64::from(observe_only.is_some()));
         let now = Instant::now();
         let mut daemon = Daemon {
-            policy: policy_state_from(&actuator),
-            placement: Placement::default(),
-            load: Load::new(),
-            config: file_config.clone(),
+            engine: Engine::new(file_config.clone(), machine, policy_state_from(&actuator)),
             file_config,
             config_text,
             irqbalance_ban: IrqbalanceBan::default(),
             files: None,
             files_changed: false,
             options,
-            machine,
-            sampler,
-            previous: Snapshot::default(),
-            current: Snapshot::default(),
-            have_previous: false,
+            sampling,
+            next_sample: Snapshot::default(),
             actuator,
             shared,
             observe_only,
             link_events,
             queue_events,
-            queue_source: None,
-            queue_devices: Vec::new(),
             tick: 0,
             started: now,
             last_discovery: now,
@@ -257,9 +224,6 @@ impl Daemon {
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),
-            irq_not_taken: Default::default(),
-            plan_stale: false,
-            decide_needed: true,
             idle_ticks: 0,
             cpu_gauges: Vec::new(),
             quiet: quiet::Quiet::new(root.is_host()),
@@ -273,10 +237,10 @@ impl Daemon {
         daemon.after_discovery();
         daemon.export_quiet_state();
         info!(
-            devices = daemon.machine.inventory.devices.len(),
-            irqs = daemon.machine.inventory.irqs.len(),
-            cpus = daemon.machine.topology.online.len(),
-            interval_ms = daemon.config.interval.as_millis() as u64,
+            devices = daemon.engine.machine().inventory.devices.len(),
+            irqs = daemon.engine.machine().inventory.irqs.len(),
+            cpus = daemon.engine.machine().topology.online.len(),
+            interval_ms = daemon.engine.config().interval.as_millis() as u64,
             listen = %daemon.options.metrics_listen,
             "steerd started"
         );

@@ -18,8 +18,12 @@ impl Daemon {
     pub(super) fn reload(&mut self, why: &str) {
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading, monotonic_now()]);
         let checked = read_config_text(&self.options.config_path).and_then(|text| {
-            check_config_text(&self.options.config_path, &text, Some(&self.machine))
-                .map(|config| (config, text))
+            check_config_text(
+                &self.options.config_path,
+                &text,
+                Some(self.engine.machine()),
+            )
+            .map(|config| (config, text))
         });
         match checked {
             Ok((config, text)) => {
@@ -60,10 +64,10 @@ impl Daemon {
             let ban = self
                 .irqbalance_ban
                 .cpus
-                .intersection(&self.machine.topology.possible);
+                .intersection(&self.engine.machine().topology.possible);
             let mut banned = config.clone();
             banned.cpus.banned = banned.cpus.banned.union(&ban);
-            let problems = banned.validate(&self.machine.topology);
+            let problems = banned.validate(&self.engine.machine().topology);
             if problems.is_empty() {
                 config = banned;
             } else {
@@ -72,8 +76,7 @@ impl Daemon {
                 }
             }
         }
-        self.config = config;
-        self.decide_needed = true;
+        self.engine.set_config(config);
     }
 
     /// Reads irqbalance's ban files (when `cpus.irqbalance_banned_cpus` is on). Returns

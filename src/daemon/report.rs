@@ -42,7 +42,7 @@ impl Daemon {
     pub(super) fn export_placement(&self) {
         let metrics = &self.shared.metrics;
         metrics.irq_effective_cpu.clear();
-        for irq in &self.machine.inventory.irqs {
+        for irq in &self.engine.machine().inventory.irqs {
             let Some(device) = &irq.device else { continue };
             let cpu = irq
                 .effective_affinity
@@ -68,7 +68,7 @@ impl Daemon {
             }
         }
         metrics.rx_queue_rps_cpus.clear();
-        for device in &self.machine.inventory.devices {
+        for device in &self.engine.machine().inventory.devices {
             for queue in &device.rx_queues {
                 if let Some(cpus) = &queue.rps_cpus {
                     metrics
@@ -85,7 +85,7 @@ impl Daemon {
 
     pub(super) fn export_load(&self) {
         for gauges in &self.cpu_gauges {
-            let Some(load) = self.load.cpu(gauges.cpu) else {
+            let Some(load) = self.engine.load().cpu(gauges.cpu) else {
                 continue;
             };
             gauges.processed.set(load.processed_pps);
@@ -103,9 +103,9 @@ impl Daemon {
         metrics.quiet_mode.set(i64::from(asleep));
         metrics
             .quiet_mode_available
-            .set(i64::from(self.quiet.available(&self.config)));
+            .set(i64::from(self.quiet.available(self.engine.config())));
         // Called when the state changes, not on every tick.
-        let unavailable = self.quiet.unavailable_reason(&self.config);
+        let unavailable = self.quiet.unavailable_reason(self.engine.config());
         let now_unix = unix_now();
         self.with_status(|status| {
             status.quiet_since_unix = match (asleep, status.quiet_since_unix) {

@@ -33,7 +33,7 @@ impl Daemon {
             sd_notify::NotifyState::Stopping,
             sd_notify::NotifyState::Status("restoring"),
         ]);
-        if self.config.restore_on_exit {
+        if self.engine.config().restore_on_exit {
             let (restored, failures) = self.actuator.restore_all(false);
             info!(
                 restored = restored.len(),

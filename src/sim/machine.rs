@@ -236,9 +236,19 @@ pub struct SimMachine {
     pub(super) last: TickTruth,
 }
 
-/// Why the simulated kernel refused a write.
+/// Why the simulated kernel refused a write: the errno the real kernel returns in that
+/// case, so the engine classifies and reacts to it as it would to the real one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteError(pub String);
+pub struct WriteError {
+    pub errno: nix::errno::Errno,
+    pub why: &'static str,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.errno, self.why)
+    }
+}
 
 impl SimMachine {
     /// A machine of `shape` with these NICs; IRQs are numbered from 32 in NIC order.
@@ -455,6 +465,21 @@ impl SimMachine {
             .first()
     }
 
+    /// A knob's value as the simulated kernel holds it (what reading it back gives).
+    pub fn value(&self, knob: &Knob) -> Option<KnobValue> {
+        match knob {
+            Knob::IrqAffinity { irq } => self.affinity(*irq).cloned().map(KnobValue::Cpus),
+            Knob::RpsCpus { device, queue } => {
+                self.rps_mask(device, *queue).cloned().map(KnobValue::Cpus)
+            }
+            Knob::RpsFlowCnt { device, queue } => self.nics[self.nic_index(device)?]
+                .flow_cnt
+                .get(*queue as usize)
+                .map(|&n| KnobValue::Count(n)),
+            Knob::RpsSockFlowEntries => Some(KnobValue::Count(self.sock_flow_entries)),
+        }
+    }
+
     /// A queue's RPS mask.
     pub fn rps_mask(&self, nic: &str, queue: u32) -> Option<&CpuSet> {
         self.nics[self.nic_index(nic)?].rps.get(queue as usize)
@@ -472,20 +497,21 @@ impl SimMachine {
 
     /// Writes a value, as the kernel would accept or refuse it.
     pub fn write(&mut self, target: &Knob, value: &KnobValue) -> Result<(), WriteError> {
-        let fail = |why: &str| Err(WriteError(why.to_string()));
+        use nix::errno::Errno::{EINVAL, ENOENT, EOVERFLOW, EPERM};
+        let fail = |errno, why| Err(WriteError { errno, why });
         match (target, value) {
             (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
                 if !self.affinity.contains_key(irq) {
-                    return fail("ENOENT: no such IRQ");
+                    return fail(ENOENT, "no such IRQ");
                 }
                 if self.irq_is_managed(*irq) {
-                    return fail("EPERM: kernel-managed IRQ");
+                    return fail(EPERM, "kernel-managed IRQ");
                 }
                 if !cpus.intersects(&self.topology.online) {
-                    return fail("EINVAL: no online CPU in the mask");
+                    return fail(EINVAL, "no online CPU in the mask");
                 }
                 if cpus.last().is_some_and(|c| c >= self.topology.nr_cpu_ids) {
-                    return fail("EOVERFLOW: mask wider than nr_cpu_ids");
+                    return fail(EOVERFLOW, "mask wider than nr_cpu_ids");
                 }
                 if self.stale_effective
                     && !self.reported_effective.contains_key(irq)
@@ -500,24 +526,24 @@ impl SimMachine {
             (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
                 let housekeeping = self.topology.online.difference(&self.topology.isolated);
                 let Some(index) = self.nic_index(device) else {
-                    return fail("ENOENT: no such device");
+                    return fail(ENOENT, "no such device");
                 };
                 let Some(slot) = self.nics[index].rps.get_mut(*queue as usize) else {
-                    return fail("ENOENT: no such queue");
+                    return fail(ENOENT, "no such queue");
                 };
                 let kept = cpus.intersection(&housekeeping);
                 if !cpus.is_empty() && kept.is_empty() {
-                    return fail("EINVAL: no housekeeping CPU in the mask");
+                    return fail(EINVAL, "no housekeeping CPU in the mask");
                 }
                 *slot = kept;
                 Ok(())
             }
             (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
                 let Some(index) = self.nic_index(device) else {
-                    return fail("ENOENT: no such device");
+                    return fail(ENOENT, "no such device");
                 };
                 let Some(slot) = self.nics[index].flow_cnt.get_mut(*queue as usize) else {
-                    return fail("ENOENT: no such queue");
+                    return fail(ENOENT, "no such queue");
                 };
                 *slot = if *n == 0 { 0 } else { n.next_power_of_two() };
                 Ok(())
@@ -526,7 +552,7 @@ impl SimMachine {
                 self.sock_flow_entries = if *n == 0 { 0 } else { n.next_power_of_two() };
                 Ok(())
             }
-            _ => fail("EINVAL: wrong kind of value"),
+            _ => fail(EINVAL, "wrong kind of value"),
         }
     }
 

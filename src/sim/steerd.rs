@@ -1,15 +1,16 @@
-//! Policies that drive a simulated machine: steerd's own, through the same load model and
-//! `decide` the daemon uses, writing through the simulated kernel.
+//! Policies that drive a simulated machine: steerd's own is the daemon's engine
+//! ([`crate::engine`]) with the simulated kernel as its writer, so a scenario runs the
+//! very tick the daemon runs — the same skipping, writes, read-backs, backoff and
+//! reactions to refused writes.
 
-use std::time::Instant;
-
-use super::machine::SimMachine;
+use super::machine::{SimMachine, WriteError};
+use crate::apply::{FailureKind, WriteFailure};
 use crate::config::Config;
+use crate::discover::Machine;
+use crate::engine::{DryRun, Engine, Outcome, Sample, TickKind, Writer, Written};
 use crate::knob::{Knob, KnobValue};
-use crate::load::Load;
-use crate::model::inventory::Inventory;
 use crate::model::snapshot::Snapshot;
-use crate::policy::{DecideInput, Note, Placement, PolicyState, can_skip, decide, skip_tick};
+use crate::policy::{Note, PolicyState};
 
 /// One write a policy made (or tried) in a tick.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,39 +42,56 @@ pub trait Controller {
     fn tick(&mut self, sim: &mut SimMachine, snapshot: &Snapshot) -> TickActions;
 }
 
-/// steerd's policy: load model + `decide` + writes, with the policy state kept across
-/// ticks exactly as the daemon keeps it.
+/// steerd: the engine, started on the simulated machine's model.
 #[derive(Debug)]
 pub struct Steerd {
-    pub config: Config,
-    pub state: PolicyState,
-    pub load: Load,
+    config: Config,
+    engine: Option<Engine>,
     /// Skip `decide` on ticks where `policy::can_skip` allows it, as the daemon does
     /// (on by default; off to check that skipping changes nothing).
     pub skip_idle: bool,
     /// Ticks that skipped `decide`.
     pub skipped: u32,
-    inventory: Inventory,
-    prev: Option<Snapshot>,
-    /// The placement `decide` last saw and whether anything was written since: what the
-    /// daemon learns from rediscovery and its own writes.
-    decided_on: Option<Placement>,
-    wrote: bool,
+    /// The buffer samples are handed to the engine in.
+    buffer: Snapshot,
 }
 
 impl Steerd {
     pub fn new(config: Config) -> Self {
         Steerd {
             config,
-            state: PolicyState::new(),
-            load: Load::new(),
+            engine: None,
             skip_idle: true,
             skipped: 0,
-            inventory: Inventory::default(),
-            prev: None,
-            decided_on: None,
-            wrote: false,
+            buffer: Snapshot::default(),
         }
+    }
+
+    /// The engine, once started.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
+    }
+
+    /// The engine (made on the first sample), shown the machine's current values: the
+    /// simulator's rediscovery (its traffic moves where wide-mask vectors fire, a script
+    /// may write values).
+    fn engine_for<'a>(
+        engine: &'a mut Option<Engine>,
+        config: &Config,
+        skip_idle: bool,
+        sim: &SimMachine,
+    ) -> &'a mut Engine {
+        let engine = engine.get_or_insert_with(|| {
+            let machine = Machine {
+                topology: sim.topology.clone(),
+                inventory: sim.inventory(),
+                warnings: Vec::new(),
+            };
+            Engine::new(config.clone(), machine, PolicyState::new())
+        });
+        engine.skip_idle = skip_idle;
+        engine.observe_placement(sim.placement());
+        engine
     }
 }
 
@@ -83,59 +101,72 @@ impl Controller for Steerd {
     }
 
     fn start(&mut self, sim: &SimMachine, snapshot: &Snapshot) {
-        self.inventory = sim.inventory();
-        self.prev = Some(snapshot.clone());
+        // The baseline sample: the engine decides nothing on it, so nothing is written.
+        self.buffer.clone_from(snapshot);
+        let engine = Self::engine_for(&mut self.engine, &self.config, self.skip_idle, sim);
+        let sample = Sample {
+            snapshot: &mut self.buffer,
+            interrupts: &mut || None,
+        };
+        engine.tick(sample, &mut DryRun);
     }
 
     fn tick(&mut self, sim: &mut SimMachine, snapshot: &Snapshot) -> TickActions {
-        if let Some(prev) = &self.prev {
-            self.load.update(prev, snapshot, self.config.load.smoothing);
-        }
-        self.prev = Some(snapshot.clone());
-        let placement = sim.placement();
-        let input = DecideInput {
-            topology: &sim.topology,
-            inventory: &self.inventory,
-            load: &self.load,
-            config: &self.config,
-            placement: &placement,
-            now_ns: snapshot.taken_at_ns,
+        self.buffer.clone_from(snapshot);
+        let engine = Self::engine_for(&mut self.engine, &self.config, self.skip_idle, sim);
+        let sample = Sample {
+            snapshot: &mut self.buffer,
+            interrupts: &mut || None,
         };
-        let model_unchanged = !self.wrote && self.decided_on.as_ref() == Some(&placement);
-        if self.skip_idle && can_skip(&input, &self.state, model_unchanged) {
-            skip_tick(&mut self.state);
+        let report = engine.tick(sample, &mut SimWriter { sim });
+        if report.kind == TickKind::Skipped {
             self.skipped += 1;
-            return TickActions::default();
         }
-        let started = Instant::now();
-        let plan = decide(&input, &mut self.state);
-        let decide_ns = started.elapsed().as_nanos() as u64;
-        self.wrote = !plan.actions.is_empty();
-        self.decided_on = Some(placement.clone());
-        let mut changes = Vec::with_capacity(plan.actions.len());
-        for action in &plan.actions {
-            let accepted = match sim.write(&action.target, &action.new) {
-                Ok(()) => {
-                    self.state.record_applied(action, snapshot.taken_at_ns);
-                    true
-                }
-                Err(err) => {
-                    self.state.record_failed(action.target.clone(), err.0);
-                    false
-                }
-            };
-            changes.push(Change {
+        let changes = report
+            .actions()
+            .filter(|(_, outcome)| outcome.was_attempted())
+            .map(|(action, outcome)| Change {
                 target: action.target.clone(),
                 old: action.old.clone(),
                 new: action.new.clone(),
                 reason: action.reason.kind.as_str().to_string(),
-                accepted,
-            });
-        }
+                accepted: *outcome == Outcome::Applied,
+            })
+            .collect();
         TickActions {
             changes,
-            notes: plan.notes,
-            decide_ns,
+            notes: report.plan.notes,
+            decide_ns: report.decide_ns,
         }
+    }
+}
+
+/// The simulated kernel as the engine's writer.
+struct SimWriter<'a> {
+    sim: &'a mut SimMachine,
+}
+
+impl Writer for SimWriter<'_> {
+    fn write(
+        &mut self,
+        knob: &Knob,
+        value: &KnobValue,
+        _mask_words: u32,
+    ) -> Result<Written, WriteFailure> {
+        match self.sim.write(knob, value) {
+            Ok(()) => Ok(Written::Applied(
+                self.sim.value(knob).unwrap_or_else(|| value.clone()),
+            )),
+            Err(WriteError { errno, why }) => Err(WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::of_errno(knob, Some(errno)),
+                errno: Some(errno as i32),
+                message: format!("{errno:?}: {why}"),
+            }),
+        }
+    }
+
+    fn read(&mut self, knob: &Knob) -> Option<KnobValue> {
+        self.sim.value(knob)
     }
 }

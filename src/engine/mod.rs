@@ -1,0 +1,374 @@
+//! The engine: the machine model, the load, the policy's memory and the current values of
+//! every knob, behind one [`Engine::tick`]`(sample, writer) -> report`.
+//!
+//! Three programs drive it, and only this makes them agree: the daemon (writing through
+//! the actuator, or a dry run), `steerd plan` (a dry run over the same samples the daemon
+//! takes) and the simulator (writing into its simulated machine). Each keeps what is its
+//! own around the engine — the daemon its event loop, metrics and journal, the simulator
+//! its ground truth — and nothing of a tick is written out twice.
+//!
+//! One tick: take the new sample, update the load, skip the policy when nothing could
+//! change (`policy::can_skip`), else decide, write each action through the writer, learn
+//! the value read back, and react to a failed write by its kind (give up, back off, stop
+//! writing, rediscover). The engine is the one owner of current values: its writes and
+//! rediscoveries update them, and the policy reads them from here.
+
+mod report;
+mod retry;
+mod wide;
+mod writer;
+
+pub mod sampling;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::apply::{FailureKind, WriteFailure};
+use crate::config::Config;
+use crate::discover::Machine;
+use crate::kernel::procfs::interrupts::Interrupts;
+use crate::knob::{Knob, KnobValue};
+use crate::load::Load;
+use crate::model::inventory::{Inventory, RxQueue};
+use crate::model::snapshot::Snapshot;
+use crate::policy::{self, Action, DecideInput, Placement, PolicyState};
+
+pub use report::{Outcome, Reaction, TickKind, TickReport};
+pub use retry::{BACKOFF_BASE_NS, BACKOFF_MAX_NS, Retries};
+pub use writer::{DryRun, Writer, Written};
+
+/// How many times in a row an IRQ affinity write may read back another value before
+/// steerd stops proposing it. Seen on a 6.1 x86 guest right after virtio_net reset its
+/// vectors (a channel-count change): one write of `0` over the driver's `0-1` read back
+/// `0-1` once, apparently while the kernel still moved the vector; a retry is cheap, and
+/// a value the kernel really refuses is given up after these few tries.
+pub const NOT_TAKEN_RETRIES: u32 = 3;
+
+/// One tick's input: the new counters, and a way to read `proc/interrupts` should the
+/// engine need to know where wide-mask vectors fire (rarely: see [`wide`]).
+pub struct Sample<'a> {
+    /// The counters just taken. The engine keeps them and hands back the buffer of an
+    /// older sample in their place, for the next one: a tick allocates nothing for them.
+    pub snapshot: &'a mut Snapshot,
+    /// Reads `proc/interrupts`; `None` where it cannot (the simulator).
+    pub interrupts: &'a mut dyn FnMut() -> Option<Interrupts>,
+}
+
+/// The engine's state across ticks.
+#[derive(Debug)]
+pub struct Engine {
+    config: Config,
+    machine: Machine,
+    /// Current values of every writable knob.
+    placement: Placement,
+    load: Load,
+    policy: PolicyState,
+    previous: Snapshot,
+    current: Snapshot,
+    /// Samples taken so far (rates need two).
+    samples: u64,
+    /// Something `decide` reads besides the load changed since it last ran (a new model,
+    /// configuration or placement, a write): the next tick must decide.
+    decide_needed: bool,
+    retries: Retries,
+    /// IRQs whose affinity write read back another value, with how many times in a row.
+    not_taken: BTreeMap<u32, u32>,
+    /// Skip `decide` on ticks where `policy::can_skip` allows it (on; off only to check
+    /// that skipping changes nothing).
+    pub skip_idle: bool,
+}
+
+impl Engine {
+    /// An engine for `machine` under `config`, remembering what an earlier run wrote
+    /// (`policy`, from the state file after a crash).
+    pub fn new(config: Config, machine: Machine, policy: PolicyState) -> Self {
+        let placement = Placement::from_inventory(&machine.inventory);
+        Engine {
+            config,
+            machine,
+            placement,
+            load: Load::new(),
+            policy,
+            previous: Snapshot::default(),
+            current: Snapshot::default(),
+            samples: 0,
+            decide_needed: true,
+            retries: Retries::default(),
+            not_taken: BTreeMap::new(),
+            skip_idle: true,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A new configuration takes effect from the next tick, which decides.
+    pub fn set_config(&mut self, config: Config) {
+        self.config = config;
+        self.decide_needed = true;
+    }
+
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// A fresh model (a rediscovery): current values are read again from it, and the next
+    /// tick decides. Returns the old model.
+    pub fn replace_machine(&mut self, machine: Machine) -> Machine {
+        self.placement = Placement::from_inventory(&machine.inventory);
+        self.decide_needed = true;
+        std::mem::replace(&mut self.machine, machine)
+    }
+
+    /// Current values as a caller found them (the simulator reads its machine each
+    /// tick); the next tick decides only if they differ from what the engine knew.
+    pub fn observe_placement(&mut self, placement: Placement) {
+        if placement != self.placement {
+            self.placement = placement;
+            self.decide_needed = true;
+        }
+    }
+
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    pub fn load(&self) -> &Load {
+        &self.load
+    }
+
+    pub fn policy(&self) -> &PolicyState {
+        &self.policy
+    }
+
+    /// The policy's memory, for what only the driver knows: a device made anew whose
+    /// driver reset its values (`PolicyState::forget_owner`).
+    pub fn policy_mut(&mut self) -> &mut PolicyState {
+        &mut self.policy
+    }
+
+    /// The latest sample, if any.
+    pub fn last_sample(&self) -> Option<&Snapshot> {
+        (self.samples >= 1).then_some(&self.current)
+    }
+
+    /// The last two samples (earlier, latest), once there are two.
+    pub fn last_two_samples(&self) -> Option<(&Snapshot, &Snapshot)> {
+        (self.samples >= 2).then_some((&self.previous, &self.current))
+    }
+
+    /// Whether a write to `knob` is backing off or was given up on.
+    pub fn retries(&self) -> &Retries {
+        &self.retries
+    }
+
+    /// One tick: see the module's doc.
+    pub fn tick(&mut self, sample: Sample<'_>, writer: &mut dyn Writer) -> TickReport {
+        std::mem::swap(&mut self.previous, &mut self.current);
+        std::mem::swap(&mut self.current, sample.snapshot);
+        self.samples += 1;
+        if self.samples == 1 {
+            return TickReport::without_decision(TickKind::Baseline);
+        }
+        self.load
+            .update(&self.previous, &self.current, self.config.load.smoothing);
+        if self.skip_idle && policy::can_skip(&self.input(), &self.policy, !self.decide_needed) {
+            policy::skip_tick(&mut self.policy);
+            return TickReport::without_decision(TickKind::Skipped);
+        }
+        self.decide_needed = false;
+        wide::locate(self, sample.interrupts);
+        let started = Instant::now();
+        let input = DecideInput {
+            topology: &self.machine.topology,
+            inventory: &self.machine.inventory,
+            load: &self.load,
+            config: &self.config,
+            placement: &self.placement,
+            now_ns: self.current.taken_at_ns,
+        };
+        let plan = policy::decide(&input, &mut self.policy);
+        let decide_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let mut report = TickReport {
+            kind: TickKind::Decided,
+            outcomes: Vec::with_capacity(plan.actions.len()),
+            plan,
+            rediscover: false,
+            decide_ns,
+        };
+        for action in &report.plan.actions {
+            let outcome = if report.rediscover {
+                Outcome::Dropped
+            } else {
+                self.carry_out(action, writer)
+            };
+            if let Outcome::Failed {
+                reaction: Reaction::Rediscover,
+                ..
+            } = outcome
+            {
+                report.rediscover = true;
+            }
+            report.outcomes.push(outcome);
+        }
+        report
+    }
+
+    fn input(&self) -> DecideInput<'_> {
+        DecideInput {
+            topology: &self.machine.topology,
+            inventory: &self.machine.inventory,
+            load: &self.load,
+            config: &self.config,
+            placement: &self.placement,
+            now_ns: self.current.taken_at_ns,
+        }
+    }
+
+    /// Writes one action and learns from the result.
+    fn carry_out(&mut self, action: &Action, writer: &mut dyn Writer) -> Outcome {
+        let knob = &action.target;
+        let now_ns = self.current.taken_at_ns;
+        // Even a dry run or a refused write changes what the next decision should see.
+        self.decide_needed = true;
+        if !self.retries.may_try(knob, now_ns) {
+            return Outcome::Deferred;
+        }
+        let words = mask_words_in(
+            &self.machine.inventory,
+            knob,
+            self.machine.topology.nr_cpu_ids,
+        );
+        match writer.write(knob, &action.new, words) {
+            Ok(Written::NotWritten) => Outcome::DryRun,
+            Ok(Written::Applied(after)) => {
+                self.retries.succeeded(knob);
+                if let Knob::IrqAffinity { irq } = knob {
+                    self.not_taken.remove(irq);
+                }
+                self.policy.record_applied(action, now_ns);
+                self.record_value(knob, &after);
+                Outcome::Applied
+            }
+            Err(failure) => {
+                let reaction = self.react(action, &failure, writer);
+                Outcome::Failed { failure, reaction }
+            }
+        }
+    }
+
+    /// The reaction a failed write's kind calls for.
+    fn react(
+        &mut self,
+        action: &Action,
+        failure: &WriteFailure,
+        writer: &mut dyn Writer,
+    ) -> Reaction {
+        let knob = &action.target;
+        let now_ns = self.current.taken_at_ns;
+        let give_up = |engine: &mut Engine| {
+            engine.retries.give_up(knob, &failure.message);
+            engine
+                .policy
+                .record_failed(knob.clone(), failure.message.clone());
+            Reaction::GivenUp
+        };
+        match failure.kind {
+            // Not an error: the value is someone else's since steerd wrote it, and the
+            // model has not seen it yet. Show the policy what is there; it notes the
+            // change and follows `on_external_change` from the next tick.
+            FailureKind::ChangedByOthers => {
+                if let Some(now) = writer.read(knob) {
+                    self.record_value(knob, &now);
+                }
+                Reaction::TheirsNow
+            }
+            FailureKind::NotTaken
+                if let Knob::IrqAffinity { irq } = knob
+                    && self.not_taken.get(irq).copied().unwrap_or(0) < NOT_TAKEN_RETRIES =>
+            {
+                *self.not_taken.entry(*irq).or_default() += 1;
+                self.retries.back_off(knob, now_ns);
+                Reaction::Retry
+            }
+            FailureKind::Managed
+            | FailureKind::Bug
+            | FailureKind::NotTaken
+            | FailureKind::NoVectorSpace => give_up(self),
+            FailureKind::NotAllowed => Reaction::StopWriting,
+            FailureKind::Vanished => Reaction::Rediscover,
+            FailureKind::Transient | FailureKind::Other => {
+                self.retries.back_off(knob, now_ns);
+                Reaction::Retry
+            }
+        }
+    }
+
+    /// Keeps the model in step with a value read back (after a write, or found changed by
+    /// someone else), so the next decision starts from what is really there.
+    fn record_value(&mut self, knob: &Knob, value: &KnobValue) {
+        self.placement.set(knob, value);
+        let inventory = &mut self.machine.inventory;
+        match (knob, value) {
+            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
+                if let Ok(index) = inventory.irqs.binary_search_by_key(irq, |i| i.irq) {
+                    let entry = &mut inventory.irqs[index];
+                    entry.affinity = Some(cpus.clone());
+                    // The kernel delivers it to the new mask from the next interrupt on;
+                    // until rediscovery reads effective_affinity again, a single-CPU mask
+                    // is where it fires, and for a wide mask nobody knows yet (as in the
+                    // placement). Without this, steerd_irq_effective_cpu kept the old CPU
+                    // for up to a rediscovery period after every move.
+                    entry.effective_affinity = (cpus.len() == 1).then(|| cpus.clone());
+                }
+            }
+            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
+                if let Some(q) = rx_queue_mut(inventory, device, *queue) {
+                    q.rps_cpus = Some(cpus.clone());
+                }
+            }
+            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
+                if let Some(q) = rx_queue_mut(inventory, device, *queue) {
+                    q.rps_flow_cnt = Some(*n);
+                }
+            }
+            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
+                inventory.rps_sock_flow_entries = Some(*n);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn rx_queue_mut<'a>(
+    inventory: &'a mut Inventory,
+    device: &str,
+    queue: u32,
+) -> Option<&'a mut RxQueue> {
+    inventory
+        .devices
+        .iter_mut()
+        .find(|d| d.name == device)?
+        .rx_queues
+        .iter_mut()
+        .find(|q| q.index == queue)
+}
+
+/// The width (32-bit words) a knob's mask is printed in: the width the kernel printed an
+/// `rps_cpus` in when read, else the one `nr_cpu_ids` gives.
+pub fn mask_words_in(inventory: &Inventory, knob: &Knob, nr_cpu_ids: u32) -> u32 {
+    let default = nr_cpu_ids.div_ceil(32).max(1);
+    match knob {
+        Knob::RpsCpus { device, queue } => inventory
+            .device(device)
+            .and_then(|d| d.rx_queues.iter().find(|q| q.index == *queue))
+            .map(|q| q.rps_mask_words)
+            .filter(|&w| w > 0)
+            .unwrap_or(default),
+        _ => default,
+    }
+}
+
+#[cfg(test)]
+mod tests;

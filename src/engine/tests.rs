@@ -1,0 +1,210 @@
+//! The engine's tick on a simulated machine, with writers that fail on purpose: what each
+//! kind of failed write leads to, and that a dry run and a settled machine write nothing.
+
+use std::collections::BTreeMap;
+
+use nix::errno::Errno;
+
+use super::*;
+use crate::sim::{NicSpec, Shape, Siblings, SimMachine};
+
+/// A writer that records every write and fails those listed, with their errno.
+#[derive(Default)]
+struct Scripted {
+    fail: BTreeMap<Knob, Errno>,
+    writes: Vec<Knob>,
+}
+
+impl Writer for Scripted {
+    fn write(&mut self, knob: &Knob, value: &KnobValue, _: u32) -> Result<Written, WriteFailure> {
+        self.writes.push(knob.clone());
+        match self.fail.get(knob) {
+            Some(&errno) => Err(WriteFailure {
+                knob: knob.clone(),
+                kind: FailureKind::of_errno(knob, Some(errno)),
+                errno: Some(errno as i32),
+                message: format!("{errno:?}"),
+            }),
+            None => Ok(Written::Applied(value.clone())),
+        }
+    }
+
+    fn read(&mut self, _: &Knob) -> Option<KnobValue> {
+        None
+    }
+}
+
+/// Eight CPUs, one 4-queue NIC with every queue vector on CPU 0 and traffic: the first
+/// decision moves three vectors at once (placement rules).
+fn stacked() -> (SimMachine, Engine) {
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 8, 1, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0]);
+    sim.set_rate("eth0", 900_000.0);
+    let machine = Machine {
+        topology: sim.topology.clone(),
+        inventory: sim.inventory(),
+        warnings: Vec::new(),
+    };
+    let engine = Engine::new(Config::default(), machine, PolicyState::new());
+    (sim, engine)
+}
+
+fn tick(engine: &mut Engine, sim: &mut SimMachine, writer: &mut dyn Writer) -> TickReport {
+    let mut snapshot = sim.step();
+    engine.tick(
+        Sample {
+            snapshot: &mut snapshot,
+            interrupts: &mut || None,
+        },
+        writer,
+    )
+}
+
+#[test]
+fn the_first_sample_is_a_baseline_and_the_second_decides_and_writes() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    assert_eq!(
+        tick(&mut engine, &mut sim, &mut writer).kind,
+        TickKind::Baseline
+    );
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert_eq!(report.kind, TickKind::Decided);
+    assert_eq!(report.plan.actions.len(), 3, "{}", report.plan);
+    assert!(report.outcomes.iter().all(|o| *o == Outcome::Applied));
+    // What was written is now the engine's current value and the policy's own.
+    for action in &report.plan.actions {
+        assert_eq!(
+            engine.placement().holds(&action.target, &action.new),
+            Some(true)
+        );
+        assert_eq!(engine.policy().written(&action.target), Some(&action.new));
+    }
+}
+
+#[test]
+fn a_dry_run_decides_the_same_and_remembers_no_write() {
+    let (mut sim, mut engine) = stacked();
+    tick(&mut engine, &mut sim, &mut DryRun);
+    let report = tick(&mut engine, &mut sim, &mut DryRun);
+    assert_eq!(report.plan.actions.len(), 3);
+    assert!(report.outcomes.iter().all(|o| *o == Outcome::DryRun));
+    assert!(report.outcomes.iter().all(Outcome::counts_as_action));
+    for action in &report.plan.actions {
+        assert_eq!(engine.policy().written(&action.target), None);
+    }
+}
+
+#[test]
+fn a_managed_irq_is_given_up_and_never_tried_again() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let first = tick(&mut engine, &mut sim, &mut DryRun);
+    let managed = first.plan.actions[0].target.clone();
+    writer.fail.insert(managed.clone(), Errno::EIO);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    let (_, outcome) = report
+        .actions()
+        .find(|(a, _)| a.target == managed)
+        .expect("the managed IRQ is proposed once");
+    assert!(matches!(
+        outcome,
+        Outcome::Failed {
+            reaction: Reaction::GivenUp,
+            ..
+        }
+    ));
+    assert!(engine.retries().given_up(&managed).is_some());
+    writer.writes.clear();
+    for _ in 0..20 {
+        tick(&mut engine, &mut sim, &mut writer);
+    }
+    assert!(!writer.writes.contains(&managed), "{:?}", writer.writes);
+}
+
+#[test]
+fn a_transient_failure_backs_off_then_is_tried_again() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
+    let busy = plan.actions[0].target.clone();
+    writer.fail.insert(busy.clone(), Errno::EBUSY);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert!(report.outcomes.iter().any(|o| matches!(
+        o,
+        Outcome::Failed {
+            reaction: Reaction::Retry,
+            ..
+        }
+    )));
+    writer.fail.clear();
+    writer.writes.clear();
+    // The simulated ticks are 1 s apart: the first retry waits 2 s, not every tick.
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert!(!writer.writes.contains(&busy));
+    assert!(
+        report.outcomes.contains(&Outcome::Deferred),
+        "{:?}",
+        report.outcomes
+    );
+    for _ in 0..3 {
+        tick(&mut engine, &mut sim, &mut writer);
+    }
+    assert!(writer.writes.contains(&busy), "retried after the backoff");
+}
+
+#[test]
+fn a_vanished_target_drops_the_rest_of_the_plan_and_asks_for_rediscovery() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
+    writer
+        .fail
+        .insert(plan.actions[0].target.clone(), Errno::ENOENT);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert!(report.rediscover);
+    assert_eq!(
+        writer.writes.len(),
+        1,
+        "nothing written after the vanished target"
+    );
+    assert!(report.outcomes[1..].iter().all(|o| *o == Outcome::Dropped));
+}
+
+#[test]
+fn a_refused_permission_stops_writing() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
+    writer
+        .fail
+        .insert(plan.actions[0].target.clone(), Errno::EACCES);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert!(matches!(
+        report.outcomes[0],
+        Outcome::Failed {
+            reaction: Reaction::StopWriting,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_settled_idle_machine_skips_the_policy() {
+    let (mut sim, mut engine) = stacked();
+    sim.set_rate("eth0", 0.0);
+    let mut writer = Scripted::default();
+    let kinds: Vec<TickKind> = (0..12)
+        .map(|_| tick(&mut engine, &mut sim, &mut writer).kind)
+        .collect();
+    assert_eq!(kinds[0], TickKind::Baseline);
+    assert_eq!(kinds.last(), Some(&TickKind::Skipped), "{kinds:?}");
+}
