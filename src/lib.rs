@@ -15,6 +15,7 @@ pub mod discover;
 pub mod doctor;
 pub mod engine;
 pub mod error;
+#[cfg(any(test, feature = "test-support"))]
 pub mod fakeroot;
 pub mod http;
 pub mod inspect;
@@ -29,6 +30,7 @@ pub mod model;
 pub mod plan_once;
 pub mod policy;
 pub mod root;
+#[cfg(any(test, feature = "test-support"))]
 pub mod sim;
 pub mod status;
 pub mod status_report;
