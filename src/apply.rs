@@ -318,11 +318,11 @@ impl Actuator {
                 });
             }
         };
-        let value = knob.parse(&text).map_err(|message| WriteFailure {
+        let value = knob.parse(&text).map_err(|error| WriteFailure {
             knob: knob.clone(),
             kind: FailureKind::Other,
             errno: None,
-            message: format!("{}: {message}", path.display()),
+            message: format!("{}: {error}", path.display()),
         })?;
         Ok((text.trim().to_string(), value))
     }
@@ -355,11 +355,11 @@ impl Actuator {
         }
         let text = knob
             .format(value, mask_words)
-            .map_err(|message| WriteFailure {
+            .map_err(|error| WriteFailure {
                 knob: knob.clone(),
                 kind: FailureKind::Bug,
                 errno: None,
-                message,
+                message: error.to_string(),
             })?;
         // The original (first write only) and the value about to be written reach the
         // state file before the kernel does.

@@ -81,18 +81,34 @@ pub struct ServerThread {
     stopped: std::sync::mpsc::Receiver<()>,
 }
 
+/// Why the HTTP endpoint could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "cannot listen on {addr}: {source}; is another steerd running? choose another address with --metrics-listen"
+    )]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start the HTTP runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot start the HTTP thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 impl ServerThread {
     /// Binds `addr` on the calling thread (a port in use is an error now, not later) and
     /// serves `/metrics` and `/decisions` from a new thread.
-    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<ServerThread, String> {
+    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<ServerThread, StartError> {
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            .map_err(|source| StartError::Listen { addr, source })?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
+            .map_err(StartError::Runtime)?;
         let (stop, stop_requested) = tokio::sync::oneshot::channel::<()>();
         let (done, stopped) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
@@ -114,7 +130,7 @@ impl ServerThread {
                 });
                 let _ = done.send(());
             })
-            .map_err(|e| format!("cannot start the HTTP thread: {e}"))?;
+            .map_err(StartError::Thread)?;
         Ok(ServerThread {
             stop: Some(stop),
             stopped,

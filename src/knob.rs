@@ -38,6 +38,25 @@ pub fn is_interface_name(name: &str) -> bool {
             .any(|c| c == '/' || c == ':' || c.is_whitespace() || c == '\0')
 }
 
+/// A knob's text that cannot be read as its value, or a value that cannot be written to
+/// it. Either is a bug in steerd or a kernel file of another shape than steerd knows:
+/// the write is not attempted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnobError {
+    /// A CPU list or mask that does not parse, or does not fit the file's width.
+    #[error(transparent)]
+    CpuSet(#[from] crate::cpuset::CpuSetError),
+    /// A flow count that is not a number.
+    #[error("not a count: {0:?}")]
+    NotACount(String),
+    /// An IRQ affinity with no CPU (the kernel refuses it).
+    #[error("an IRQ needs at least one CPU")]
+    NoCpu,
+    /// A CPU set for a count, or a count for a CPU set.
+    #[error("a {kind} cannot hold {value}")]
+    WrongKind { kind: &'static str, value: String },
+}
+
 /// A writable kernel value. Serialised tagged by `knob` (`{"knob": "rps_cpus", "device":
 /// "eth0", "queue": 0}`): the state file holds this form, so a variant's name and fields
 /// never change; new kinds of knob are new variants.
@@ -124,40 +143,39 @@ impl Knob {
     }
 
     /// Parses the text the kernel prints for this knob.
-    pub fn parse(&self, text: &str) -> Result<KnobValue, String> {
+    pub fn parse(&self, text: &str) -> Result<KnobValue, KnobError> {
         match self {
-            Knob::IrqAffinity { .. } => CpuSet::parse_list(text)
-                .map(KnobValue::Cpus)
-                .map_err(|e| e.to_string()),
-            Knob::RpsCpus { .. } => CpuSet::parse_mask(text)
-                .map(KnobValue::Cpus)
-                .map_err(|e| e.to_string()),
+            Knob::IrqAffinity { .. } => Ok(KnobValue::Cpus(CpuSet::parse_list(text)?)),
+            Knob::RpsCpus { .. } => Ok(KnobValue::Cpus(CpuSet::parse_mask(text)?)),
             Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries => text
                 .trim()
                 .parse::<u32>()
                 .map(KnobValue::Count)
-                .map_err(|_| format!("not a count: {:?}", text.trim())),
+                .map_err(|_| KnobError::NotACount(text.trim().chars().take(64).collect())),
         }
     }
 
     /// The text to write for `value`. Hex masks are formatted `mask_words` 32-bit groups
     /// wide — the width the kernel printed when we read the file — because a wider write
     /// fails with EOVERFLOW.
-    pub fn format(&self, value: &KnobValue, mask_words: u32) -> Result<String, String> {
+    pub fn format(&self, value: &KnobValue, mask_words: u32) -> Result<String, KnobError> {
         match (self, value) {
             (Knob::IrqAffinity { .. }, KnobValue::Cpus(cpus)) => {
                 if cpus.is_empty() {
-                    return Err("an IRQ needs at least one CPU".into());
+                    return Err(KnobError::NoCpu);
                 }
                 Ok(cpus.to_list())
             }
-            (Knob::RpsCpus { .. }, KnobValue::Cpus(cpus)) => cpus
-                .to_mask(mask_words.max(1) * 32)
-                .map_err(|e| e.to_string()),
+            (Knob::RpsCpus { .. }, KnobValue::Cpus(cpus)) => {
+                Ok(cpus.to_mask(mask_words.max(1) * 32)?)
+            }
             (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 Ok(n.to_string())
             }
-            _ => Err(format!("a {} cannot hold {value}", self.kind())),
+            _ => Err(KnobError::WrongKind {
+                kind: self.kind(),
+                value: value.to_string(),
+            }),
         }
     }
 

@@ -22,10 +22,10 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
+fn run(cli: &Cli, root: &Root) -> Result<ExitCode, CommandError> {
     match &cli.command {
         Command::Inspect { format } => {
-            let machine = steerd::discover::discover(root).map_err(|e| e.to_string())?;
+            let machine = discover(root)?;
             let text = match format {
                 Format::Text => steerd::inspect::to_text(&machine),
                 Format::Json => steerd::inspect::to_json(&machine, &cli.root.to_string_lossy()),
@@ -41,20 +41,19 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
                 Some(path) => read_config(path, root)?,
                 None => Config::default(),
             };
-            let plan =
-                steerd::plan_once::plan(root, &config, *window).map_err(|e| e.to_string())?;
+            let plan = steerd::plan_once::plan(root, &config, *window)?;
             let text = match format {
                 Format::Text => format!(
                     "{plan}\nThis plan comes from one {} sample. The running daemon acts only on \
                      a condition that lasts several ticks (hysteresis.confirm_ticks).",
                     humantime::format_duration(*window)
                 ),
-                Format::Json => serde_json::to_string_pretty(&plan).map_err(|e| e.to_string())?,
+                Format::Json => serde_json::to_string_pretty(&plan)?,
             };
             print_out(&text)
         }
         Command::CheckConfig { file } => {
-            let text = steerd::config::read_config_file(file).map_err(|e| e.to_string())?;
+            let text = steerd::config::read_config_file(file)?;
             // Check CPU lists against this machine when it can be read; else the schema only.
             let checked = match steerd::discover::discover(root) {
                 Ok(machine) => check_config_for(&text, &machine.topology),
@@ -98,9 +97,14 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
             metrics_listen,
             format,
         } => {
-            let report = steerd::doctor::run(root, DOCTOR_WINDOW, Some(*metrics_listen))?;
+            let report = steerd::doctor::run(root, DOCTOR_WINDOW, Some(*metrics_listen)).map_err(
+                |source| CommandError::Discovery {
+                    root: root.path(""),
+                    source,
+                },
+            )?;
             let text = match format {
-                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
+                Format::Json => serde_json::to_string_pretty(&report)?,
                 Format::Text => report.to_text(),
             };
             print_out(&text)?;
@@ -118,7 +122,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
                 format: *format,
                 metrics_listen: *metrics_listen,
             };
-            steerd::top::run(root, &options)?;
+            steerd::top::run(root, &options).map_err(CommandError::Top)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Status {
@@ -133,7 +137,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
                 }
             };
             let text = match format {
-                Format::Json => serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
+                Format::Json => serde_json::to_string_pretty(&report)?,
                 Format::Text => report.to_text(steerd::status::RECENT_DECISIONS),
             };
             print_out(&text)?;
@@ -142,23 +146,58 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, String> {
     }
 }
 
+/// Why a command failed, printed as `steerd: <message>`: the library's typed errors, each
+/// saying what to check.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error("cannot read the machine under {}: {source}; is --root right?", root.display())]
+    Discovery {
+        root: std::path::PathBuf,
+        source: steerd::Error,
+    },
+    #[error(transparent)]
+    Kernel(#[from] steerd::Error),
+    #[error(transparent)]
+    ConfigFile(#[from] steerd::config::ConfigFileError),
+    /// Every problem of a configuration file, one per line.
+    #[error("{}", .0.join("\n"))]
+    Config(Vec<String>),
+    #[error(transparent)]
+    Daemon(#[from] steerd::daemon::StartError),
+    #[error("{0}")]
+    Top(String),
+    #[error("cannot encode the JSON output: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot write the output: {0}")]
+    Output(#[source] io::Error),
+}
+
+/// Discovers the machine under `root`, or says which root could not be read.
+fn discover(root: &Root) -> Result<steerd::discover::Machine, CommandError> {
+    steerd::discover::discover(root).map_err(|source| CommandError::Discovery {
+        root: root.path(""),
+        source,
+    })
+}
+
 /// How long `steerd doctor` watches the counters: long enough for a rate, short enough
 /// to wait for.
 const DOCTOR_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Reads and checks a config file for a one-shot command; every error is printed.
-fn read_config(path: &std::path::Path, root: &Root) -> Result<Config, String> {
-    let text = steerd::config::read_config_file(path).map_err(|e| e.to_string())?;
+fn read_config(path: &std::path::Path, root: &Root) -> Result<Config, CommandError> {
+    let text = steerd::config::read_config_file(path)?;
     let checked = match steerd::discover::discover(root) {
         Ok(machine) => check_config_for(&text, &machine.topology),
         Err(_) => check_config(&text),
     };
     checked.map_err(|errors| {
-        errors
-            .iter()
-            .map(|e| format!("{}: {e}", path.display()))
-            .collect::<Vec<_>>()
-            .join("\n")
+        CommandError::Config(
+            errors
+                .iter()
+                .map(|e| format!("{}: {e}", path.display()))
+                .collect(),
+        )
     })
 }
 
@@ -186,11 +225,11 @@ fn init_logging() {
 
 /// Prints a report. A reader that went away (`steerd inspect | head`) ends the output
 /// quietly, as for any Unix filter, instead of panicking.
-fn print_out(text: &str) -> Result<ExitCode, String> {
+fn print_out(text: &str) -> Result<ExitCode, CommandError> {
     let mut stdout = io::stdout().lock();
     match writeln!(stdout, "{}", text.trim_end()).and_then(|()| stdout.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(format!("cannot write the output: {e}")),
+        Err(e) => Err(CommandError::Output(e)),
     }
 }

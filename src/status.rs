@@ -18,54 +18,104 @@ pub const RECENT_DECISIONS: usize = 20;
 /// Exit code when the daemon cannot be reached or does not answer as steerd does.
 pub const UNREACHABLE: u8 = 2;
 
+/// Why an answer from the daemon could not be had; each message says what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(
+        "cannot reach steerd at {addr} ({source}); is it running, and with --metrics-listen {addr}?"
+    )]
+    Unreachable {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{addr}{path}: {source}")]
+    Io {
+        addr: SocketAddr,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{addr}{path}: the answer is longer than {MAX_RESPONSE_BYTES} bytes; is it a steerd?")]
+    TooLong { addr: SocketAddr, path: String },
+    #[error("{addr}{path}: not an HTTP answer; is it a steerd?")]
+    NotHttp { addr: SocketAddr, path: String },
+    /// The daemon answered with another status than 200 (its status line).
+    #[error("{addr}{path}: {status}")]
+    Status {
+        addr: SocketAddr,
+        path: String,
+        status: String,
+    },
+    #[error("unexpected answer from {addr}{path} ({source}); is it a steerd of this version?")]
+    Unexpected {
+        addr: SocketAddr,
+        path: String,
+        source: serde_json::Error,
+    },
+}
+
 /// Fetches the decision log from the daemon at `addr`.
-pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, String> {
-    let body = get(addr, "/decisions")?;
-    serde_json::from_str(&body).map_err(|e| format!("unexpected answer from {addr}: {e}"))
+pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, FetchError> {
+    fetch_json(addr, "/decisions")
 }
 
 /// The longest answer read: `/status` with its 256 decisions is well under 1 MiB.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
 
 /// Fetches the status report from the daemon at `addr`.
-pub fn fetch_status(addr: SocketAddr) -> Result<StatusReport, String> {
-    let body = get(addr, "/status")?;
-    serde_json::from_str(&body).map_err(|e| {
-        format!("unexpected answer from {addr}/status ({e}); is it a steerd of this version?")
+pub fn fetch_status(addr: SocketAddr) -> Result<StatusReport, FetchError> {
+    fetch_json(addr, "/status")
+}
+
+fn fetch_json<T: serde::de::DeserializeOwned>(
+    addr: SocketAddr,
+    path: &str,
+) -> Result<T, FetchError> {
+    let body = get(addr, path)?;
+    serde_json::from_str(&body).map_err(|source| FetchError::Unexpected {
+        addr,
+        path: path.to_string(),
+        source,
     })
 }
 
 /// GETs `path` and returns the body of a 200 answer.
-pub fn get(addr: SocketAddr, path: &str) -> Result<String, String> {
+pub fn get(addr: SocketAddr, path: &str) -> Result<String, FetchError> {
     let timeout = Duration::from_secs(5);
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| {
-        format!(
-            "cannot reach steerd at {addr} ({e}); is it running, and with --metrics-listen {addr}?"
-        )
-    })?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")
-        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|source| FetchError::Unreachable { addr, source })?;
+    let io = |source| FetchError::Io {
+        addr,
+        path: path.to_string(),
+        source,
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(io)?;
     let mut response = String::new();
     // Bounded: whatever answers at `addr` (perhaps not steerd) must not stream forever
     // into memory.
     (&mut stream)
         .take(MAX_RESPONSE_BYTES + 1)
         .read_to_string(&mut response)
-        .map_err(|e| format!("{addr}: {e}"))?;
+        .map_err(io)?;
     if response.len() as u64 > MAX_RESPONSE_BYTES {
-        return Err(format!(
-            "{addr}{path}: the answer is longer than {MAX_RESPONSE_BYTES} bytes; is it a steerd?"
-        ));
+        return Err(FetchError::TooLong {
+            addr,
+            path: path.to_string(),
+        });
     }
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
+    let Some((head, body)) = response.split_once("\r\n\r\n") else {
+        return Err(FetchError::NotHttp {
+            addr,
+            path: path.to_string(),
+        });
+    };
     let status = head.lines().next().unwrap_or_default();
     if !status.contains(" 200 ") {
-        return Err(format!("{addr}{path}: {status}"));
+        return Err(FetchError::Status {
+            addr,
+            path: path.to_string(),
+            status: status.to_string(),
+        });
     }
     Ok(body.to_string())
 }
@@ -88,7 +138,8 @@ mod tests {
             while peer.write_all(&chunk).is_ok() {}
         });
         let err = get(addr, "/status").unwrap_err();
-        assert!(err.contains("longer than"), "{err}");
+        assert!(matches!(err, FetchError::TooLong { .. }), "{err}");
+        assert!(err.to_string().contains("longer than"), "{err}");
         server.join().unwrap();
     }
 }

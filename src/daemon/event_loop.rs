@@ -11,13 +11,13 @@ use tracing::{debug, error, info, warn};
 use super::{Daemon, FAST_TICK_MIN, quiet, wakeups};
 
 impl Daemon {
-    pub(super) fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), String> {
+    pub(super) fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), super::StartError> {
         let mut waiter = wakeups::Waiter::new(
             signals,
             self.link_events.as_ref().map(AsFd::as_fd),
             self.queue_events.as_ref().map(AsFd::as_fd),
         )
-        .map_err(|e| format!("cannot set up the wake-ups: {e}"))?;
+        .map_err(super::StartError::Wakeups)?;
         // The first tick at once: it takes the baseline sample the next one measures from.
         let mut last_tick = Instant::now();
         self.tick_once();

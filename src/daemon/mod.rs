@@ -21,6 +21,7 @@
 
 mod actions;
 mod discovery;
+mod error;
 mod event_loop;
 pub mod quiet;
 mod reload;
@@ -50,6 +51,7 @@ use crate::model::snapshot::Snapshot;
 use crate::policy::PolicyState;
 use crate::root::Root;
 
+pub use error::StartError;
 use reload::{check_config_text, read_config_text};
 
 /// How often the machine is rediscovered when nothing announced a change: catches what
@@ -87,10 +89,9 @@ pub struct Options {
 
 /// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (unreadable config, no
 /// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
-pub fn run(options: Options) -> Result<(), String> {
+pub fn run(options: Options) -> Result<(), StartError> {
     // Before any thread starts, so that every thread inherits the blocked mask.
-    let mut signals = wakeups::Signals::block_and_open()
-        .map_err(|e| format!("cannot set up signal handling: {e}"))?;
+    let mut signals = wakeups::Signals::block_and_open().map_err(StartError::Signals)?;
     let shared = Shared::new();
     let server = ServerThread::start(options.metrics_listen, shared.clone())?;
     let mut daemon = Daemon::start(options, shared, server)?;
@@ -150,24 +151,32 @@ impl Daemon {
         options: Options,
         shared: Arc<Shared>,
         server: ServerThread,
-    ) -> Result<Daemon, String> {
+    ) -> Result<Daemon, StartError> {
         let root = options.root.clone();
-        let config_text = read_config_text(&options.config_path).map_err(|e| e.join("\n"))?;
+        let config_text = read_config_text(&options.config_path).map_err(StartError::Config)?;
         // Syntax and values first: a broken file is reported before the machine is read.
-        check_config_text(&options.config_path, &config_text, None).map_err(|e| e.join("\n"))?;
-        let machine = discover(&root).map_err(|e| format!("discovery failed: {e}"))?;
+        check_config_text(&options.config_path, &config_text, None).map_err(StartError::Config)?;
+        let machine = discover(&root).map_err(|source| StartError::Discovery {
+            root: root.path(""),
+            source,
+        })?;
         // Now that the machine is known, check the CPU lists against it.
         let file_config = check_config_text(&options.config_path, &config_text, Some(&machine))
-            .map_err(|e| e.join("\n"))?;
+            .map_err(StartError::Config)?;
         for warning in &machine.warnings {
             warn!(warning = %warning, "discovery: {warning}");
         }
-        let sampling = Sampling::open(&root).map_err(|e| e.to_string())?;
+        let sampling = Sampling::open(&root).map_err(StartError::Sampling)?;
         let state_file = options
             .state_file
             .clone()
             .unwrap_or_else(|| root.path(DEFAULT_STATE_FILE));
-        let actuator = Actuator::open(root.clone(), state_file).map_err(|e| e.to_string())?;
+        let actuator = Actuator::open(root.clone(), state_file.clone()).map_err(|source| {
+            StartError::StateFile {
+                path: state_file,
+                source,
+            }
+        })?;
         let observe_only = if options.dry_run {
             Some("--dry-run".to_string())
         } else if root.is_host() && !nix::unistd::geteuid().is_root() {

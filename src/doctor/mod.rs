@@ -58,10 +58,17 @@ pub const CHECKS: &[(&str, Check)] = &[
 
 /// Runs every check on the machine under `root`, sampling counters over `window`, and
 /// asking the daemon at `daemon` (if given) for its status.
-pub fn run(root: &Root, window: Duration, daemon: Option<SocketAddr>) -> Result<Report, String> {
-    let machine = crate::discover::discover(root).map_err(|e| e.to_string())?;
+pub fn run(
+    root: &Root,
+    window: Duration,
+    daemon: Option<SocketAddr>,
+) -> Result<Report, crate::Error> {
+    let machine = crate::discover::discover(root)?;
     let samples = Samples::take(root, window);
-    let daemon = daemon.map(|addr| (addr, crate::status::fetch_status(addr)));
+    let daemon = daemon.map(|addr| {
+        let status = crate::status::fetch_status(addr).map_err(|e| e.to_string());
+        (addr, status)
+    });
     let context = Context {
         root,
         machine: &machine,

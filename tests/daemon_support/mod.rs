@@ -240,7 +240,7 @@ impl Steerd {
     /// GET `path` from the daemon's HTTP endpoint: the body, or the status line.
     #[allow(dead_code)]
     pub fn get(&self, path: &str) -> Result<String, String> {
-        steerd::status::get(self.addr, path)
+        steerd::status::get(self.addr, path).map_err(|e| e.to_string())
     }
 
     /// The `/metrics` exposition.
