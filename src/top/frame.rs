@@ -73,6 +73,8 @@ pub struct VectorRow {
     pub device: String,
     /// The queue it serves; `None` for a vector that serves all of its device's queues.
     pub queue: Option<u32>,
+    /// What it serves: `rx`, `tx` or `rxtx` (a combined vector).
+    pub role: IrqRole,
     /// Interrupts per second (all CPUs: the `intr` line of `proc/stat` has totals only).
     pub per_sec: Option<f64>,
     /// Its effective affinity spans several CPUs: it may fire on any of them, and is
@@ -190,6 +192,7 @@ impl Frame {
                     irq: irq.irq,
                     device: irq.device.clone().unwrap_or_default(),
                     queue: irq.queue,
+                    role: irq.role,
                     per_sec: irq_rate(irq.irq),
                     shared,
                 });

@@ -16,7 +16,7 @@ use crate::discover::{Machine, discover};
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::load::Load;
-use crate::model::snapshot::{QueueDirection, Snapshot};
+use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot};
 use crate::root::Root;
 
 use super::frame::{DaemonView, Frame, Inputs, shows_device};
@@ -199,15 +199,17 @@ impl TopSampler {
         if secs <= 0.0 {
             return;
         }
-        let rx = |q: &&crate::model::snapshot::QueueCounters| q.direction == QueueDirection::Rx;
+        let rx = |q: &&QueueCounters| q.direction == QueueDirection::Rx;
+        let before: HashMap<(&str, u32), u64> = self
+            .previous
+            .queues
+            .iter()
+            .filter(rx)
+            .filter_map(|q| Some(((q.device.as_str(), q.queue), q.bytes?)))
+            .collect();
         for now in self.current.queues.iter().filter(rx) {
-            let before = self
-                .previous
-                .queues
-                .iter()
-                .filter(rx)
-                .find(|q| q.queue == now.queue && q.device == now.device);
-            let (Some(now_bytes), Some(before_bytes)) = (now.bytes, before.and_then(|q| q.bytes))
+            let (Some(now_bytes), Some(&before_bytes)) =
+                (now.bytes, before.get(&(now.device.as_str(), now.queue)))
             else {
                 continue;
             };

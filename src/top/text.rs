@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use super::frame::{CpuRow, Frame, QueueRow, VectorRow};
 use super::units::{cpus, fit, percent, rate};
+use crate::model::inventory::IrqRole;
 
 /// How many rows of each section to print, and how wide a line may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,12 +50,20 @@ impl Limits {
     }
 }
 
-/// The label of a vector in a CPU's list: `eth0:3`, `eth0` for one serving every queue,
-/// with `~` when it may fire on other CPUs too.
+/// The label of a vector in a CPU's list: `eth0:3` for a combined vector, `eth0:rx3` and
+/// `eth0:tx3` for separate ones, `eth0` for one serving every queue, with `~` when it may
+/// fire on other CPUs too.
 pub fn vector_label(vector: &VectorRow) -> String {
     let mut label = vector.device.clone();
+    let role = match vector.role {
+        IrqRole::Rx => "rx",
+        IrqRole::Tx => "tx",
+        IrqRole::Rxtx | IrqRole::Other => "",
+    };
     if let Some(queue) = vector.queue {
-        let _ = write!(label, ":{queue}");
+        let _ = write!(label, ":{role}{queue}");
+    } else if !role.is_empty() {
+        let _ = write!(label, ":{role}");
     }
     if vector.shared {
         label.push('~');

@@ -23,7 +23,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 
-use super::frame::{CpuRow, Frame};
+use super::frame::{CpuRow, Frame, QueueRow};
 use super::sample::TopSampler;
 use super::text::{CPU_COLUMNS, QUEUE_COLUMNS, cpu_cells, header, queue_cells};
 
@@ -301,6 +301,11 @@ fn draw_cpus(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Palet
     );
 }
 
+/// The width of a cpulist cell (`-` when unknown, `off` when empty).
+fn cpulist_width(list: &Option<String>) -> usize {
+    list.as_deref().map_or(1, |l| l.len().max(3))
+}
+
 fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Palette) {
     let shown = rows_that_fit(area).min(frame.queues.len());
     let rows = frame.queues[..shown].iter().map(|row| {
@@ -316,20 +321,18 @@ fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Pal
             right(bytes),
         ])
     });
-    let device_width = frame
-        .queues
-        .iter()
-        .map(|q| q.device.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(6) as u16;
+    // Columns as wide as their widest shown cell (cpulists may be long: at most 24).
+    let widest = |cell: fn(&QueueRow) -> usize, least: usize, most: usize| {
+        let widest = frame.queues[..shown].iter().map(cell).max().unwrap_or(0);
+        widest.clamp(least, most) as u16
+    };
     let widths = [
-        Constraint::Length(device_width),
+        Constraint::Length(widest(|q| q.device.chars().count(), 6, 16)),
         Constraint::Length(5),
         Constraint::Length(5),
-        Constraint::Length(9),
+        Constraint::Length(widest(|q| cpulist_width(&q.irq_cpus), 8, 24)),
         Constraint::Length(7),
-        Constraint::Fill(1),
+        Constraint::Length(widest(|q| cpulist_width(&q.rps_cpus), 8, 24)),
         Constraint::Length(7),
         Constraint::Length(8),
     ];
@@ -358,7 +361,7 @@ mod tests {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
-    use crate::top::frame::{QueueRow, VectorRow};
+    use crate::top::frame::VectorRow;
 
     fn frame(cpus: u32) -> Frame {
         Frame {
@@ -378,6 +381,7 @@ mod tests {
                         irq: 40 + cpu,
                         device: "eth0".into(),
                         queue: Some(cpu),
+                        role: crate::model::inventory::IrqRole::Rxtx,
                         per_sec: Some(1000.0),
                         shared: false,
                     }],
