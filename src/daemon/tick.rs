@@ -178,7 +178,10 @@ impl Writer for DaemonWriter<'_> {
         if self.observe_only.is_some() {
             return Ok(Written::NotWritten);
         }
-        let result = Writer::write(self.actuator, knob, value, mask_words);
+        let result = self
+            .actuator
+            .write(knob, value, mask_words)
+            .map(|written| Written::Applied(written.after));
         if let Err(failure) = &result
             && failure.kind == FailureKind::NotAllowed
         {
@@ -188,6 +191,6 @@ impl Writer for DaemonWriter<'_> {
     }
 
     fn read(&mut self, knob: &Knob) -> Option<KnobValue> {
-        Writer::read(self.actuator, knob)
+        self.actuator.read(knob).ok().map(|(_, value)| value)
     }
 }

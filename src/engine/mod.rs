@@ -180,14 +180,14 @@ impl Engine {
         self.decide_needed = false;
         wide::locate(self, sample.interrupts);
         let started = Instant::now();
-        let input = DecideInput {
-            topology: &self.machine.topology,
-            inventory: &self.machine.inventory,
-            load: &self.load,
-            config: &self.config,
-            placement: &self.placement,
-            now_ns: self.current.taken_at_ns,
-        };
+        // Field by field, not `self.input()`: the policy state is borrowed mutably beside.
+        let input = decide_input(
+            &self.machine,
+            &self.load,
+            &self.config,
+            &self.placement,
+            self.current.taken_at_ns,
+        );
         let plan = policy::decide(&input, &mut self.policy);
         let decide_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let mut report = TickReport {
@@ -216,14 +216,13 @@ impl Engine {
     }
 
     fn input(&self) -> DecideInput<'_> {
-        DecideInput {
-            topology: &self.machine.topology,
-            inventory: &self.machine.inventory,
-            load: &self.load,
-            config: &self.config,
-            placement: &self.placement,
-            now_ns: self.current.taken_at_ns,
-        }
+        decide_input(
+            &self.machine,
+            &self.load,
+            &self.config,
+            &self.placement,
+            self.current.taken_at_ns,
+        )
     }
 
     /// Writes one action and learns from the result.
@@ -338,6 +337,24 @@ impl Engine {
             }
             _ => {}
         }
+    }
+}
+
+/// What the policy reads, from the engine's parts.
+fn decide_input<'a>(
+    machine: &'a Machine,
+    load: &'a Load,
+    config: &'a Config,
+    placement: &'a Placement,
+    now_ns: u64,
+) -> DecideInput<'a> {
+    DecideInput {
+        topology: &machine.topology,
+        inventory: &machine.inventory,
+        load,
+        config,
+        placement,
+        now_ns,
     }
 }
 

@@ -64,6 +64,27 @@ fn tick(engine: &mut Engine, sim: &mut SimMachine, writer: &mut dyn Writer) -> T
     )
 }
 
+/// Runs [`stacked`] to its first decision with the first action's write failing with
+/// `errno`: the machine, the engine, the writer (its log holds that tick's writes), the
+/// failed knob and the tick's report.
+fn first_write_fails(errno: Errno) -> (SimMachine, Engine, Scripted, Knob, TickReport) {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
+    let failing = plan.actions[0].target.clone();
+    writer.fail.insert(failing.clone(), errno);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    (sim, engine, writer, failing, report)
+}
+
+fn reaction(outcome: &Outcome) -> Option<Reaction> {
+    match outcome {
+        Outcome::Failed { reaction, .. } => Some(*reaction),
+        _ => None,
+    }
+}
+
 #[test]
 fn the_first_sample_is_a_baseline_and_the_second_decides_and_writes() {
     let (mut sim, mut engine) = stacked();
@@ -101,24 +122,8 @@ fn a_dry_run_decides_the_same_and_remembers_no_write() {
 
 #[test]
 fn a_managed_irq_is_given_up_and_never_tried_again() {
-    let (mut sim, mut engine) = stacked();
-    let mut writer = Scripted::default();
-    tick(&mut engine, &mut sim, &mut writer);
-    let first = tick(&mut engine, &mut sim, &mut DryRun);
-    let managed = first.plan.actions[0].target.clone();
-    writer.fail.insert(managed.clone(), Errno::EIO);
-    let report = tick(&mut engine, &mut sim, &mut writer);
-    let (_, outcome) = report
-        .actions()
-        .find(|(a, _)| a.target == managed)
-        .expect("the managed IRQ is proposed once");
-    assert!(matches!(
-        outcome,
-        Outcome::Failed {
-            reaction: Reaction::GivenUp,
-            ..
-        }
-    ));
+    let (mut sim, mut engine, mut writer, managed, report) = first_write_fails(Errno::EIO);
+    assert_eq!(reaction(&report.outcomes[0]), Some(Reaction::GivenUp));
     assert!(engine.retries().given_up(&managed).is_some());
     writer.writes.clear();
     for _ in 0..20 {
@@ -129,20 +134,8 @@ fn a_managed_irq_is_given_up_and_never_tried_again() {
 
 #[test]
 fn a_transient_failure_backs_off_then_is_tried_again() {
-    let (mut sim, mut engine) = stacked();
-    let mut writer = Scripted::default();
-    tick(&mut engine, &mut sim, &mut writer);
-    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
-    let busy = plan.actions[0].target.clone();
-    writer.fail.insert(busy.clone(), Errno::EBUSY);
-    let report = tick(&mut engine, &mut sim, &mut writer);
-    assert!(report.outcomes.iter().any(|o| matches!(
-        o,
-        Outcome::Failed {
-            reaction: Reaction::Retry,
-            ..
-        }
-    )));
+    let (mut sim, mut engine, mut writer, busy, report) = first_write_fails(Errno::EBUSY);
+    assert_eq!(reaction(&report.outcomes[0]), Some(Reaction::Retry));
     writer.fail.clear();
     writer.writes.clear();
     // The simulated ticks are 1 s apart: the first retry waits 2 s, not every tick.
@@ -161,14 +154,7 @@ fn a_transient_failure_backs_off_then_is_tried_again() {
 
 #[test]
 fn a_vanished_target_drops_the_rest_of_the_plan_and_asks_for_rediscovery() {
-    let (mut sim, mut engine) = stacked();
-    let mut writer = Scripted::default();
-    tick(&mut engine, &mut sim, &mut writer);
-    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
-    writer
-        .fail
-        .insert(plan.actions[0].target.clone(), Errno::ENOENT);
-    let report = tick(&mut engine, &mut sim, &mut writer);
+    let (_, _, writer, _, report) = first_write_fails(Errno::ENOENT);
     assert!(report.rediscover);
     assert_eq!(
         writer.writes.len(),
@@ -180,21 +166,8 @@ fn a_vanished_target_drops_the_rest_of_the_plan_and_asks_for_rediscovery() {
 
 #[test]
 fn a_refused_permission_stops_writing() {
-    let (mut sim, mut engine) = stacked();
-    let mut writer = Scripted::default();
-    tick(&mut engine, &mut sim, &mut writer);
-    let plan = tick(&mut engine, &mut sim, &mut DryRun).plan;
-    writer
-        .fail
-        .insert(plan.actions[0].target.clone(), Errno::EACCES);
-    let report = tick(&mut engine, &mut sim, &mut writer);
-    assert!(matches!(
-        report.outcomes[0],
-        Outcome::Failed {
-            reaction: Reaction::StopWriting,
-            ..
-        }
-    ));
+    let (_, _, _, _, report) = first_write_fails(Errno::EACCES);
+    assert_eq!(reaction(&report.outcomes[0]), Some(Reaction::StopWriting));
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! Where the engine's writes go: the real actuator (files under the root, originals in
-//! the state file), a dry run (nothing), or the simulated machine. One trait, so that the
+//! the state file; the daemon's writer), a dry run (nothing), or the simulated machine. One trait, so that the
 //! daemon, `steerd plan` and the simulator run the same tick and differ only here.
 
-use crate::apply::{Actuator, WriteFailure};
+use crate::apply::WriteFailure;
 use crate::knob::{Knob, KnobValue};
 
 /// What a write did.
@@ -41,21 +41,5 @@ impl Writer for DryRun {
 
     fn read(&mut self, _: &Knob) -> Option<KnobValue> {
         None
-    }
-}
-
-impl Writer for Actuator {
-    fn write(
-        &mut self,
-        knob: &Knob,
-        value: &KnobValue,
-        mask_words: u32,
-    ) -> Result<Written, WriteFailure> {
-        Actuator::write(self, knob, value, mask_words)
-            .map(|written| Written::Applied(written.after))
-    }
-
-    fn read(&mut self, knob: &Knob) -> Option<KnobValue> {
-        Actuator::read(self, knob).ok().map(|(_, value)| value)
     }
 }
