@@ -17,12 +17,14 @@ const SUGGESTED_USECS: u32 = 50;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     PerDevice {
+        check: "coalescing",
+        subject: "interrupt coalescing",
+        matters: "a NIC that interrupts for every packet wastes CPU at high rates.",
         off_host: "coalescing comes from an ethtool ioctl, which describes the running \
                    machine, not a --root tree",
         wanted: |kind| kind == DeviceKind::Physical,
         read: Ethtool::coalesce,
         judge,
-        not_checked,
     }
     .run(context)
 }
@@ -48,17 +50,6 @@ pub fn judge(device: &str, coalesce: &Coalesce) -> Option<Finding> {
             .into(),
         fix: Some(format!("ethtool -C {device} rx-usecs {SUGGESTED_USECS}")),
     })
-}
-
-fn not_checked(what: &str, why: String) -> Finding {
-    Finding {
-        check: "coalescing",
-        severity: Severity::Info,
-        summary: format!("not checked: interrupt coalescing of {what}"),
-        evidence: why,
-        why: "a NIC that interrupts for every packet wastes CPU at high rates.".into(),
-        fix: None,
-    }
 }
 
 #[cfg(test)]

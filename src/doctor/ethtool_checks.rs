@@ -3,29 +3,46 @@
 //! than `/`) nothing is checked and the finding says why; a socket that cannot be opened,
 //! or an ioctl a device refuses, is "not checked" for that scope, never an error.
 
-use super::{Context, Finding};
+use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::Ethtool;
 use crate::model::inventory::DeviceKind;
 
 /// One ethtool-based check: which devices it reads, the ioctl, the judgement of one
-/// device's answer, and its "not checked" finding (scope, why).
+/// device's answer, and what its "not checked" finding says.
 pub(super) struct PerDevice<'a, T> {
+    /// The check's name in findings.
+    pub check: &'static str,
+    /// What is not checked, as in "not checked: ring sizes of eth0".
+    pub subject: &'a str,
+    /// Why it matters, in one sentence, for a "not checked" finding.
+    pub matters: &'a str,
     /// Why the check cannot run on a tree that is not the host.
     pub off_host: &'a str,
     pub wanted: fn(DeviceKind) -> bool,
     pub read: fn(&Ethtool, &str) -> Result<T, crate::Error>,
     pub judge: fn(&str, &T) -> Option<Finding>,
-    pub not_checked: fn(&str, String) -> Finding,
 }
 
 impl<T> PerDevice<'_, T> {
+    /// "Not checked" for a scope (a device, or all devices), and why.
+    fn not_checked(&self, scope: &str, why: String) -> Finding {
+        Finding {
+            check: self.check,
+            severity: Severity::Info,
+            summary: format!("not checked: {} of {scope}", self.subject),
+            evidence: why,
+            why: self.matters.into(),
+            fix: None,
+        }
+    }
+
     pub(super) fn run(&self, context: &Context) -> Vec<Finding> {
         if !context.root.is_host() {
-            return vec![(self.not_checked)("all devices", self.off_host.into())];
+            return vec![self.not_checked("all devices", self.off_host.into())];
         }
         let ethtool = match Ethtool::new() {
             Ok(ethtool) => ethtool,
-            Err(e) => return vec![(self.not_checked)("all devices", e.to_string())],
+            Err(e) => return vec![self.not_checked("all devices", e.to_string())],
         };
         let mut findings = Vec::new();
         for device in &context.machine.inventory.devices {
@@ -34,7 +51,7 @@ impl<T> PerDevice<'_, T> {
             }
             match (self.read)(&ethtool, &device.name) {
                 Ok(answer) => findings.extend((self.judge)(&device.name, &answer)),
-                Err(e) => findings.push((self.not_checked)(&device.name, e.to_string())),
+                Err(e) => findings.push(self.not_checked(&device.name, e.to_string())),
             }
         }
         findings

@@ -16,12 +16,14 @@ const SMALL_FRACTION: u32 = 4;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     PerDevice {
+        check: "rings",
+        subject: "ring sizes",
+        matters: "a small RX ring drops bursts in the NIC.",
         off_host: "ring sizes come from an ethtool ioctl, which describes the running \
                    machine, not a --root tree",
         wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
         read: Ethtool::ring_params,
         judge,
-        not_checked,
     }
     .run(context)
 }
@@ -42,17 +44,6 @@ pub fn judge(device: &str, rings: &RingParams) -> Option<Finding> {
             .into(),
         fix: Some(format!("ethtool -G {device} rx {max}")),
     })
-}
-
-fn not_checked(what: &str, why: String) -> Finding {
-    Finding {
-        check: "rings",
-        severity: Severity::Info,
-        summary: format!("not checked: ring sizes of {what}"),
-        evidence: why,
-        why: "a small RX ring drops bursts in the NIC.".into(),
-        fix: None,
-    }
 }
 
 #[cfg(test)]

@@ -239,17 +239,9 @@ impl NetdevClient {
     /// `queue-get` dump: every configured queue of `ifindex` (or of every device that is
     /// up, when `None`). Devices that are down list no queues.
     pub fn queues(&mut self, ifindex: Option<u32>) -> Result<Vec<NetdevQueue>, Error> {
-        self.require(self.family.ops.queue_get, "netdev queue-get")?;
-        let attrs: Vec<U32Attr> = ifindex
-            .map(|value| U32Attr::new(queue_attr::IFINDEX, value))
-            .into_iter()
-            .collect();
-        let mut queues = Vec::new();
-        self.request("netdev queue-get", cmd::QUEUE_GET, &attrs, true, |attrs| {
-            queues.push(parse_queue(attrs)?);
-            Ok(())
-        })?;
-        Ok(queues)
+        let op = self.family.ops.queue_get;
+        let filter = ifindex.map(|value| U32Attr::new(queue_attr::IFINDEX, value));
+        self.dump("netdev queue-get", op, cmd::QUEUE_GET, filter, parse_queue)
     }
 
     /// `napi-get` do: one NAPI instance by id.
@@ -266,17 +258,29 @@ impl NetdevClient {
 
     /// `napi-get` dump: the NAPI instances of `ifindex` (or of every device that is up).
     pub fn napis(&mut self, ifindex: Option<u32>) -> Result<Vec<Napi>, Error> {
-        self.require(self.family.ops.napi_get, "netdev napi-get")?;
-        let attrs: Vec<U32Attr> = ifindex
-            .map(|value| U32Attr::new(napi_attr::IFINDEX, value))
-            .into_iter()
-            .collect();
-        let mut napis = Vec::new();
-        self.request("netdev napi-get", cmd::NAPI_GET, &attrs, true, |attrs| {
-            napis.push(parse_napi(attrs)?);
+        let op = self.family.ops.napi_get;
+        let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
+        self.dump("netdev napi-get", op, cmd::NAPI_GET, filter, parse_napi)
+    }
+
+    /// A dump of one object per reply, optionally filtered by one attribute (a device's
+    /// ifindex); `op_present` says whether the kernel's family has the op at all.
+    fn dump<T>(
+        &mut self,
+        what: &str,
+        op_present: bool,
+        command: u8,
+        filter: Option<U32Attr>,
+        parse: fn(&[u8]) -> Result<T, Error>,
+    ) -> Result<Vec<T>, Error> {
+        self.require(op_present, what)?;
+        let attrs: Vec<U32Attr> = filter.into_iter().collect();
+        let mut found = Vec::new();
+        self.request(what, command, &attrs, true, |attrs| {
+            found.push(parse(attrs)?);
             Ok(())
         })?;
-        Ok(napis)
+        Ok(found)
     }
 
     /// Queue → IRQ for `ifindex` (or every device that is up): one `queue-get` dump and
