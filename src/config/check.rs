@@ -198,38 +198,8 @@ fn read(text: &str) -> Read {
         read.broken.push("");
         return read;
     }
-    let c = &mut read.config;
-    let results = [
-        ("", probe::<TopLevelKeys>(text, None).map(drop)),
-        (
-            "interval",
-            section(text, "interval", |v: Interval| c.interval = v.0),
-        ),
-        ("quiet", section(text, "quiet", |v| c.quiet = v)),
-        ("load", section(text, "load", |v| c.load = v)),
-        (
-            "watermarks",
-            section(text, "watermarks", |v| c.watermarks = v),
-        ),
-        (
-            "hysteresis",
-            section(text, "hysteresis", |v| c.hysteresis = v),
-        ),
-        ("cpus", section(text, "cpus", |v| c.cpus = v)),
-        ("numa", section(text, "numa", |v| c.numa = v)),
-        ("irq", section(text, "irq", |v| c.irq = v)),
-        ("rps", section(text, "rps", |v| c.rps = v)),
-        ("rfs", section(text, "rfs", |v| c.rfs = v)),
-        (
-            "on_external_change",
-            section(text, "on_external_change", |v| c.on_external_change = v),
-        ),
-        (
-            "restore_on_exit",
-            section(text, "restore_on_exit", |v| c.restore_on_exit = v),
-        ),
-        ("devices", section(text, "devices", |v| c.devices = v)),
-    ];
+    let mut results = vec![("", probe::<TopLevelKeys>(text, None).map(drop))];
+    results.extend(read_sections(text, &mut read.config));
     for (name, result) in results {
         if let Err(err) = result {
             read.broken.push(name);
@@ -268,25 +238,59 @@ fn is_empty_document(text: &str) -> bool {
 #[derive(Deserialize)]
 struct Interval(#[serde(with = "values::duration")] Duration);
 
-/// Only the top-level key names, for probing unknown keys.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct TopLevelKeys {
-    interval: Option<IgnoredAny>,
-    quiet: Option<IgnoredAny>,
-    load: Option<IgnoredAny>,
-    watermarks: Option<IgnoredAny>,
-    hysteresis: Option<IgnoredAny>,
-    cpus: Option<IgnoredAny>,
-    numa: Option<IgnoredAny>,
-    irq: Option<IgnoredAny>,
-    rps: Option<IgnoredAny>,
-    rfs: Option<IgnoredAny>,
-    on_external_change: Option<IgnoredAny>,
-    restore_on_exit: Option<IgnoredAny>,
-    devices: Option<IgnoredAny>,
+/// Declares the configuration's top-level keys once, and from that one list the key
+/// names for probing unknown keys (`TopLevelKeys`, whose serde error names the expected
+/// keys) and the per-section reads (`read_sections`). A key given with a type is read as
+/// that newtype and unwrapped (`interval`, a duration in text). A test checks the list
+/// against the fields of `Config`.
+macro_rules! top_level_keys {
+    ($($key:ident $(as $newtype:ident)?),* $(,)?) => {
+        /// Only the top-level key names, for probing unknown keys.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct TopLevelKeys {
+            $($key: Option<IgnoredAny>,)*
+        }
+
+        /// The keys, in the order of the list.
+        #[cfg(test)]
+        const TOP_LEVEL_KEYS: &[&str] = &[$(stringify!($key)),*];
+
+        /// Reads every section on its own into `config`: each key's name and result.
+        fn read_sections(
+            text: &str,
+            config: &mut Config,
+        ) -> Vec<(&'static str, Result<(), yaml_serde::Error>)> {
+            vec![$(
+                (
+                    stringify!($key),
+                    section(text, stringify!($key), |value $(: $newtype)?| {
+                        config.$key = top_level_keys!(@unwrap value $($newtype)?)
+                    }),
+                ),
+            )*]
+        }
+    };
+    (@unwrap $value:ident) => { $value };
+    (@unwrap $value:ident $newtype:ident) => { $value.0 };
 }
+
+top_level_keys!(
+    interval as Interval,
+    quiet,
+    load,
+    watermarks,
+    hysteresis,
+    cpus,
+    numa,
+    irq,
+    rps,
+    rfs,
+    on_external_change,
+    restore_on_exit,
+    devices,
+);
 
 /// Reads one top-level section as `T` (or, with `None`, the whole document as `T`),
 /// skipping the rest; the error, if any, keeps its line and key path.
@@ -523,6 +527,21 @@ impl Config {
 mod tests {
     use super::*;
     use crate::model::topology::{Cpu, Node};
+
+    #[test]
+    fn the_top_level_keys_are_the_fields_of_config() {
+        let yaml = yaml_serde::to_value(Config::default()).unwrap();
+        let mut fields: Vec<String> = yaml
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .map(|key| key.as_str().unwrap().to_string())
+            .collect();
+        let mut keys: Vec<String> = TOP_LEVEL_KEYS.iter().map(|k| k.to_string()).collect();
+        fields.sort();
+        keys.sort();
+        assert_eq!(keys, fields);
+    }
 
     fn machine(n: u32) -> Topology {
         let all = CpuSet::first_n(n);
