@@ -55,61 +55,9 @@ log() { printf '%s\n' "budget.sh: $*" >&2; }
 
 # --- saving and restoring kernel values -----------------------------------------------------
 
-save_values() {
-    : >"$SAVED"
-    local f
-    for f in /proc/irq/*/smp_affinity_list \
-        /sys/class/net/*/queues/rx-*/rps_cpus \
-        /sys/class/net/*/queues/rx-*/rps_flow_cnt \
-        /proc/sys/net/core/rps_sock_flow_entries; do
-        [ -r "$f" ] || continue
-        local v
-        v=$(cat "$f" 2>/dev/null) || continue
-        printf '%s\t%s\n' "$f" "$v" >>"$SAVED"
-    done
-}
-
-restore_values() {
-    [ -s "$SAVED" ] || return 0
-    local f v now changed=0 failed=0
-    while IFS=$'\t' read -r f v; do
-        now=$(cat "$f" 2>/dev/null) || continue # gone (device removed): nothing to restore
-        [ "$now" = "$v" ] && continue
-        if printf '%s\n' "$v" >"$f" 2>/dev/null; then
-            changed=$((changed + 1))
-        else
-            failed=$((failed + 1))
-            log "could not restore $f to '$v' (now '$now')"
-        fi
-    done <"$SAVED"
-    log "restored $changed changed value(s); $failed could not be restored"
-}
-
-cleanup() {
-    local status=$?
-    trap - EXIT INT TERM
-    local pid
-    for pid in "${STARTED_PIDS[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    for pid in "${STARTED_PIDS[@]}"; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    done
-    restore_values
-    rm -rf "$WORK"
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# save_values, restore_values and the EXIT trap that stops what was started and restores.
+# shellcheck source=scripts/restore-lib.sh
+. "$REPO/scripts/restore-lib.sh"
 
 # --- helpers ----------------------------------------------------------------------------------
 
