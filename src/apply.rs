@@ -103,7 +103,7 @@ impl FailureKind {
 const MANAGED_IRQ_ERRNOS: [Errno; 2] = [Errno::EPERM, Errno::EIO];
 
 /// How each errno of a failed write is handled (after [`MANAGED_IRQ_ERRNOS`] on IRQs).
-const ERRNO_KINDS: [(Errno, FailureKind); 12] = [
+const ERRNO_KINDS: [(Errno, FailureKind); 13] = [
     (Errno::ENOSPC, FailureKind::NoVectorSpace),
     (Errno::EBUSY, FailureKind::Transient),
     (Errno::EAGAIN, FailureKind::Transient),
@@ -111,6 +111,7 @@ const ERRNO_KINDS: [(Errno, FailureKind); 12] = [
     (Errno::ENOENT, FailureKind::Vanished),
     (Errno::ENODEV, FailureKind::Vanished),
     (Errno::ENXIO, FailureKind::Vanished),
+    (Errno::ESRCH, FailureKind::Vanished),
     (Errno::ENOTDIR, FailureKind::Vanished),
     (Errno::EOVERFLOW, FailureKind::Bug),
     (Errno::EACCES, FailureKind::NotAllowed),
@@ -320,11 +321,22 @@ impl Actuator {
         };
         let value = knob.parse(&text).map_err(|error| WriteFailure {
             knob: knob.clone(),
-            kind: FailureKind::Other,
+            // A NAPI thread's pid that names another process: the thread is gone.
+            kind: if matches!(error, crate::knob::KnobError::OtherProcess { .. }) {
+                FailureKind::Vanished
+            } else {
+                FailureKind::Other
+            },
             errno: None,
             message: format!("{}: {error}", path.display()),
         })?;
-        Ok((text.trim().to_string(), value))
+        // The text to write back on restore: the file's own, except for a thread's
+        // affinity, read from a status file of many lines and written as a CPU list.
+        let text = match knob {
+            Knob::NapiThread { .. } => value.to_string(),
+            _ => text.trim().to_string(),
+        };
+        Ok((text, value))
     }
 
     /// Writes `value` to `knob` and reads it back. `mask_words` is the width (32-bit
@@ -388,8 +400,7 @@ impl Actuator {
             });
         }
         self.crash_point(knob, CrashPoint::AfterIntent)?;
-        let path = self.root.path(knob.relative_path());
-        if let Err(err) = write_file(&path, &text) {
+        if let Err(err) = write_knob(&self.root, knob, &text) {
             self.forget_intent(knob, created);
             let _ = self.save();
             return Err(failure(knob, &err, "write"));
@@ -511,8 +522,8 @@ impl Actuator {
             self.remembered.remove(knob);
             return Ok(false);
         }
-        let path = self.root.path(knob.relative_path());
-        write_file(&path, &entry.original).map_err(|err| failure(knob, &err, "restore"))?;
+        write_knob(&self.root, knob, &entry.original)
+            .map_err(|err| failure(knob, &err, "restore"))?;
         self.remembered.remove(knob);
         Ok(true)
     }
@@ -580,6 +591,19 @@ impl Actuator {
             StateFileError::Io { source, .. } => source,
             unsafe_ => io::Error::new(io::ErrorKind::PermissionDenied, unsafe_.to_string()),
         })
+    }
+}
+
+/// Writes a knob's text form: a file under the root, or for a NAPI thread its affinity
+/// (`kernel::napi_threads::set_affinity`).
+fn write_knob(root: &Root, knob: &Knob, text: &str) -> io::Result<()> {
+    match knob {
+        Knob::NapiThread { pid, name } => {
+            let cpus = crate::cpuset::CpuSet::parse_list(text)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            crate::kernel::napi_threads::set_affinity(root, *pid, name, &cpus)
+        }
+        _ => write_file(&root.path(knob.relative_path()), text),
     }
 }
 

@@ -30,7 +30,7 @@ use crate::kernel::procfs::interrupts::{self, Interrupts};
 use crate::kernel::sysfs::net::SysNetDevice;
 use crate::kernel::sysfs::{cpu, irq, net};
 use crate::kernel::{irq_names, linkinfo};
-use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole};
+use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, RxQueue};
 use crate::model::topology::Topology;
 use crate::root::Root;
 
@@ -88,6 +88,7 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
     serve_all_queues(&mut inventory, &serving_all);
 
     attribute_by_netdev_netlink(root, &mut inventory, &mut warnings);
+    attach_napi_threads(root, &mut inventory, &mut warnings);
 
     for device in &mut inventory.devices {
         device.irqs.sort_unstable();
@@ -135,6 +136,82 @@ pub fn attribute_by_netdev_netlink(
     };
     for (irq, vector) in netlink_vectors(inventory, &queue_irqs) {
         set_vector(inventory, irq, &vector);
+    }
+    for answer in &queue_irqs {
+        if answer.direction != crate::model::snapshot::QueueDirection::Rx {
+            continue;
+        }
+        let queue = inventory
+            .devices
+            .iter_mut()
+            .filter(|d| d.ifindex == Some(answer.ifindex))
+            .flat_map(|d| d.rx_queues.iter_mut())
+            .find(|q| q.index == answer.queue);
+        if let Some(queue) = queue {
+            queue.napi_id = answer.napi_id;
+        }
+    }
+}
+
+/// The polling thread of each receive queue of a threaded device (`threaded` = 1), from
+/// the `napi/DEV-ID` threads (`kernel::napi_threads`). A thread is matched to its queue by
+/// the NAPI id netdev netlink gave the queue; where the kernel does not say (before 6.8),
+/// by order: the receive NAPIs' ids are handed out in queue order as the driver registers
+/// them (virtio_net on 6.1 and 6.12: rx-0..3 polled by ids 8193..8196), so with as many
+/// threads as queues the n-th lowest id polls rx-n. Transmit-only NAPIs (id 0) are left
+/// out. Problems are warnings: the device is then steered by its IRQs only.
+fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Vec<String>) {
+    let threaded: Vec<String> = inventory
+        .devices
+        .iter()
+        .filter(|d| d.threaded == Some(true))
+        .map(|d| d.name.clone())
+        .collect();
+    if threaded.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = threaded.iter().map(String::as_str).collect();
+    let threads = match crate::kernel::napi_threads::scan(root, &names) {
+        Ok(threads) => threads,
+        Err(e) => {
+            warnings.push(format!("cannot list NAPI threads: {e}"));
+            return;
+        }
+    };
+    for device in inventory
+        .devices
+        .iter_mut()
+        .filter(|d| d.threaded == Some(true))
+    {
+        let mut rx_threads: Vec<_> = threads
+            .iter()
+            .filter(|t| t.napi_id != 0)
+            .filter(|t| {
+                crate::kernel::napi_threads::napi_id_of(&t.name, &device.name) == Some(t.napi_id)
+            })
+            .collect();
+        rx_threads.sort_by_key(|t| t.napi_id);
+        let by_id = device.rx_queues.iter().all(|q| q.napi_id.is_some());
+        let by_order = rx_threads.len() == device.rx_queues.len();
+        if !by_id && !by_order {
+            warnings.push(format!(
+                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel:                  cannot tell which queue each polls, so they are not pinned",
+                device.name,
+                rx_threads.len(),
+                device.rx_queues.len()
+            ));
+            continue;
+        }
+        let mut queues: Vec<&mut RxQueue> = device.rx_queues.iter_mut().collect();
+        queues.sort_by_key(|q| q.index);
+        for (n, queue) in queues.into_iter().enumerate() {
+            let thread = if by_id {
+                rx_threads.iter().find(|t| Some(t.napi_id) == queue.napi_id)
+            } else {
+                rx_threads.get(n)
+            };
+            queue.napi_thread = thread.map(|t| (*t).clone());
+        }
     }
 }
 
@@ -501,6 +578,8 @@ mod tests {
             rps_mask_words: 1,
             rps_flow_cnt: None,
             irq: None,
+            napi_id: None,
+            napi_thread: None,
         };
         let device = |name: &str| NetDevice {
             name: name.to_string(),
@@ -515,6 +594,7 @@ mod tests {
             rx_queues: vec![rx(0), rx(1)],
             tx_queues: Vec::new(),
             irqs: Vec::new(),
+            threaded: None,
         };
         let irq = Irq {
             irq: 40,
@@ -630,5 +710,71 @@ mod netlink_join_tests {
         let moved = found.inventory.irq(q1).unwrap();
         assert_eq!((moved.role, moved.queue), (IrqRole::Rxtx, Some(0)));
         assert_eq!(found.inventory.irq(q0).unwrap().role, IrqRole::Rx);
+    }
+}
+
+#[cfg(test)]
+mod napi_thread_tests {
+    use super::*;
+    use crate::fakeroot::{FakeMachine, FakeNic};
+
+    fn four_queues() -> FakeMachine {
+        let mut machine = FakeMachine::new(4);
+        machine.nics.push(FakeNic {
+            name: "eth0".into(),
+            driver: "virtio_net".into(),
+            node: None,
+            queues: 4,
+        });
+        machine
+    }
+
+    #[test]
+    fn a_threaded_devices_receive_threads_are_found_in_queue_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = four_queues().write(dir.path()).unwrap();
+        let root = Root::new(dir.path());
+        let unthreaded = discover(&root).unwrap();
+        let device = unthreaded.inventory.device("eth0").unwrap();
+        assert!(device.rx_queues.iter().all(|q| q.napi_thread.is_none()));
+        let pids = tree.make_threaded(0, 900).unwrap();
+        let machine = discover(&root).unwrap();
+        let device = machine.inventory.device("eth0").unwrap();
+        assert_eq!(device.threaded, Some(true));
+        let found: Vec<(u32, String)> = device
+            .rx_queues
+            .iter()
+            .map(|q| {
+                let t = q.napi_thread.as_ref().expect("a thread per receive queue");
+                (t.pid, t.name.clone())
+            })
+            .collect();
+        let expected: Vec<(u32, String)> = pids
+            .iter()
+            .zip(8193..)
+            .map(|(&pid, id)| (pid, format!("napi/eth0-{id}")))
+            .collect();
+        assert_eq!(found, expected, "the transmit-only napi/eth0-0 is left out");
+        let placement = crate::policy::Placement::from_inventory(&machine.inventory);
+        assert_eq!(placement.napi_threads.len(), 4);
+    }
+
+    #[test]
+    fn a_thread_count_that_does_not_match_the_queues_is_a_warning_not_a_guess() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = four_queues().write(dir.path()).unwrap();
+        let pids = tree.make_threaded(0, 900).unwrap();
+        std::fs::remove_dir_all(dir.path().join(format!("proc/{}", pids[3]))).unwrap();
+        let machine = discover(&Root::new(dir.path())).unwrap();
+        let device = machine.inventory.device("eth0").unwrap();
+        assert!(device.rx_queues.iter().all(|q| q.napi_thread.is_none()));
+        assert!(
+            machine
+                .warnings
+                .iter()
+                .any(|w| w.contains("3 NAPI threads for 4")),
+            "{:?}",
+            machine.warnings
+        );
     }
 }

@@ -450,6 +450,47 @@ impl FakeTree {
         Ok(())
     }
 
+    /// Turns threaded NAPI on for a NIC, as `echo 1 > /sys/class/net/DEV/threaded` does:
+    /// one `napi/DEV-ID` kernel thread per receive queue (ids from 8193, in queue order, as
+    /// virtio_net registers them) and one transmit-only `napi/DEV-0`, each a
+    /// `proc/PID/{comm,status}` allowed on every CPU. Pids are `first_pid` on; returns the
+    /// receive threads' pids by queue.
+    pub fn make_threaded(&self, nic: usize, first_pid: u32) -> io::Result<Vec<u32>> {
+        let name = &self.machine.nics[nic].name;
+        write(
+            &self.root,
+            &format!("sys/class/net/{name}/threaded"),
+            "1
+",
+        )?;
+        let all = CpuSet::first_n(self.machine.cpu_count()).to_list();
+        let queues = self.machine.nics[nic].queues;
+        let mut rx = Vec::new();
+        for n in 0..=queues {
+            let pid = first_pid + n;
+            let id = if n < queues { 8193 + n } else { 0 };
+            let comm = format!("napi/{name}-{id}");
+            write(
+                &self.root,
+                &format!("proc/{pid}/comm"),
+                &format!("{comm}\n"),
+            )?;
+            write(
+                &self.root,
+                &format!("proc/{pid}/status"),
+                &format!(
+                    "Name:\t{comm}\nUmask:\t0000\nState:\tS (sleeping)\nTgid:\t{pid}\n\
+                     Pid:\t{pid}\nPPid:\t2\nCpus_allowed_list:\t{all}\n\
+                     Mems_allowed_list:\t0\n"
+                ),
+            )?;
+            if n < queues {
+                rx.push(pid);
+            }
+        }
+        Ok(rx)
+    }
+
     /// Rewrites `proc/stat`, `proc/net/softnet_stat` and `proc/interrupts` from `counters`
     /// (missing entries count zero). Files are replaced atomically, as a reader of the
     /// real kernel files never sees half a file.

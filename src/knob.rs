@@ -24,6 +24,8 @@ pub const RPS_CPUS: &str = "rps_cpus";
 pub const RPS_FLOW_CNT: &str = "rps_flow_cnt";
 /// [`Knob::kind`] of the global RFS socket flow table size.
 pub const RPS_SOCK_FLOW_ENTRIES: &str = "rps_sock_flow_entries";
+/// [`Knob::kind`] of a threaded NAPI's polling thread's CPU affinity.
+pub const NAPI_THREAD_AFFINITY: &str = "napi_thread_affinity";
 
 /// Whether `name` can be a network interface's name, by the kernel's own rule
 /// (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`, no `/`, `:` or white space. Names
@@ -50,11 +52,17 @@ pub enum KnobError {
     #[error("not a count: {0:?}")]
     NotACount(String),
     /// An IRQ affinity with no CPU (the kernel refuses it).
-    #[error("an IRQ needs at least one CPU")]
+    #[error("an affinity needs at least one CPU")]
     NoCpu,
     /// A CPU set for a count, or a count for a CPU set.
     #[error("a {kind} cannot hold {value}")]
     WrongKind { kind: &'static str, value: String },
+    /// The pid of a NAPI thread names another process now: the thread is gone.
+    #[error("pid {pid} is no longer {name}")]
+    OtherProcess { pid: u32, name: String },
+    /// A `proc/PID/status` without the lines steerd reads.
+    #[error("{0}")]
+    Status(String),
 }
 
 /// A writable kernel value. Serialised tagged by `knob` (`{"knob": "rps_cpus", "device":
@@ -71,6 +79,11 @@ pub enum Knob {
     RpsFlowCnt { device: String, queue: u32 },
     /// `proc/sys/net/core/rps_sock_flow_entries`.
     RpsSockFlowEntries,
+    /// The CPU affinity of a threaded NAPI's polling thread: read from
+    /// `proc/<pid>/status` (`Cpus_allowed_list`), written with `sched_setaffinity`. The
+    /// thread's name (`napi/eth0-8193`) is part of the knob: a pid whose name differs is
+    /// another process, never written (`kernel::napi_threads`).
+    NapiThread { pid: u32, name: String },
 }
 
 /// A value for a knob: a CPU set (affinity, RPS mask) or a count (flow tables).
@@ -116,6 +129,7 @@ impl Knob {
                 format!("sys/class/net/{device}/queues/rx-{queue}/rps_flow_cnt").into()
             }
             Knob::RpsSockFlowEntries => "proc/sys/net/core/rps_sock_flow_entries".into(),
+            Knob::NapiThread { pid, .. } => format!("proc/{pid}/status").into(),
         }
     }
 
@@ -126,6 +140,7 @@ impl Knob {
             Knob::RpsCpus { .. } => RPS_CPUS,
             Knob::RpsFlowCnt { .. } => RPS_FLOW_CNT,
             Knob::RpsSockFlowEntries => RPS_SOCK_FLOW_ENTRIES,
+            Knob::NapiThread { .. } => NAPI_THREAD_AFFINITY,
         }
     }
 
@@ -139,7 +154,10 @@ impl Knob {
 
     /// Whether this knob holds a CPU set (else a count).
     pub fn holds_cpus(&self) -> bool {
-        matches!(self, Knob::IrqAffinity { .. } | Knob::RpsCpus { .. })
+        matches!(
+            self,
+            Knob::IrqAffinity { .. } | Knob::RpsCpus { .. } | Knob::NapiThread { .. }
+        )
     }
 
     /// Parses the text the kernel prints for this knob.
@@ -147,6 +165,16 @@ impl Knob {
         match self {
             Knob::IrqAffinity { .. } => Ok(KnobValue::Cpus(CpuSet::parse_list(text)?)),
             Knob::RpsCpus { .. } => Ok(KnobValue::Cpus(CpuSet::parse_mask(text)?)),
+            Knob::NapiThread { pid, name } => {
+                match crate::kernel::napi_threads::parse_status(text, name) {
+                    Ok(Some(cpus)) => Ok(KnobValue::Cpus(cpus)),
+                    Ok(None) => Err(KnobError::OtherProcess {
+                        pid: *pid,
+                        name: name.clone(),
+                    }),
+                    Err(reason) => Err(KnobError::Status(reason)),
+                }
+            }
             Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries => text
                 .trim()
                 .parse::<u32>()
@@ -160,7 +188,7 @@ impl Knob {
     /// fails with EOVERFLOW.
     pub fn format(&self, value: &KnobValue, mask_words: u32) -> Result<String, KnobError> {
         match (self, value) {
-            (Knob::IrqAffinity { .. }, KnobValue::Cpus(cpus)) => {
+            (Knob::IrqAffinity { .. } | Knob::NapiThread { .. }, KnobValue::Cpus(cpus)) => {
                 if cpus.is_empty() {
                     return Err(KnobError::NoCpu);
                 }
@@ -203,6 +231,7 @@ impl fmt::Display for Knob {
             Knob::RpsCpus { device, queue } => write!(f, "{device} rx-{queue} rps_cpus"),
             Knob::RpsFlowCnt { device, queue } => write!(f, "{device} rx-{queue} rps_flow_cnt"),
             Knob::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
+            Knob::NapiThread { pid, name } => write!(f, "{name} (pid {pid}) affinity"),
         }
     }
 }

@@ -1354,3 +1354,69 @@ fn repeated_kill_9_at_random_moments_loses_no_original() {
     m.assert_all_restored(&last);
     eprintln!("{kills} kills, {in_flight} with a write in flight, every original restored");
 }
+
+/// 14. Threaded NAPI (`threaded` = 1): each receive queue's `napi/eth0-N` thread is pinned
+///     to its queue's IRQ CPU (the transmit-only `napi/eth0-0` is left alone), counted as
+///     `napi_thread` actions; after kill -9 a new run takes the pins as its own, and
+///     SIGTERM brings every thread's original affinity back (the fake root takes the
+///     affinity into the thread's `proc/PID/status`, as the kernel shows it).
+#[test]
+fn pins_threaded_napi_threads_beside_their_irqs_and_restores_them() {
+    let mut pids = Vec::new();
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        pids = tree.make_threaded(0, 4000).unwrap();
+    });
+    let tx_thread = format!("proc/{}/status", pids[3] + 1);
+    let allowed = |pid: u32| {
+        let status = read_file(m.root(), &format!("proc/{pid}/status"));
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        CpuSet::parse_list(&list).unwrap()
+    };
+    let pinned = || {
+        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
+            let cpus = m.irq_cpus(irq);
+            cpus.len() == 1 && allowed(pid) == cpus
+        })
+    };
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut first = Steerd::start(m.root(), None);
+    wait_until(
+        WAIT,
+        "every eth0 receive thread on its IRQ's CPU",
+        Some(&first),
+        pinned,
+    );
+    first.wait_for_decision("a thread pinned", |d| {
+        d.action == "napi_thread_affinity" && d.reason == "napi_thread" && d.outcome == "applied"
+    });
+    assert!(
+        first
+            .metric("steerd_actions_total{action=\"napi_thread_affinity\",reason=\"napi_thread\"}")
+            >= Some(4.0)
+    );
+    assert_eq!(
+        read_file(m.root(), &tx_thread),
+        m.original.get(&tx_thread).unwrap().trim_end(),
+        "the transmit-only thread is left alone"
+    );
+    first.wait_ticks(3);
+    first.stop(Signal::SIGKILL);
+
+    let mut second = Steerd::start(m.root(), None);
+    second.wait_ticks(5);
+    assert!(pinned(), "{}", second.stderr_text());
+    assert_eq!(second.metric("steerd_external_changes_total"), Some(0.0));
+    let status = second.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(status.code(), Some(0), "{}", second.stderr_text());
+    m.assert_all_restored(&second);
+    for &pid in &pids {
+        assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
+    }
+}

@@ -51,6 +51,11 @@ impl Daemon {
             && online_cpus_changed(last, &self.next_sample)
         {
             self.rediscover("CPU hot-plug");
+        } else if self
+            .sampling
+            .threaded_changed(&self.engine.machine().inventory)
+        {
+            self.rediscover("threaded NAPI switched");
         }
         let sampling = &self.sampling;
         let mut writer = DaemonWriter {

@@ -335,6 +335,17 @@ impl Engine {
             (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 inventory.rps_sock_flow_entries = Some(*n);
             }
+            (Knob::NapiThread { pid, .. }, KnobValue::Cpus(cpus)) => {
+                let thread = inventory
+                    .devices
+                    .iter_mut()
+                    .flat_map(|d| d.rx_queues.iter_mut())
+                    .filter_map(|q| q.napi_thread.as_mut())
+                    .find(|t| t.pid == *pid);
+                if let Some(thread) = thread {
+                    thread.affinity = cpus.clone();
+                }
+            }
             _ => {}
         }
     }

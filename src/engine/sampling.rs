@@ -85,6 +85,18 @@ impl Sampling {
         Ok(())
     }
 
+    /// Whether a multi-queue device's NAPI was switched to or from threads (`threaded`)
+    /// since `inventory` was read: its threads came or went, so the model is stale. One
+    /// small read per such device.
+    pub fn threaded_changed(&self, inventory: &Inventory) -> bool {
+        self.queue_devices.iter().any(|(name, _)| {
+            let now = crate::kernel::napi_threads::is_threaded(
+                &self.root.path(format!("sys/class/net/{name}")),
+            );
+            inventory.device(name).is_some_and(|d| d.threaded != now)
+        })
+    }
+
     /// Reads `proc/interrupts` (for [`super::Sample::interrupts`]).
     pub fn interrupts(&self) -> Option<crate::kernel::procfs::interrupts::Interrupts> {
         match crate::kernel::procfs::interrupts::read(&self.root) {

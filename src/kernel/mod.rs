@@ -6,6 +6,7 @@ pub mod ethtool_names;
 pub mod irq_names;
 pub mod link_events;
 pub mod linkinfo;
+pub mod napi_threads;
 pub mod napi_wake;
 pub mod netlink;
 pub mod procfs;

@@ -55,6 +55,8 @@ pub struct NetDevice {
     pub tx_queues: Vec<TxQueue>,
     /// Every IRQ attributed to this device (queue vectors and others), ascending.
     pub irqs: Vec<u32>,
+    /// `threaded`: its NAPI polls in kernel threads; `None` where the file is absent.
+    pub threaded: Option<bool>,
 }
 
 /// One `queues/rx-N` directory.
@@ -69,6 +71,10 @@ pub struct RxQueue {
     pub rps_flow_cnt: Option<u32>,
     /// The IRQ whose vector serves this queue, when known.
     pub irq: Option<u32>,
+    /// The NAPI instance polling this queue, when the kernel says (netdev netlink).
+    pub napi_id: Option<u32>,
+    /// The thread polling it, when the device's NAPI is threaded.
+    pub napi_thread: Option<crate::kernel::napi_threads::NapiThread>,
 }
 
 /// One `queues/tx-N` directory.

@@ -10,7 +10,8 @@
 //!    with a single fixed point): IRQs and RPS masks off forbidden CPUs (banned, isolated,
 //!    `nohz_full`), queue vectors pinned to one CPU each, IRQs onto their device's NUMA
 //!    node, one receive queue vector per CPU and per physical core, NICs offset from each
-//!    other (and, last of all, transmit vectors beside their receive vectors);
+//!    other (and, last of all, transmit vectors beside their receive vectors, and threaded
+//!    NAPI polling threads beside their queue's interrupt);
 //! 2. the distress fast path: IRQ moves, then RPS, for CPUs dropping packets;
 //! 3. relief of other hot CPUs by IRQ moves;
 //! 4. RPS on, widen, narrow, off (with RFS tables alongside);
@@ -24,6 +25,7 @@ mod context;
 mod external;
 pub mod hysteresis;
 mod irq;
+mod napi;
 pub mod placement;
 pub mod plan;
 mod rfs;
@@ -69,6 +71,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     irq::relieve(&mut p, false);
     rps::plan(&mut p, false);
     irq::follow_rx(&mut p);
+    napi::follow_irq(&mut p);
     rfs::settle(&mut p);
     p.restart_streaks();
     p.state.settled = p.actions.is_empty() && p.waiting.is_empty();

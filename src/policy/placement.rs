@@ -74,6 +74,15 @@ pub struct Placement {
     pub rx_queues: HashMap<String, Vec<RxQueueValues>>,
     /// `rps_sock_flow_entries`; `None` where the file does not exist.
     pub rps_sock_flow_entries: Option<u32>,
+    /// Threaded NAPI polling threads by pid: their name and where they may run.
+    pub napi_threads: HashMap<u32, NapiThreadValues>,
+}
+
+/// A NAPI thread's current affinity, with the name that identifies it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NapiThreadValues {
+    pub name: String,
+    pub affinity: CpuSet,
 }
 
 impl Placement {
@@ -114,10 +123,26 @@ impl Placement {
                 (device.name.clone(), queues)
             })
             .collect();
+        let napi_threads = inventory
+            .devices
+            .iter()
+            .flat_map(|device| &device.rx_queues)
+            .filter_map(|q| q.napi_thread.as_ref())
+            .map(|t| {
+                (
+                    t.pid,
+                    NapiThreadValues {
+                        name: t.name.clone(),
+                        affinity: t.affinity.clone(),
+                    },
+                )
+            })
+            .collect();
         Placement {
             irqs,
             rx_queues,
             rps_sock_flow_entries: inventory.rps_sock_flow_entries,
+            napi_threads,
         }
     }
 
@@ -142,6 +167,11 @@ impl Placement {
                 .and_then(|q| q.rps_flow_cnt)
                 .map(KnobValue::Count),
             Knob::RpsSockFlowEntries => self.rps_sock_flow_entries.map(KnobValue::Count),
+            Knob::NapiThread { pid, name } => self
+                .napi_threads
+                .get(pid)
+                .filter(|t| t.name == *name)
+                .map(|t| KnobValue::Cpus(t.affinity.clone())),
         }
     }
 
@@ -159,6 +189,10 @@ impl Placement {
                 self.rx_queue(device, *queue)?.rps_flow_cnt? == *n
             }
             (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => self.rps_sock_flow_entries? == *n,
+            (Knob::NapiThread { pid, name }, KnobValue::Cpus(cpus)) => {
+                let thread = self.napi_threads.get(pid).filter(|t| t.name == *name)?;
+                thread.affinity == *cpus
+            }
             _ => false,
         })
     }
@@ -188,6 +222,15 @@ impl Placement {
             }
             (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 self.rps_sock_flow_entries = Some(*n);
+            }
+            (Knob::NapiThread { pid, name }, KnobValue::Cpus(cpus)) => {
+                self.napi_threads.insert(
+                    *pid,
+                    NapiThreadValues {
+                        name: name.clone(),
+                        affinity: cpus.clone(),
+                    },
+                );
             }
             _ => {}
         }

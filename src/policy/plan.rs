@@ -31,6 +31,8 @@ pub enum ReasonKind {
     Unpinned,
     /// A queue's transmit vector joins its receive vector's CPU.
     FollowsRx,
+    /// A threaded NAPI's polling thread joins its queue's interrupt CPU.
+    NapiThread,
     /// Moving load off a hot CPU (pressure or imbalance).
     HotCpu,
     /// Moving load off a CPU that drops packets or runs out of budget.
@@ -53,7 +55,7 @@ pub enum ReasonKind {
 
 impl ReasonKind {
     /// Every reason, so the metrics can export each action's series at 0 from the start.
-    pub const ALL: [ReasonKind; 16] = [
+    pub const ALL: [ReasonKind; 17] = [
         ReasonKind::ForbiddenCpu,
         ReasonKind::RemoteNode,
         ReasonKind::StackedVectors,
@@ -61,6 +63,7 @@ impl ReasonKind {
         ReasonKind::DeviceOverlap,
         ReasonKind::Unpinned,
         ReasonKind::FollowsRx,
+        ReasonKind::NapiThread,
         ReasonKind::HotCpu,
         ReasonKind::Distress,
         ReasonKind::RpsOn,
@@ -75,7 +78,9 @@ impl ReasonKind {
     /// The kinds of knob ([`Knob::kind`](crate::knob::Knob::kind)) an action with this
     /// reason writes: the `action` label values it is counted under.
     pub fn knob_kinds(self) -> &'static [&'static str] {
-        use crate::knob::{IRQ_AFFINITY, RPS_CPUS, RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES};
+        use crate::knob::{
+            IRQ_AFFINITY, NAPI_THREAD_AFFINITY, RPS_CPUS, RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES,
+        };
         match self {
             ReasonKind::ForbiddenCpu
             | ReasonKind::RemoteNode
@@ -86,6 +91,7 @@ impl ReasonKind {
             | ReasonKind::FollowsRx
             | ReasonKind::HotCpu
             | ReasonKind::Distress => &[IRQ_AFFINITY],
+            ReasonKind::NapiThread => &[NAPI_THREAD_AFFINITY],
             ReasonKind::RpsOn
             | ReasonKind::RpsWiden
             | ReasonKind::RpsNarrow
@@ -105,6 +111,7 @@ impl ReasonKind {
             ReasonKind::DeviceOverlap => "device_overlap",
             ReasonKind::Unpinned => "unpinned",
             ReasonKind::FollowsRx => "follows_rx",
+            ReasonKind::NapiThread => "napi_thread",
             ReasonKind::HotCpu => "hot_cpu",
             ReasonKind::Distress => "distress",
             ReasonKind::RpsOn => "rps_on",

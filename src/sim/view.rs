@@ -24,6 +24,8 @@ impl SimMachine {
                     rps_mask_words: words,
                     rps_flow_cnt: Some(nic.flow_cnt[q as usize]),
                     irq: self.queue_irq(index, q),
+                    napi_id: None,
+                    napi_thread: None,
                 })
                 .collect();
             if nic.first_irq.is_some() {
@@ -74,6 +76,7 @@ impl SimMachine {
                 rx_queues,
                 tx_queues: Vec::new(),
                 irqs: device_irqs,
+                threaded: None,
             });
         }
         for other in &self.others {
@@ -142,6 +145,7 @@ impl SimMachine {
             irqs,
             rx_queues,
             rps_sock_flow_entries: Some(self.sock_flow_entries),
+            napi_threads: Default::default(),
         }
     }
 

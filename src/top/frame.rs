@@ -324,10 +324,13 @@ mod tests {
                     rps_mask_words: 1,
                     rps_flow_cnt: None,
                     irq: Some(30 + q),
+                    napi_id: None,
+                    napi_thread: None,
                 })
                 .collect(),
             tx_queues: Vec::new(),
             irqs: vec![30, 31],
+            threaded: None,
         };
         Machine {
             topology: Topology {

@@ -157,6 +157,7 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             rx_queues,
             tx_queues,
             irqs: Vec::new(),
+            threaded: crate::kernel::napi_threads::is_threaded(dir),
         },
         msi_irqs,
         virtio_device,
@@ -339,6 +340,8 @@ fn read_queues(dir: &Path) -> Result<(Vec<RxQueue>, Vec<TxQueue>), Error> {
             rps_mask_words,
             rps_flow_cnt,
             irq: None,
+            napi_id: None,
+            napi_thread: None,
         });
     }
 
