@@ -484,6 +484,16 @@ impl FakeTree {
                      Mems_allowed_list:\t0\n"
                 ),
             )?;
+            // No CPU time yet, last ran on CPU 0.
+            write(
+                &self.root,
+                &format!("proc/{pid}/stat"),
+                &format!(
+                    "{pid} ({comm}) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0 \
+                     18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0 0 0 \
+                     0 0 0 0 0 0\n"
+                ),
+            )?;
             if n < queues {
                 rx.push(pid);
             }

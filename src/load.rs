@@ -243,6 +243,7 @@ impl Load {
             marks.resize(self.cpus.len(), false);
         }
 
+        let thread_ticks = napi_thread_ticks(prev, cur);
         index_by_cpu(&prev.cpu_times, |t| t.cpu, previous_rows);
         for now in &cur.cpu_times {
             let index = now.cpu as usize;
@@ -251,7 +252,16 @@ impl Load {
                 continue;
             };
             let total = now.total().checked_sub(before.total()).filter(|&t| t > 0);
-            let net = (now.irq + now.softirq).checked_sub(before.irq + before.softirq);
+            // Threaded NAPI polls in threads: their time is receive work on the CPU they
+            // ran on, though `proc/stat` books it as system time.
+            let threads = thread_ticks
+                .iter()
+                .filter(|(cpu, _)| *cpu == now.cpu)
+                .map(|(_, ticks)| ticks)
+                .sum::<u64>();
+            let net = (now.irq + now.softirq)
+                .checked_sub(before.irq + before.softirq)
+                .map(|n| n + threads);
             let idle = (now.idle + now.iowait).checked_sub(before.idle + before.iowait);
             let (Some(total), Some(net), Some(idle)) = (total, net, idle) else {
                 continue;
@@ -444,6 +454,19 @@ impl Load {
     }
 }
 
+/// The CPU time each threaded NAPI thread spent between two samples, by the CPU it ran
+/// on last (a thread that moved in between is booked where it is now). Few threads, so a
+/// linear search per thread; allocation only while threads exist.
+fn napi_thread_ticks(prev: &Snapshot, cur: &Snapshot) -> Vec<(u32, u64)> {
+    cur.napi_threads
+        .iter()
+        .filter_map(|now| {
+            let before = prev.napi_threads.iter().find(|t| t.pid == now.pid)?;
+            Some((now.cpu, now.ticks.checked_sub(before.ticks)?))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,7 +496,40 @@ mod tests {
             irq_totals: Vec::new(),
             queues: Vec::new(),
             stat_taken_at_ns: None,
+            napi_threads: Vec::new(),
         }
+    }
+
+    #[test]
+    fn threaded_napi_time_is_receive_work_on_the_cpu_the_thread_ran_on() {
+        use crate::model::snapshot::ThreadTime;
+        // Two CPUs, no softirq time at all: the work is in a napi thread on CPU 1.
+        let mut a = snapshot(10, &[(0, 0, 0, 100), (1, 0, 0, 100)]);
+        a.napi_threads = vec![ThreadTime {
+            pid: 812,
+            cpu: 1,
+            ticks: 500,
+        }];
+        let mut b = snapshot(11, &[(0, 0, 0, 200), (1, 50_000, 0, 140)]);
+        b.cpu_times[1].system = 60;
+        b.napi_threads = vec![ThreadTime {
+            pid: 812,
+            cpu: 1,
+            ticks: 560,
+        }];
+        let mut load = Load::new();
+        load.update(&a, &b, 1.0);
+        assert_eq!(load.cpu(1).unwrap().net_share, 0.6);
+        assert_eq!(load.cpu(0).unwrap().net_share, 0.0);
+        // A thread that is new (threaded just switched on) has no interval yet.
+        let mut c = snapshot(12, &[(0, 0, 0, 300), (1, 50_000, 0, 240)]);
+        c.napi_threads = vec![ThreadTime {
+            pid: 999,
+            cpu: 0,
+            ticks: 7,
+        }];
+        load.update(&b, &c, 1.0);
+        assert_eq!(load.cpu(0).unwrap().net_share, 0.0);
     }
 
     #[test]

@@ -229,6 +229,12 @@ impl Engine {
     fn carry_out(&mut self, action: &Action, writer: &mut dyn Writer) -> Outcome {
         let knob = &action.target;
         let now_ns = self.current.taken_at_ns;
+        if self.placement.holds(knob, &action.new) == Some(true) {
+            // The value the policy wants is there: nothing to write. The policy counts it
+            // as its own, so it is not proposed again.
+            self.policy.record_applied(action, now_ns);
+            return Outcome::Unchanged;
+        }
         // Even a dry run or a refused write changes what the next decision should see.
         self.decide_needed = true;
         if !self.retries.may_try(knob, now_ns) {

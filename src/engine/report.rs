@@ -47,6 +47,9 @@ pub enum Outcome {
     },
     /// Not tried: the knob is backing off after a failure, or was given up on.
     Deferred,
+    /// Not written: the knob already holds the value (a no-op write is no action: not
+    /// made, not logged, not counted).
+    Unchanged,
     /// Not tried: an earlier write of this plan found its target gone, so the plan was
     /// made for a machine that no longer exists.
     Dropped,
@@ -60,7 +63,10 @@ impl Outcome {
 
     /// Whether the writer was asked at all (what the decision log records).
     pub fn was_attempted(&self) -> bool {
-        !matches!(self, Outcome::Deferred | Outcome::Dropped)
+        !matches!(
+            self,
+            Outcome::Deferred | Outcome::Dropped | Outcome::Unchanged
+        )
     }
 }
 
@@ -72,6 +78,7 @@ impl fmt::Display for Outcome {
             Outcome::DryRun => f.write_str("dry_run"),
             Outcome::Failed { failure, .. } => write!(f, "failed: {}", failure.message),
             Outcome::Deferred => f.write_str("deferred"),
+            Outcome::Unchanged => f.write_str("unchanged"),
             Outcome::Dropped => f.write_str("dropped"),
         }
     }

@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::model::inventory::Inventory;
-use crate::model::snapshot::Snapshot;
+use crate::model::snapshot::{Snapshot, ThreadTime};
 
 /// How much of the per-tick counters to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub struct Sampling {
     /// Devices whose per-queue rates tell the policy something: several rx queues served
     /// by distinct IRQs. Single-queue and IRQ-less devices (veth) cost nothing per tick.
     queue_devices: Vec<(String, u32)>,
+    /// Threaded NAPI receive threads, whose CPU time is receive work.
+    napi_threads: Vec<u32>,
 }
 
 impl Sampling {
@@ -41,6 +43,7 @@ impl Sampling {
             ticks: TickSampler::open(root)?,
             queue_source: None,
             queue_devices: Vec::new(),
+            napi_threads: Vec::new(),
         })
     }
 
@@ -51,6 +54,12 @@ impl Sampling {
         let irq_limit = inventory.irqs.iter().map(|i| i.irq as usize + 1).max();
         self.ticks.set_irq_limit(irq_limit.unwrap_or(0));
         self.queue_devices = queue_devices_of(inventory);
+        self.napi_threads = inventory
+            .devices
+            .iter()
+            .flat_map(|d| &d.rx_queues)
+            .filter_map(|q| q.napi_thread.as_ref().map(|t| t.pid))
+            .collect();
         if self.queue_devices.is_empty() || !self.root.is_host() {
             self.queue_source = None;
             return;
@@ -79,7 +88,10 @@ impl Sampling {
                 snapshot.carry_stat_from(previous);
                 self.ticks.sample_softnet_only(snapshot)?;
             }
-            _ => self.ticks.sample(snapshot)?,
+            _ => {
+                self.ticks.sample(snapshot)?;
+                self.sample_napi_threads(snapshot);
+            }
         }
         self.sample_queues(snapshot);
         Ok(())
@@ -104,6 +116,16 @@ impl Sampling {
             Err(e) => {
                 tracing::debug!(error = %e, "cannot read proc/interrupts to locate wide-mask vectors: {e}");
                 None
+            }
+        }
+    }
+
+    /// One `proc/PID/stat` per threaded NAPI receive thread (none without threaded NAPI).
+    fn sample_napi_threads(&self, snapshot: &mut Snapshot) {
+        snapshot.napi_threads.clear();
+        for &pid in &self.napi_threads {
+            if let Some((ticks, cpu)) = crate::kernel::napi_threads::read_time(&self.root, pid) {
+                snapshot.napi_threads.push(ThreadTime { pid, cpu, ticks });
             }
         }
     }

@@ -181,3 +181,17 @@ fn a_settled_idle_machine_skips_the_policy() {
     assert_eq!(kinds[0], TickKind::Baseline);
     assert_eq!(kinds.last(), Some(&TickKind::Skipped), "{kinds:?}");
 }
+
+#[test]
+fn a_write_of_the_value_already_there_is_not_made() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let mut action = tick(&mut engine, &mut sim, &mut DryRun).plan.actions[0].clone();
+    // The IRQ's mask as it is now (`3 -> 3`, as a stale effective affinity once caused).
+    action.new = engine.placement().value(&action.target).unwrap();
+    let outcome = engine.carry_out(&action, &mut writer);
+    assert_eq!(outcome, Outcome::Unchanged);
+    assert!(!outcome.was_attempted() && !outcome.counts_as_action());
+    assert!(writer.writes.is_empty(), "{:?}", writer.writes);
+}

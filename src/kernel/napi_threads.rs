@@ -181,6 +181,28 @@ pub fn set_affinity(root: &Root, pid: u32, name: &str, cpus: &CpuSet) -> std::io
         .map_err(std::io::Error::from)
 }
 
+/// A thread's CPU time (utime + stime, USER_HZ ticks) and the CPU it last ran on, from
+/// `proc/PID/stat`; `None` when it is gone or the line is not as expected. The name in
+/// parentheses may hold spaces and parentheses, so fields are counted after the last `)`.
+pub fn read_time(root: &Root, pid: u32) -> Option<(u64, u32)> {
+    let path = root.path(format!("proc/{pid}/stat"));
+    let text = crate::limits::read_optional_bounded(&path, MAX_STATUS_BYTES)
+        .ok()
+        .flatten()?;
+    parse_stat(&text)
+}
+
+/// (utime + stime, processor) of a `proc/PID/stat` line.
+pub fn parse_stat(text: &str) -> Option<(u64, u32)> {
+    let (_, after_name) = text.rsplit_once(')')?;
+    // Fields from 3 (`state`) on: utime is field 14, stime 15, processor 39.
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let cpu: u32 = fields.get(36)?.parse().ok()?;
+    Some((utime.saturating_add(stime), cpu))
+}
+
 /// Whether `dir/threaded` says the device's NAPI runs in threads.
 pub fn is_threaded(device_dir: &Path) -> Option<bool> {
     let text = std::fs::read_to_string(device_dir.join("threaded")).ok()?;
@@ -204,6 +226,18 @@ mod tests {
         assert_eq!(napi_id_of("kworker/0:1", "eth0"), None);
         assert_eq!(thread_name("eth0", 8193).as_deref(), Some("napi/eth0-8193"));
         assert_eq!(thread_name("enp94s0f0np0", 8193), None, "cut short by comm");
+    }
+
+    #[test]
+    fn stat_gives_thread_time_and_its_cpu() {
+        // A 6.12 guest's napi thread, and a name with a space and a parenthesis.
+        let line = "812 (napi/eth0-8193) S 2 0 0 0 -1 2129984 0 0 0 0 0 3141 0 0 20 0 1 0 \
+                    1160 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 3 0 0 \
+                    0 0 0 0 0 0 0 0 0 0 0";
+        assert_eq!(parse_stat(line), Some((3141, 3)));
+        let odd = line.replace("(napi/eth0-8193)", "(a b) c)");
+        assert_eq!(parse_stat(&odd), Some((3141, 3)));
+        assert_eq!(parse_stat("812 (x) S 2"), None);
     }
 
     #[test]

@@ -22,6 +22,19 @@ pub struct Snapshot {
     /// re-reads `proc/stat` only every few ticks while idle and carries the last reading
     /// over (see [`Snapshot::stat_taken_at_ns`]).
     pub stat_taken_at_ns: Option<u64>,
+    /// CPU time of threaded NAPI polling threads, read with `proc/stat` (and carried over
+    /// with it): their receive work is thread time, not softirq time.
+    pub napi_threads: Vec<ThreadTime>,
+}
+
+/// One thread's CPU time so far and where it last ran (`proc/PID/stat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ThreadTime {
+    pub pid: u32,
+    /// The CPU it last ran on.
+    pub cpu: u32,
+    /// utime + stime, in USER_HZ ticks (as `proc/stat`).
+    pub ticks: u64,
 }
 
 impl Snapshot {
@@ -35,6 +48,7 @@ impl Snapshot {
     pub fn carry_stat_from(&mut self, previous: &Snapshot) {
         self.cpu_times.clone_from(&previous.cpu_times);
         self.irq_totals.clone_from(&previous.irq_totals);
+        self.napi_threads.clone_from(&previous.napi_threads);
         self.stat_taken_at_ns = Some(previous.stat_taken_at_ns());
     }
 }

@@ -194,6 +194,7 @@ impl SimMachine {
             irq_totals: self.counters.irq_totals.clone(),
             queues,
             stat_taken_at_ns: None,
+            napi_threads: Vec::new(),
         }
     }
 }
