@@ -206,6 +206,19 @@ fn device_table(
             ],
         );
     }
+    // With threaded NAPI the receive work runs in these threads, not on the IRQ's CPU.
+    for queue in &device.rx_queues {
+        if let Some(thread) = &queue.napi_thread {
+            let _ = writeln!(
+                out,
+                "  rx-{:<5} polled by {} (pid {}, threaded NAPI) allowed on {}",
+                queue.index,
+                thread.name,
+                thread.pid,
+                thread.affinity.to_list()
+            );
+        }
+    }
     for queue in &device.tx_queues {
         let [irq, name, fires, allowed] = irq_cells(queue.irq);
         let xps = queue

@@ -93,7 +93,7 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "info: [daemon] not checked: no steerd answered at 127.0.0.1:1",
         "info: [rings] not checked: ring sizes of all devices",
         "info: [coalescing] not checked: interrupt coalescing of all devices",
-        "1 error(s), 3 warning(s), 4 note(s) from 9 checks",
+        "1 error(s), 3 warning(s), 4 note(s) from 10 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }

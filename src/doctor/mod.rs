@@ -12,6 +12,7 @@ pub mod daemon;
 mod ethtool_checks;
 pub mod irqbalance;
 pub mod isolated;
+pub mod napi_threads;
 pub mod one_cpu;
 pub mod report;
 pub mod rfs_tables;
@@ -53,6 +54,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("one_cpu", one_cpu::check),
     ("rings", rings::check),
     ("coalescing", coalescing::check),
+    ("napi_threads", napi_threads::check),
     ("daemon", daemon::check),
 ];
 
