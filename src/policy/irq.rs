@@ -511,6 +511,19 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
         }
         _ => format!("{serves} fires on CPU {to} (it carries no measured work now)"),
     };
+    // With threaded NAPI the work is the thread's: it moves because the thread follows.
+    let thread = view
+        .device
+        .zip(view.irq.queue)
+        .and_then(|(d, q)| p.devices[d].dev.rx_queues.iter().find(|rx| rx.index == q))
+        .and_then(|rx| rx.napi_thread.as_ref());
+    let expected = match thread {
+        Some(thread) => format!(
+            "{expected}; the work moves with {} (threaded NAPI), pinned to CPU {to} in this plan",
+            thread.name
+        ),
+        None => expected,
+    };
     p.release(slot);
     if from != Some(to) {
         p.shift_work(from, Some(to), weight);
