@@ -4,8 +4,12 @@
 //! driver stats, so the ioctl it is.
 //!
 //! The request structs are hand-written `#[repr(C)]` mirrors of `include/uapi/linux/ethtool.h`
-//! (`struct ethtool_drvinfo`, `ethtool_sset_info`, `ethtool_gstrings`, `ethtool_stats`); the
-//! ioctl itself goes through nix. One [`Ethtool`] keeps its socket and its buffers, so a
+//! (`struct ethtool_drvinfo`, `ethtool_sset_info`, `ethtool_gstrings`, `ethtool_stats`,
+//! `ethtool_ringparam`, `ethtool_coalesce`, `ethtool_rxnfc`, `ethtool_gfeatures`); the
+//! ioctl itself goes through nix. Hand-written because no maintained crate covers
+//! `SIOCETHTOOL`: nix and libc stop at the ioctl number, and the ethtool crates on
+//! crates.io speak the ethtool *netlink* family (which has no per-queue driver stats) or
+//! are unmaintained. One [`Ethtool`] keeps its socket and its buffers, so a
 //! sample allocates nothing once they have grown.
 //!
 //! The count of stats can change between calls (a channel count change, an XDP program),
@@ -31,8 +35,29 @@ const ETHTOOL_GSTATS: u32 = 0x0000_001d;
 const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
 const ETHTOOL_GRINGPARAM: u32 = 0x0000_0010;
 const ETHTOOL_GCOALESCE: u32 = 0x0000_000e;
-/// `enum ethtool_stringset`: `ETH_SS_STATS`.
+const ETHTOOL_GRXFH: u32 = 0x0000_0029;
+const ETHTOOL_GFEATURES: u32 = 0x0000_003a;
+/// `enum ethtool_stringset`: `ETH_SS_STATS`, `ETH_SS_FEATURES`.
 const ETH_SS_STATS: u32 = 1;
+const ETH_SS_FEATURES: u32 = 4;
+/// Flow types for `ETHTOOL_GRXFH` (`ethtool.h`, "L2-L4 network traffic flow types").
+pub const UDP_V4_FLOW: u32 = 0x02;
+pub const UDP_V6_FLOW: u32 = 0x06;
+/// The fields an RSS hash covers (`RXH_*` bits of `ethtool_rxnfc.data`).
+pub const RXH_L2DA: u64 = 1 << 1;
+pub const RXH_VLAN: u64 = 1 << 2;
+pub const RXH_L3_PROTO: u64 = 1 << 3;
+pub const RXH_IP_SRC: u64 = 1 << 4;
+pub const RXH_IP_DST: u64 = 1 << 5;
+/// Source port for TCP/UDP/SCTP.
+pub const RXH_L4_B_0_1: u64 = 1 << 6;
+/// Destination port for TCP/UDP/SCTP.
+pub const RXH_L4_B_2_3: u64 = 1 << 7;
+pub const RXH_DISCARD: u64 = 1 << 31;
+/// The most feature bits steerd accepts from `ETHTOOL_GSSET_INFO` for `ETH_SS_FEATURES`:
+/// kernels have 64 (`ETHTOOL_DEV_FEATURE_WORDS` 2); room for growth, and a bound on the
+/// buffers a bad answer could size.
+const MAX_FEATURES: usize = 1024;
 /// `ETH_GSTRING_LEN`: each stat name is a NUL-padded 32-byte field.
 pub const ETH_GSTRING_LEN: usize = 32;
 /// `IFNAMSIZ`, including the terminating NUL.
@@ -131,6 +156,130 @@ impl RingParams {
             tx_max_pending,
             ..RingParams::default()
         }
+    }
+}
+
+/// `struct ethtool_rxnfc` (192 bytes on 64-bit) for `ETHTOOL_GRXFH`: the kernel reads
+/// `cmd` and `flow_type` and writes the hashed fields into `data` (only those 16 bytes
+/// without `FLOW_RSS`, but the whole struct is there so a kernel that copies more writes
+/// into our memory). `fs` (`struct ethtool_rx_flow_spec`, 168 bytes), `rule_cnt` and
+/// the padding to 8 are opaque here.
+#[repr(C)]
+struct Rxnfc {
+    cmd: u32,
+    flow_type: u32,
+    data: u64,
+    rest: [u64; 22],
+}
+
+/// The fields a NIC's RSS hash covers for one flow type (`ETHTOOL_GRXFH`, what
+/// `ethtool -n DEV rx-flow-hash udp4` shows): `RXH_*` bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowHash(pub u64);
+
+impl FlowHash {
+    /// Both IP addresses are hashed.
+    pub fn has_addresses(self) -> bool {
+        self.0 & (RXH_IP_SRC | RXH_IP_DST) == RXH_IP_SRC | RXH_IP_DST
+    }
+
+    /// Both L4 ports are hashed.
+    pub fn has_ports(self) -> bool {
+        self.0 & (RXH_L4_B_0_1 | RXH_L4_B_2_3) == RXH_L4_B_0_1 | RXH_L4_B_2_3
+    }
+
+    /// The fields as `ethtool -n` names them: "IP SA, IP DA", or "None".
+    pub fn describe(self) -> String {
+        const NAMES: [(u64, &str); 8] = [
+            (RXH_L2DA, "L2DA"),
+            (RXH_VLAN, "VLAN tag"),
+            (RXH_L3_PROTO, "L3 proto"),
+            (RXH_IP_SRC, "IP SA"),
+            (RXH_IP_DST, "IP DA"),
+            (RXH_L4_B_0_1, "L4 bytes 0 & 1 [TCP/UDP src port]"),
+            (RXH_L4_B_2_3, "L4 bytes 2 & 3 [TCP/UDP dst port]"),
+            (RXH_DISCARD, "Discard all packets of this flow type"),
+        ];
+        let names: Vec<&str> = NAMES
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, name)| *name)
+            .collect();
+        if names.is_empty() {
+            "None".into()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// One device feature's state from `ETHTOOL_GFEATURES`, as `ethtool -k` prints it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FeatureState {
+    /// The device lets it be changed (`hw_features`).
+    pub available: bool,
+    /// What was asked for (`wanted_features`).
+    pub requested: bool,
+    /// On now (`features`).
+    pub active: bool,
+    /// The kernel never lets it change (`NETIF_F_NEVER_CHANGE`).
+    pub never_changed: bool,
+}
+
+impl FeatureState {
+    /// `[fixed]` in `ethtool -k`: not changeable on this device.
+    pub fn fixed(self) -> bool {
+        !self.available || self.never_changed
+    }
+}
+
+/// A device's features by kernel name (`rx-gro`, `rx-gro-hw`, `rx-ntuple-filter`, ...):
+/// the `ETH_SS_FEATURES` names with their `ETHTOOL_GFEATURES` bits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Features(Vec<(String, FeatureState)>);
+
+impl Features {
+    /// Features from `(name, state)` pairs (as the ioctl would answer).
+    pub fn new(states: impl IntoIterator<Item = (String, FeatureState)>) -> Self {
+        Features(states.into_iter().collect())
+    }
+
+    /// The state of the feature named `name`, if the kernel has it.
+    pub fn get(&self, name: &str) -> Option<FeatureState> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, FeatureState)> {
+        self.0.iter().map(|(n, s)| (n.as_str(), *s))
+    }
+
+    /// Decodes the `ETH_SS_FEATURES` name table (`ETH_GSTRING_LEN` bytes a name, bit `i`
+    /// named by entry `i`; empty names are unused bits) with the `ETHTOOL_GFEATURES`
+    /// blocks (`[available, requested, active, never_changed]`, 32 bits each, bit `i` in
+    /// block `i / 32`). Bits beyond the blocks the kernel filled are left out.
+    fn decode(names: &[u8], blocks: &[[u32; 4]]) -> Self {
+        let mut states = Vec::new();
+        for (bit, field) in names.chunks_exact(ETH_GSTRING_LEN).enumerate() {
+            let name = gstring(field);
+            let Some(block) = blocks.get(bit / 32) else {
+                break;
+            };
+            if name.is_empty() {
+                continue;
+            }
+            let mask = 1u32 << (bit % 32);
+            let [available, requested, active, never_changed] = block.map(|w| w & mask != 0);
+            states.push((
+                name.into_owned(),
+                FeatureState {
+                    available,
+                    requested,
+                    active,
+                    never_changed,
+                },
+            ));
+        }
+        Features(states)
     }
 }
 
@@ -330,6 +479,78 @@ impl Ethtool {
         Ok(coalesce)
     }
 
+    /// `ETHTOOL_GRXFH`: the fields the RSS hash covers for `flow_type` ([`UDP_V4_FLOW`],
+    /// [`UDP_V6_FLOW`], ...), what `ethtool -n DEV rx-flow-hash udp4` shows. Fails with
+    /// EOPNOTSUPP where the driver does not report it (`lo`, veth, virtio without RSS on
+    /// older kernels).
+    pub fn rx_flow_hash(&self, ifname: &str, flow_type: u32) -> Result<FlowHash, Error> {
+        let mut request = Rxnfc {
+            cmd: ETHTOOL_GRXFH,
+            flow_type,
+            data: 0,
+            rest: [0; 22],
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GRXFH",
+            (&mut request as *mut Rxnfc).cast(),
+        )
+        .map_err(|f| f.into_error(ifname))?;
+        Ok(FlowHash(request.data))
+    }
+
+    /// The device's features with their names (`ETHTOOL_GSSET_INFO` and
+    /// `ETHTOOL_GSTRINGS` for `ETH_SS_FEATURES`, then `ETHTOOL_GFEATURES`): what
+    /// `ethtool -k` shows, under the kernel's names (`rx-gro` is "generic-receive-offload",
+    /// `rx-ntuple-filter` "ntuple-filters"). Every device answers: the features are the
+    /// core's, not the driver's.
+    pub fn features(&self, ifname: &str) -> Result<Features, Error> {
+        self.read_features(ifname).map_err(|f| f.into_error(ifname))
+    }
+
+    fn read_features(&self, ifname: &str) -> Result<Features, Failure> {
+        let Some(count) = self.count_set(ifname, ETH_SS_FEATURES)? else {
+            return Err(Failure::Other {
+                command: "ETHTOOL_GSSET_INFO",
+                reason: "no feature string set".into(),
+            });
+        };
+        let count = count as usize;
+        if count > MAX_FEATURES {
+            return Err(Failure::Other {
+                command: "ETHTOOL_GSSET_INFO",
+                reason: format!("{count} features, more than the {MAX_FEATURES} steerd accepts"),
+            });
+        }
+        let mut names = Vec::new();
+        if !self.strings_into(&mut names, ifname, ETH_SS_FEATURES, count)? {
+            return Err(Failure::Other {
+                command: "ETHTOOL_GSTRINGS",
+                reason: "the feature count changed between calls".into(),
+            });
+        }
+        // struct ethtool_gfeatures { __u32 cmd; __u32 size; struct
+        // ethtool_get_features_block features[size]; }: the kernel copies at most `size`
+        // blocks (its own count when fewer) and writes its count back into `size`.
+        let words = count.div_ceil(32);
+        let mut buffer = vec![0u32; 2 + 4 * words];
+        buffer[0] = ETHTOOL_GFEATURES;
+        buffer[1] = words as u32;
+        self.call(ifname, "ETHTOOL_GFEATURES", buffer.as_mut_ptr().cast())?;
+        let filled = (buffer[1] as usize).min(words);
+        let blocks: Vec<[u32; 4]> = buffer
+            .get(2..)
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .take(filled)
+            .map(|b| [b[0], b[1], b[2], b[3]])
+            .collect();
+        let table = names
+            .get(12..12 + count * ETH_GSTRING_LEN)
+            .unwrap_or_default();
+        Ok(Features::decode(table, &blocks))
+    }
+
     /// `ETHTOOL_GSSET_INFO` for `ETH_SS_STATS`: the current number of driver stats, `None`
     /// when the device has no stats string set (the kernel answers without the bit).
     pub fn stats_count(&self, ifname: &str) -> Result<Option<u32>, Error> {
@@ -403,22 +624,10 @@ impl Ethtool {
     }
 
     fn count_stats(&self, ifname: &str) -> Result<Option<u32>, Failure> {
-        let mut info = EthtoolSsetInfo {
-            cmd: ETHTOOL_GSSET_INFO,
-            reserved: 0,
-            sset_mask: 1 << ETH_SS_STATS,
-            data: [0],
-        };
-        self.call(
-            ifname,
-            "ETHTOOL_GSSET_INFO",
-            (&mut info as *mut EthtoolSsetInfo).cast(),
-        )?;
-        if info.sset_mask & (1 << ETH_SS_STATS) == 0 {
+        let Some(count) = self.count_set(ifname, ETH_SS_STATS)? else {
             return Ok(None);
-        }
+        };
         // The count sizes the name and value buffers: bound it.
-        let count = info.data[0];
         if count as usize > crate::limits::MAX_ETHTOOL_STATS {
             return Err(Failure::Other {
                 command: "ETHTOOL_GSSET_INFO",
@@ -429,6 +638,26 @@ impl Ethtool {
             });
         }
         Ok(Some(count))
+    }
+
+    /// `ETHTOOL_GSSET_INFO` for one string set: its current size, `None` when the device
+    /// has none (the kernel answers without the set's bit).
+    fn count_set(&self, ifname: &str, set: u32) -> Result<Option<u32>, Failure> {
+        let mut info = EthtoolSsetInfo {
+            cmd: ETHTOOL_GSSET_INFO,
+            reserved: 0,
+            sset_mask: 1 << set,
+            data: [0],
+        };
+        self.call(
+            ifname,
+            "ETHTOOL_GSSET_INFO",
+            (&mut info as *mut EthtoolSsetInfo).cast(),
+        )?;
+        if info.sset_mask & (1 << set) == 0 {
+            return Ok(None);
+        }
+        Ok(Some(info.data[0]))
     }
 
     /// Room for `count` entries plus slack, so that a count that grew since
@@ -442,19 +671,33 @@ impl Ethtool {
 
     /// `ETHTOOL_GSTRINGS` into `self.strings`; false when the kernel's count differs.
     fn read_strings(&mut self, ifname: &str, count: usize) -> Result<bool, Failure> {
+        let mut strings = std::mem::take(&mut self.strings);
+        let read = self.strings_into(&mut strings, ifname, ETH_SS_STATS, count);
+        self.strings = strings;
+        read
+    }
+
+    /// `ETHTOOL_GSTRINGS` for string set `set` into `buffer` (the 12-byte header, then
+    /// the names); false when the kernel's count differs from `count`.
+    fn strings_into(
+        &self,
+        buffer: &mut Vec<u8>,
+        ifname: &str,
+        set: u32,
+        count: usize,
+    ) -> Result<bool, Failure> {
         let room = Self::with_slack(count);
         let length = 12 + room * ETH_GSTRING_LEN;
-        self.strings.clear();
-        self.strings.resize(length, 0);
+        buffer.clear();
+        buffer.resize(length, 0);
         // struct ethtool_gstrings { __u32 cmd; __u32 string_set; __u32 len; __u8 data[]; }
-        let header = [ETHTOOL_GSTRINGS, ETH_SS_STATS, count as u32];
-        for (slot, word) in self.strings.chunks_exact_mut(4).zip(header) {
+        let header = [ETHTOOL_GSTRINGS, set, count as u32];
+        for (slot, word) in buffer.chunks_exact_mut(4).zip(header) {
             slot.copy_from_slice(&word.to_ne_bytes());
         }
-        let pointer = self.strings.as_mut_ptr().cast();
+        let pointer = buffer.as_mut_ptr().cast();
         self.call(ifname, "ETHTOOL_GSTRINGS", pointer)?;
-        let written = self
-            .strings
+        let written = buffer
             .get(8..12)
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
             .map(u32::from_ne_bytes)
@@ -528,6 +771,12 @@ mod tests {
         // cmd + 8 rx/tx fields + stats_block_coalesce_usecs.
         assert_eq!(std::mem::offset_of!(Coalesce, use_adaptive_rx_coalesce), 40);
         assert_eq!(std::mem::offset_of!(IfreqData, data), 16);
+        // cmd, flow_type, data (u64), then struct ethtool_rx_flow_spec: flow_type 4,
+        // h_u 52, h_ext 20, m_u 52, m_ext 20, ring_cookie (u64, at 152) 8, location 4,
+        // padded to 168; then rule_cnt 4, padded to 8.
+        assert_eq!(std::mem::offset_of!(Rxnfc, flow_type), 4);
+        assert_eq!(std::mem::offset_of!(Rxnfc, data), 8);
+        assert_eq!(std::mem::size_of::<Rxnfc>(), 16 + 168 + 8);
         assert_eq!(
             std::mem::size_of::<IfreqData>(),
             std::mem::size_of::<nix::libc::ifreq>()
@@ -553,6 +802,58 @@ mod tests {
     }
 
     #[test]
+    fn rxh_bits_and_flow_types_are_the_kernels() {
+        // include/uapi/linux/ethtool.h.
+        assert_eq!(
+            (RXH_IP_SRC, RXH_IP_DST, RXH_L4_B_0_1, RXH_L4_B_2_3),
+            (0x10, 0x20, 0x40, 0x80)
+        );
+        assert_eq!((UDP_V4_FLOW, UDP_V6_FLOW), (2, 6));
+        assert_eq!((ETHTOOL_GRXFH, ETHTOOL_GFEATURES), (0x29, 0x3a));
+        assert_eq!(ETH_SS_FEATURES, 4);
+    }
+
+    #[test]
+    fn flow_hash_fields_read_as_ethtool_prints_them() {
+        let addresses = FlowHash(RXH_IP_SRC | RXH_IP_DST);
+        assert!(addresses.has_addresses() && !addresses.has_ports());
+        assert_eq!(addresses.describe(), "IP SA, IP DA");
+        let four_tuple = FlowHash(0xf0);
+        assert!(four_tuple.has_addresses() && four_tuple.has_ports());
+        assert_eq!(
+            four_tuple.describe(),
+            "IP SA, IP DA, L4 bytes 0 & 1 [TCP/UDP src port], L4 bytes 2 & 3 [TCP/UDP dst port]"
+        );
+        assert!(!FlowHash(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1).has_ports());
+        assert_eq!(FlowHash(0).describe(), "None");
+    }
+
+    #[test]
+    fn features_decode_bit_i_from_block_i_over_32() {
+        let mut names = vec![0u8; 40 * ETH_GSTRING_LEN];
+        let mut name = |bit: usize, text: &[u8]| {
+            names[bit * ETH_GSTRING_LEN..bit * ETH_GSTRING_LEN + text.len()]
+                .copy_from_slice(text)
+        };
+        name(0, b"tx-scatter-gather");
+        name(14, b"rx-gro");
+        name(36, b"rx-ntuple-filter");
+        // bit 14 in word 0: available, requested, active; bit 36 (word 1, bit 4):
+        // available only; bit 0: never changed.
+        let blocks = [[1 << 14, 1 << 14, 1 << 14, 1], [1 << 4, 0, 0, 0]];
+        let features = Features::decode(&names, &blocks);
+        let gro = features.get("rx-gro").unwrap();
+        assert!(gro.active && gro.requested && !gro.fixed());
+        let ntuple = features.get("rx-ntuple-filter").unwrap();
+        assert!(ntuple.available && !ntuple.active && !ntuple.fixed());
+        assert!(features.get("tx-scatter-gather").unwrap().fixed());
+        // Unnamed bits are left out; bits past the filled blocks too.
+        assert_eq!(features.iter().count(), 3);
+        let one_block = Features::decode(&names, &blocks[..1]);
+        assert_eq!(one_block.get("rx-ntuple-filter"), None);
+    }
+
+    #[test]
     fn a_full_32_byte_name_has_no_nul() {
         let field = [b'a'; ETH_GSTRING_LEN];
         assert_eq!(gstring(&field).len(), 32);
@@ -565,6 +866,32 @@ mod tests {
         assert!(error.contains("ETHTOOL_GRINGPARAM on lo"), "{error}");
         let error = ethtool.coalesce("lo").unwrap_err().to_string();
         assert!(error.contains("ETHTOOL_GCOALESCE on lo"), "{error}");
+    }
+
+    /// On a real device (`lo`): the features answer, with GRO among them and ntuple
+    /// fixed off; the flow hash is refused with EOPNOTSUPP (loopback has no RSS), and the
+    /// error names the request. Skipped, saying why, when not root.
+    #[test]
+    fn loopback_answers_features_and_refuses_the_flow_hash() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: not root (SIOCETHTOOL on a real device is tested as root)");
+            return;
+        }
+        let ethtool = Ethtool::new().unwrap();
+        let features = ethtool.features("lo").unwrap();
+        assert!(features.iter().count() > 20, "{features:?}");
+        assert!(features.get("rx-gro").is_some(), "{features:?}");
+        let ntuple = features.get("rx-ntuple-filter").unwrap();
+        assert!(ntuple.fixed() && !ntuple.active, "{ntuple:?}");
+        let error = ethtool.rx_flow_hash("lo", UDP_V4_FLOW).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("ETHTOOL_GRXFH on lo"), "{text}");
+        assert!(
+            text.contains(&Errno::EOPNOTSUPP.to_string()),
+            "not EOPNOTSUPP: {text}"
+        );
+        let error = ethtool.features("no-such-dev0").unwrap_err().to_string();
+        assert!(error.contains(&Errno::ENODEV.to_string()), "{error}");
     }
 
     #[test]
