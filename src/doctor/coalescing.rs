@@ -24,7 +24,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
                    machine, not a --root tree",
         wanted: |kind| kind == DeviceKind::Physical,
         read: Ethtool::coalesce,
-        judge,
+        judge: &|device, answer| judge(&device.name, answer),
     }
     .run(context)
 }

@@ -1,11 +1,11 @@
 //! The frame shared by the checks that read a device through an ethtool ioctl (rings,
-//! coalescing): the ioctl describes the running machine, so off the host (`--root` other
+//! coalescing, gro, udp_hash, ntuple): the ioctl describes the running machine, so off the host (`--root` other
 //! than `/`) nothing is checked and the finding says why; a socket that cannot be opened,
 //! or an ioctl a device refuses, is "not checked" for that scope, never an error.
 
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::Ethtool;
-use crate::model::inventory::DeviceKind;
+use crate::model::inventory::{DeviceKind, NetDevice};
 
 /// One ethtool-based check: which devices it reads, the ioctl, the judgement of one
 /// device's answer, and what its "not checked" finding says.
@@ -20,7 +20,9 @@ pub(super) struct PerDevice<'a, T> {
     pub off_host: &'a str,
     pub wanted: fn(DeviceKind) -> bool,
     pub read: fn(&Ethtool, &str) -> Result<T, crate::Error>,
-    pub judge: fn(&str, &T) -> Option<Finding>,
+    /// The finding for one device's answer, if any; given the device so a check can
+    /// weigh the answer against what the tree says (its rx queues, their RFS tables).
+    pub judge: &'a dyn Fn(&NetDevice, &T) -> Option<Finding>,
 }
 
 impl<T> PerDevice<'_, T> {
@@ -50,7 +52,7 @@ impl<T> PerDevice<'_, T> {
                 continue;
             }
             match (self.read)(&ethtool, &device.name) {
-                Ok(answer) => findings.extend((self.judge)(&device.name, &answer)),
+                Ok(answer) => findings.extend((self.judge)(device, &answer)),
                 Err(e) => findings.push(self.not_checked(&device.name, e.to_string())),
             }
         }

@@ -10,9 +10,11 @@
 pub mod coalescing;
 pub mod daemon;
 mod ethtool_checks;
+pub mod gro;
 pub mod irqbalance;
 pub mod isolated;
 pub mod napi_threads;
+pub mod ntuple;
 pub mod one_cpu;
 pub mod report;
 pub mod rfs_tables;
@@ -20,6 +22,7 @@ pub mod rings;
 pub mod sample;
 pub mod softirq_share;
 pub mod softnet;
+pub mod udp_hash;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -54,6 +57,9 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("one_cpu", one_cpu::check),
     ("rings", rings::check),
     ("coalescing", coalescing::check),
+    ("gro", gro::check),
+    ("udp_hash", udp_hash::check),
+    ("ntuple", ntuple::check),
     ("napi_threads", napi_threads::check),
     ("daemon", daemon::check),
 ];

@@ -23,7 +23,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
                    machine, not a --root tree",
         wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
         read: Ethtool::ring_params,
-        judge,
+        judge: &|device, answer| judge(&device.name, answer),
     }
     .run(context)
 }

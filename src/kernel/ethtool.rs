@@ -490,12 +490,8 @@ impl Ethtool {
             data: 0,
             rest: [0; 22],
         };
-        self.call(
-            ifname,
-            "ETHTOOL_GRXFH",
-            (&mut request as *mut Rxnfc).cast(),
-        )
-        .map_err(|f| f.into_error(ifname))?;
+        self.call(ifname, "ETHTOOL_GRXFH", (&mut request as *mut Rxnfc).cast())
+            .map_err(|f| f.into_error(ifname))?;
         Ok(FlowHash(request.data))
     }
 
@@ -832,8 +828,7 @@ mod tests {
     fn features_decode_bit_i_from_block_i_over_32() {
         let mut names = vec![0u8; 40 * ETH_GSTRING_LEN];
         let mut name = |bit: usize, text: &[u8]| {
-            names[bit * ETH_GSTRING_LEN..bit * ETH_GSTRING_LEN + text.len()]
-                .copy_from_slice(text)
+            names[bit * ETH_GSTRING_LEN..bit * ETH_GSTRING_LEN + text.len()].copy_from_slice(text)
         };
         name(0, b"tx-scatter-gather");
         name(14, b"rx-gro");

@@ -1,0 +1,134 @@
+//! The ethtool ioctls behind doctor's `gro`, `udp_hash` and `ntuple` checks on a real
+//! kernel (root only): a veth pair with 4 queues in a namespace of the test's own, GRO
+//! turned off and on again with ethtool(8), and what `ETHTOOL_GFEATURES` and
+//! `ETHTOOL_GRXFH` answer each time, compared with `ethtool -k` and judged by the checks.
+//! The namespace (and with it both veth ends) is deleted by a Drop guard, also when an
+//! assertion fails; nothing outside it is touched.
+
+mod common;
+mod netns;
+
+use std::process::Command;
+
+use common::suite::{Requirement, TestResult};
+use steerd::doctor::{Severity, gro, ntuple, udp_hash};
+use steerd::kernel::ethtool::{Ethtool, UDP_V4_FLOW};
+
+/// `ethtool ARGS` inside the namespace; its stdout, or a panic with its stderr.
+fn ethtool_in(ns: &netns::Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "ethtool"])
+        .args(args)
+        .output()
+        .expect("run ip netns exec ethtool");
+    assert!(
+        out.status.success(),
+        "ethtool {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value `ethtool -k` prints for `name` ("on", "off [fixed]", ...).
+fn shown(text: &str, name: &str) -> String {
+    text.lines()
+        .find_map(|line| line.trim().strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("{name} not in ethtool -k:\n{text}"))
+        .to_string()
+}
+
+/// Reads the features in the namespace and judges them as the `gro` check would.
+fn gro_in(ns: &netns::Netns, device: &'static str) -> (bool, Option<steerd::doctor::Finding>) {
+    ns.spawn(None, move || {
+        let ethtool = Ethtool::new().expect("socket in the namespace");
+        let features = ethtool.features(device).expect("ETHTOOL_GFEATURES");
+        let active = features.get("rx-gro").expect("rx-gro").active;
+        (active, gro::judge(device, &features))
+    })
+    .join()
+    .expect("namespace thread")
+}
+
+fn real_kernel_veth_gro_ntuple_and_flow_hash() -> TestResult {
+    netns::require()?;
+    Requirement::tool("ethtool", "apt-get install ethtool").check()?;
+    let ns = netns::Netns::create("ef");
+    netns::ip(&[
+        "-n",
+        &ns.name,
+        "link",
+        "add",
+        "ef-a",
+        "numrxqueues",
+        "4",
+        "numtxqueues",
+        "4",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "ef-b",
+    ]);
+    netns::ip(&["-n", &ns.name, "link", "set", "ef-a", "up"]);
+    netns::ip(&["-n", &ns.name, "link", "set", "ef-b", "up"]);
+
+    // GRO off: the ioctl says so, as ethtool -k does, and the check finds it.
+    ethtool_in(&ns, &["-K", "ef-a", "gro", "off"]);
+    let shown_off = shown(&ethtool_in(&ns, &["-k", "ef-a"]), "generic-receive-offload");
+    let (active, finding) = gro_in(&ns, "ef-a");
+    assert!(!active && shown_off.starts_with("off"), "{shown_off}");
+    let finding = finding.expect("GRO off is found");
+    eprintln!("{finding:?}");
+    assert_eq!(finding.severity, Severity::Warning);
+    assert_eq!(finding.fix.as_deref(), Some("ethtool -K ef-a gro on"));
+
+    // GRO on again: nothing found.
+    ethtool_in(&ns, &["-K", "ef-a", "gro", "on"]);
+    let shown_on = shown(&ethtool_in(&ns, &["-k", "ef-a"]), "generic-receive-offload");
+    let (active, finding) = gro_in(&ns, "ef-a");
+    assert!(active && shown_on.starts_with("on"), "{shown_on}");
+    assert_eq!(finding, None);
+
+    // ntuple as ethtool -k shows it (veth: "off [fixed]"), and nothing for aRFS to use;
+    // the flow hash refused with EOPNOTSUPP (veth has no RSS).
+    let ntuple_shown = shown(&ethtool_in(&ns, &["-k", "ef-a"]), "ntuple-filters");
+    let (state, hash) = ns
+        .spawn(None, || {
+            let ethtool = Ethtool::new().expect("socket in the namespace");
+            let features = ethtool.features("ef-a").expect("ETHTOOL_GFEATURES");
+            let state = features.get("rx-ntuple-filter").expect("rx-ntuple-filter");
+            let rfs = ntuple::RfsTables {
+                sock_flow_entries: Some(0),
+                queues: 4,
+                queues_with_table: 0,
+            };
+            assert_eq!(ntuple::judge("ef-a", &features, &rfs), None);
+            let hash = ethtool
+                .rx_flow_hash("ef-a", UDP_V4_FLOW)
+                .map_err(|e| e.to_string());
+            (state, hash)
+        })
+        .join()
+        .expect("namespace thread");
+    eprintln!("ntuple-filters: {ntuple_shown}; {state:?}; udp4 hash: {hash:?}");
+    assert_eq!(ntuple_shown.starts_with("on"), state.active);
+    assert_eq!(ntuple_shown.contains("[fixed]"), state.fixed());
+    match hash {
+        Err(error) => assert!(
+            error.contains("ETHTOOL_GRXFH on ef-a") && error.contains("EOPNOTSUPP"),
+            "{error}"
+        ),
+        // A kernel whose veth reports hash fields: then they must judge cleanly.
+        Ok(fields) => {
+            let hash = udp_hash::UdpHash {
+                udp4: fields,
+                udp6: None,
+            };
+            let _ = udp_hash::judge("ef-a", 4, &hash);
+        }
+    }
+    Ok(())
+}
+
+suite_main!(real_kernel_veth_gro_ntuple_and_flow_hash);
