@@ -7,10 +7,11 @@
 //! (`struct ethtool_drvinfo`, `ethtool_sset_info`, `ethtool_gstrings`, `ethtool_stats`,
 //! `ethtool_ringparam`, `ethtool_coalesce`, `ethtool_rxnfc`, `ethtool_gfeatures`); the
 //! ioctl itself goes through nix. Hand-written because no maintained crate covers
-//! `SIOCETHTOOL`: nix and libc stop at the ioctl number, and the ethtool crates on
-//! crates.io speak the ethtool *netlink* family (which has no per-queue driver stats) or
-//! are unmaintained. One [`Ethtool`] keeps its socket and its buffers, so a
-//! sample allocates nothing once they have grown.
+//! `SIOCETHTOOL`: nix and libc stop at the ioctl number; the crates that issue it
+//! (`ethernet-info`, `ethtool_sys`) read link settings only; and the `ethtool` crate
+//! speaks the ethtool *netlink* family, asynchronously, which has no per-queue driver
+//! stats and carries RSS hash fields only on kernels from 2025 on. One [`Ethtool`] keeps
+//! its socket and its buffers, so a sample allocates nothing once they have grown.
 //!
 //! The count of stats can change between calls (a channel count change, an XDP program),
 //! and the kernel fills `ETHTOOL_GSTRINGS`/`ETHTOOL_GSTATS` with *its current* count, not
@@ -482,7 +483,9 @@ impl Ethtool {
     /// `ETHTOOL_GRXFH`: the fields the RSS hash covers for `flow_type` ([`UDP_V4_FLOW`],
     /// [`UDP_V6_FLOW`], ...), what `ethtool -n DEV rx-flow-hash udp4` shows. Fails with
     /// EOPNOTSUPP where the driver does not report it (`lo`, veth, virtio without RSS on
-    /// older kernels).
+    /// older kernels). Hand-written (see the module's doc): the ethtool netlink family
+    /// reports hash fields only on kernels from 2025 on (`ETHTOOL_A_RSS_FLOW_HASH`), and
+    /// no crate wraps either.
     pub fn rx_flow_hash(&self, ifname: &str, flow_type: u32) -> Result<FlowHash, Error> {
         let mut request = Rxnfc {
             cmd: ETHTOOL_GRXFH,
@@ -499,7 +502,9 @@ impl Ethtool {
     /// `ETHTOOL_GSTRINGS` for `ETH_SS_FEATURES`, then `ETHTOOL_GFEATURES`): what
     /// `ethtool -k` shows, under the kernel's names (`rx-gro` is "generic-receive-offload",
     /// `rx-ntuple-filter` "ntuple-filters"). Every device answers: the features are the
-    /// core's, not the driver's.
+    /// core's, not the driver's. Hand-written (see the module's doc) so that it needs no
+    /// async netlink stack; the names make it robust to the kernel renumbering feature
+    /// bits, unlike the legacy `ETHTOOL_GGRO`/`ETHTOOL_GFLAGS`.
     pub fn features(&self, ifname: &str) -> Result<Features, Error> {
         self.read_features(ifname).map_err(|f| f.into_error(ifname))
     }
