@@ -1420,3 +1420,69 @@ fn pins_threaded_napi_threads_beside_their_irqs_and_restores_them() {
         assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
     }
 }
+
+/// 15. A channel-count change on a driver whose NAPI keeps its IRQ affinity across resets
+///     (the kernel records each affinity write per NAPI and re-applies it after `ethtool
+///     -L`: 6.15+ for drivers that opt in, ice and idpf; iavf in 6.17). The values the
+///     kernel puts back are steerd's own: the change is seen (the read-back finds the
+///     removed queues' RPS masks gone), nothing is counted as an external change and no
+///     IRQ is rewritten.
+#[test]
+fn a_kernel_kept_affinity_after_a_channel_change_is_taken_as_steerds_own() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    // A static RPS mask: steerd's values in the queues' directories, which the read-back
+    // finds gone, then reset, so each change is seen. No traffic: nothing but the
+    // placement rules moves an IRQ.
+    let config = m.config("devices:\n  eth0:\n    rps: static\n    rps_cpus: \"4-7\"\n");
+    let mut kernel = FakeKernel::start(m.tree.clone(), Vec::new());
+    let mut daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    let spread = || {
+        let cpus: Vec<CpuSet> = eth0.iter().map(|&irq| m.irq_cpus(irq)).collect();
+        cpus.iter().all(|c| c.len() == 1) && (0..4).all(|i| (0..i).all(|j| cpus[i] != cpus[j]))
+    };
+    wait_until(WAIT, "eth0 spread, static RPS on", Some(&daemon), || {
+        spread() && !m.rps("eth0", 3).0.is_empty()
+    });
+    daemon.wait_ticks(5);
+    let placed: Vec<CpuSet> = eth0.iter().map(|&irq| m.irq_cpus(irq)).collect();
+    let irq_writes = |daemon: &Steerd| {
+        daemon
+            .decisions()
+            .iter()
+            .filter(|d| d.action == "irq_affinity" && d.outcome == "applied")
+            .count()
+    };
+    let before = irq_writes(&daemon);
+    let resets = |daemon: &Steerd| {
+        daemon
+            .stderr_text()
+            .matches("eth0: queue set changed")
+            .count()
+    };
+    // combined 2: the kernel puts steerd's affinity back on the vectors that stay. On a
+    // fake root no uevent announces it: the read-back finds rx-2's and rx-3's RPS gone.
+    kernel.set_channels("eth0", 2, &|q| placed[q as usize].clone());
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "the channel change seen",
+        Some(&daemon),
+        || resets(&daemon) == 1,
+    );
+    daemon.wait_ticks(5);
+    let after: Vec<CpuSet> = eth0[..2].iter().map(|&irq| m.irq_cpus(irq)).collect();
+    assert_eq!(after, placed[..2], "the kernel-kept placement stands");
+    assert_eq!(irq_writes(&daemon), before, "no IRQ rewritten");
+    assert_eq!(
+        daemon.metric("steerd_external_changes_total"),
+        Some(0.0),
+        "the kernel's re-applied values taken for someone else's:\n{}",
+        daemon.stderr_text()
+    );
+    let status = daemon.stop(Signal::SIGTERM);
+    kernel.stop();
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
+    // The removed queues' files are gone; every other file has its original text.
+    let changed = m.changed();
+    assert!(changed.is_empty(), "not restored: {changed:#?}");
+}
