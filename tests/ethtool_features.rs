@@ -3,14 +3,15 @@
 //! turned off and on again with ethtool(8), and what `ETHTOOL_GFEATURES` and
 //! `ETHTOOL_GRXFH` answer each time, compared with `ethtool -k` and judged by the checks.
 //! The namespace (and with it both veth ends) is deleted by a Drop guard, also when an
-//! assertion fails; nothing outside it is touched.
+//! assertion fails; nothing outside it is touched. And, read-only, the host's `eth0`
+//! (when there is one) as ethtool(8) shows it.
 
 mod common;
 mod netns;
 
 use std::process::Command;
 
-use common::suite::{Requirement, TestResult};
+use common::suite::{Requirement, TestResult, not_here};
 use steerd::doctor::{Severity, gro, ntuple, udp_hash};
 use steerd::kernel::ethtool::{Ethtool, UDP_V4_FLOW};
 
@@ -131,4 +132,63 @@ fn real_kernel_veth_gro_ntuple_and_flow_hash() -> TestResult {
     Ok(())
 }
 
-suite_main!(real_kernel_veth_gro_ntuple_and_flow_hash);
+/// The host's eth0, read only: GRO, GRO-HW and ntuple as `ethtool -k eth0` prints them,
+/// and the udp4 hash fields as `ethtool -n eth0 rx-flow-hash udp4` lists them.
+fn real_kernel_eth0_reads_as_ethtool_shows() -> TestResult {
+    netns::require()?;
+    Requirement::tool("ethtool", "apt-get install ethtool").check()?;
+    if !std::path::Path::new("/sys/class/net/eth0").exists() {
+        return not_here("no eth0 on this machine");
+    }
+    let run = |args: &[&str]| {
+        let out = Command::new("ethtool")
+            .args(args)
+            .output()
+            .expect("ethtool");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let ethtool = Ethtool::new().expect("socket");
+    let features = ethtool.features("eth0").expect("ETHTOOL_GFEATURES on eth0");
+    let (_, k) = run(&["-k", "eth0"]);
+    for (ours, theirs) in [
+        ("rx-gro", "generic-receive-offload"),
+        ("rx-gro-hw", "rx-gro-hw"),
+        ("rx-ntuple-filter", "ntuple-filters"),
+    ] {
+        let state = features.get(ours).expect(ours);
+        let printed = shown(&k, theirs);
+        eprintln!("eth0 {ours}: {state:?}; ethtool -k: {theirs}: {printed}");
+        assert_eq!(printed.starts_with("on"), state.active, "{ours}");
+        assert_eq!(printed.contains("[fixed]"), state.fixed(), "{ours}");
+    }
+    let (ok, n) = run(&["-n", "eth0", "rx-flow-hash", "udp4"]);
+    match ethtool.rx_flow_hash("eth0", UDP_V4_FLOW) {
+        Ok(hash) => {
+            assert!(ok, "ethtool -n failed where the ioctl answered");
+            let listed: Vec<&str> = n
+                .lines()
+                .skip(1)
+                .map(str::trim)
+                .filter(|line| !line.is_empty())
+                .collect();
+            eprintln!(
+                "eth0 udp4: {hash:?} = {}; ethtool -n: {listed:?}",
+                hash.describe()
+            );
+            assert_eq!(hash.describe(), listed.join(", "));
+        }
+        Err(error) => {
+            eprintln!("eth0 udp4: {error}");
+            assert!(!ok, "ethtool -n answered where the ioctl failed: {n}");
+        }
+    }
+    Ok(())
+}
+
+suite_main!(
+    real_kernel_veth_gro_ntuple_and_flow_hash,
+    real_kernel_eth0_reads_as_ethtool_shows,
+);
