@@ -2,7 +2,8 @@
 //! side-by-side table (`scripts/lab.sh` writes it into `docs/lab.md`).
 //!
 //! `cargo run --release --example lab -- [--reps N] [--idle SECS] [--balancers a,b]
-//! [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see docs/lab.md).
+//! [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see docs/lab.md). `LAB_CONSOLE=DIR`
+//! keeps each run's guest console as `DIR/SCENARIO-BALANCER-N.log`.
 //!
 //! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
@@ -55,7 +56,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                      {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
-                    println!("  {:<11} {}", s.name, s.what);
+                    println!("  {:<17} {}", s.name, s.what);
                 }
                 return Ok(());
             }
@@ -112,6 +113,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         continue;
                     }
                 };
+                if let Some(dir) = std::env::var_os("LAB_CONSOLE") {
+                    let file =
+                        PathBuf::from(dir).join(format!("{}-{}-{}.log", s.name, b.name(), rep + 1));
+                    if let Err(e) = std::fs::write(&file, raw.lines.join("\n") + "\n") {
+                        eprintln!("lab: writing {}: {e}", file.display());
+                    }
+                }
                 let m = lab::report::analyse(s, &raw);
                 eprintln!(
                     "lab: {} {} #{}: first change {:?}, busiest {:.2}, input CPUs {}, late changes {}, restored {}",
@@ -124,6 +132,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     m.late_changes,
                     m.restored
                 );
+                if s.threaded {
+                    eprintln!(
+                        "lab: {} {} #{}: kernel {}, NAPI threads {} rx / {} tx, rx threads on their IRQ CPU {}, off their IRQ CPU {:?}, queue packet shares {:.2?}, their threads' tick shares {:.2?}, mapping agrees {:?}, with steerd's {:?}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        m.kernel.as_deref().unwrap_or("?"),
+                        m.rx_threads,
+                        m.tx_threads,
+                        m.threads_pinned
+                            .map_or("never".into(), |t| format!("after {t:.1} s")),
+                        m.threads_off_irq_cpu,
+                        m.queue_packet_shares,
+                        m.thread_tick_shares,
+                        m.mapping_agrees,
+                        m.mapping_daemon_agrees
+                    );
+                }
                 if std::env::var_os("LAB_VERBOSE").is_some() {
                     for l in &m.log {
                         eprintln!("    {l}");
@@ -138,8 +164,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
-    print!("{}", lab::report::table(&rows));
-    println!();
+    for table in [
+        lab::report::table(&rows),
+        lab::report::threaded_table(&rows),
+    ] {
+        if !table.is_empty() {
+            print!("{table}");
+            println!();
+        }
+    }
     for (what, ok) in lab::report::verdicts(&rows) {
         println!("- {} {what}", if ok { "met:" } else { "NOT MET:" });
     }

@@ -6,7 +6,9 @@
 # powers off. Everything it prints for the host starts with a tag the host parses:
 #   LAB READY / LAB EVENT uptime command / S uptime / N softnet row / C cpu line / I irq counts /
 #   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
-#   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE
+#   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
+#   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
+#   Q queue rx_packets (at the end)
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
 #   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
 # and the end adds LAB PANICS count (daemon log lines with "panicked").
@@ -34,7 +36,35 @@ echo 0 > /proc/sys/net/ipv4/icmp_ratelimit 2>/dev/null
 # The vectors this lab watches: the NIC's (virtioN-*) and the disk's.
 QIRQS=$(awk '/virtio[0-9]+-(input|output|config|req|request)/ { sub(":", "", $1); print $1 }' /proc/interrupts)
 
+# Every NAPI kernel thread (threaded NAPI: `napi/DEV-ID`, found by its comm), one line
+# each: "$1 pid comm cpus_allowed_list last_cpu run_ticks" with its allowed CPUs
+# (Cpus_allowed_list of /proc/PID/status), the CPU it last ran on (field 39 of
+# /proc/PID/stat) and its user+system ticks (fields 14 and 15). The transmit NAPIs of
+# virtio-net have no id and are all named napi/eth0-0, so a thread is known by its pid,
+# which stays while `threaded` stays on. One awk reads every file: a shell loop of `read`
+# (a syscall per byte) made a sample take about a second under TCG.
+napi_lines() { # tag
+    files=
+    for f in $(grep -l '^napi/' /proc/[0-9]*/comm 2>/dev/null); do
+        files="$files ${f%/comm}/status ${f%/comm}/stat"
+    done
+    [ -n "$files" ] || return 0
+    awk -v tag="$1" '
+        FILENAME ~ /status$/ {
+            if (FNR == 1) { name = "-"; pid = "-"; allowed = "-" }
+            if ($1 == "Name:") name = $2
+            if ($1 == "Pid:") pid = $2
+            if ($1 == "Cpus_allowed_list:") allowed = $2
+            next
+        }
+        {
+            line = $0; sub(/^.*\) /, "", line); n = split(line, f, " ")
+            print tag, pid, name, allowed, (n >= 37 ? f[37] : "-"), (n >= 13 ? f[12] + f[13] : "-")
+        }' $files 2>/dev/null
+}
+
 snapshot() {
+    napi_lines napi | cut -d' ' -f1-4
     for i in $(ls /proc/irq | grep '^[0-9]'); do
         [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list" && echo "irq $i $a"
     done
@@ -62,6 +92,7 @@ sample() {
         q=${f%/rps_cpus}; q=${q##*/rx-}
         echo "R eth0 $q $v"
     done
+    napi_lines T
     echo E
 }
 
@@ -117,7 +148,7 @@ pin_inputs() { # every input vector on CPU $1
         [ "$kind" = input ] && echo "$1" > "/proc/irq/$irq/smp_affinity_list"
     done
 }
-hand_place() { # queue N's vectors on the Nth CPU of $HAND_CPUS (wrapping)
+hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $HAND_CPUS (wrapping)
     set -- $HAND_CPUS
     n=$#
     nic_vectors | while read -r irq kind q; do
@@ -125,8 +156,19 @@ hand_place() { # queue N's vectors on the Nth CPU of $HAND_CPUS (wrapping)
         eval "cpu=\${$i}"
         echo "$cpu" > "/proc/irq/$irq/smp_affinity_list"
     done
+    # Threaded NAPI: queue N's receive thread (the Nth smallest NAPI id) beside its vectors.
+    read -r threaded 2>/dev/null < /sys/class/net/eth0/threaded
+    [ "$threaded" = 1 ] || return 0
+    q=0
+    napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n |
+        while read -r id pid; do
+            i=$(( q % n + 1 )); q=$((q + 1))
+            eval "cpu=\${$i}"
+            taskset -pc "$cpu" "$pid" > /dev/null
+        done
 }
 
+echo "LAB KERNEL $(uname -r)"
 # The scenario's set-up (before the snapshot: it is the machine as the balancer finds it).
 eval "$SETUP"
 snapshot > /tmp/before
@@ -173,6 +215,10 @@ done
 sample
 [ "$DAEMON_STATS" = 1 ] && daemon_stats
 grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
+# Packets received per queue over the run (Q queue packets): with the NAPI threads' run
+# ticks, a check of which thread polls which queue.
+ethtool -S eth0 2>/dev/null | awk '{ n = $1; sub(":", "", n) }
+    n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print "Q", q, $2 }'
 if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
     set -- $(cat "/proc/$BPID/stat" | sed 's/^.*) //')
     ticks=$(( ${12} + ${13} ))

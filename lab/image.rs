@@ -44,6 +44,11 @@ impl GuestKernel {
         let root = std::env::var_os("STEERD_LAB_KERNEL")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/"));
+        Self::find_in(&root)
+    }
+
+    /// The newest cloud kernel under `root` (`root/boot/vmlinuz-V`, `root/lib/modules/V`).
+    pub fn find_in(root: &Path) -> Result<Self> {
         let boot = root.join("boot");
         let mut found: Vec<String> = fs::read_dir(&boot)
             .map_err(io(format!("reading {}", boot.display())))?

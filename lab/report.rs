@@ -20,8 +20,26 @@ struct Sample {
     columns: Vec<u32>,
     /// By IRQ: name and per-CPU counts.
     interrupts: BTreeMap<u32, (String, BTreeMap<u32, u64>)>,
-    /// By IRQ: smp_affinity_list; by queue: rps_cpus.
+    /// By IRQ: smp_affinity_list; by queue: rps_cpus; by NAPI thread (`napi PID`): its
+    /// allowed CPUs.
     values: BTreeMap<String, String>,
+    /// By IRQ: effective_affinity_list.
+    effective: BTreeMap<u32, String>,
+    /// By pid: every NAPI kernel thread.
+    threads: BTreeMap<u32, NapiThread>,
+}
+
+/// A NAPI kernel thread in one sample (a `T` line).
+#[derive(Debug, Default, Clone)]
+struct NapiThread {
+    /// `napi/eth0-8193`.
+    comm: String,
+    /// `Cpus_allowed_list` of its status file.
+    allowed: String,
+    /// The CPU it last ran on (field 39 of its stat file).
+    last_cpu: Option<u32>,
+    /// Its user+system ticks.
+    ticks: Option<u64>,
 }
 
 /// The figures of one run.
@@ -59,6 +77,27 @@ pub struct Metrics {
     /// Daemon log lines that mention managed IRQs.
     pub managed_lines: usize,
     pub log: Vec<String>,
+    /// The guest kernel's release (`uname -r`).
+    pub kernel: Option<String>,
+    /// Receive NAPI threads seen (threaded NAPI), and transmit ones.
+    pub rx_threads: usize,
+    pub tx_threads: usize,
+    /// Seconds from the balancer's start until every receive NAPI thread is allowed on
+    /// exactly the CPU its queue's input IRQ fires on, and stays so to the end of the run;
+    /// `None`: never.
+    pub threads_pinned: Option<f64>,
+    /// In the steady window: the share of (sample, receive thread) pairs whose thread last
+    /// ran on another CPU than its queue's input IRQ.
+    pub threads_off_irq_cpu: Option<f64>,
+    /// Over the run, by rx queue: its share of the packets received (`ethtool -S`), and the
+    /// share of run ticks of the receive thread mapped to it.
+    pub queue_packet_shares: Vec<f64>,
+    pub thread_tick_shares: Vec<f64>,
+    /// Whether the queue with the most packets and the one with the fewest are those whose
+    /// mapped threads ran longest and shortest (a check of the mapping rule).
+    pub mapping_agrees: Option<bool>,
+    /// Whether every queue-to-thread pair steerd logged is the mapping rule's.
+    pub mapping_daemon_agrees: Option<bool>,
 }
 
 fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) {
@@ -131,6 +170,28 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
             "A" => {
                 if let (Some(s), Some(irq), Some(aff)) = (cur.as_mut(), f.first(), f.get(1)) {
                     s.values.insert(format!("irq {irq}"), aff.to_string());
+                    if let (Ok(n), Some(eff)) = (irq.parse(), f.get(2)) {
+                        s.effective.insert(n, eff.to_string());
+                    }
+                }
+            }
+            "T" => {
+                if let (Some(s), Some(Ok(pid)), Some(comm), Some(allowed)) = (
+                    cur.as_mut(),
+                    f.first().map(|p| p.parse()),
+                    f.get(1),
+                    f.get(2),
+                ) {
+                    s.values.insert(format!("napi {pid}"), allowed.to_string());
+                    s.threads.insert(
+                        pid,
+                        NapiThread {
+                            comm: comm.to_string(),
+                            allowed: allowed.to_string(),
+                            last_cpu: f.get(3).and_then(|v| v.parse().ok()),
+                            ticks: f.get(4).and_then(|v| v.parse().ok()),
+                        },
+                    );
                 }
             }
             "R" => {
@@ -146,11 +207,13 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
                     "DAEMON" => "daemon",
                     "RESTORED" => "restored",
                     "DIFF" => "diff",
+                    "KERNEL" => "kernel",
                     _ => continue,
                 };
                 other.entry(key).or_default().push(rest.to_string());
             }
             "P" => other.entry("snmp").or_default().push(rest.to_string()),
+            "Q" => other.entry("queue").or_default().push(rest.to_string()),
             "LOG" => other.entry("log").or_default().push(rest.to_string()),
             _ => {}
         }
@@ -167,6 +230,68 @@ fn vector_kind(name: &str) -> Option<&str> {
 
 fn single_cpu(list: &str) -> Option<u32> {
     list.parse().ok()
+}
+
+/// The receive NAPI threads of a sample in queue order: (queue, pid).
+///
+/// The mapping rule: a thread is named `napi/DEV-ID` after its NAPI id. virtio-net adds
+/// queue N's receive NAPI (which gets the next id from the kernel's global counter) and
+/// then its transmit NAPI (which gets none: transmit NAPIs are not busy-polled, so all of
+/// them are `napi/eth0-0`), for N = 0, 1, ..., so the receive ids are consecutive in queue
+/// order (8193-8196 for 4 queues) and the Nth smallest id is rx queue N. busybox has no
+/// netdev netlink to ask `queue-get` for the id; `mapping_agrees` checks the rule on the
+/// traffic.
+fn rx_threads(sample: &Sample) -> Vec<(u32, u32)> {
+    let mut by_id: Vec<(u64, u32)> = sample
+        .threads
+        .iter()
+        .filter_map(|(pid, t)| {
+            let id: u64 = t.comm.rsplit_once('-')?.1.parse().ok()?;
+            (id != 0).then_some((id, *pid))
+        })
+        .collect();
+    by_id.sort();
+    by_id
+        .into_iter()
+        .enumerate()
+        .map(|(q, (_, pid))| (q as u32, pid))
+        .collect()
+}
+
+/// The input vector of each queue in a sample: queue -> IRQ.
+fn input_irqs(sample: &Sample) -> BTreeMap<u32, u32> {
+    sample
+        .interrupts
+        .iter()
+        .filter_map(|(irq, (name, _))| {
+            let (_, what) = name.split_once('-')?;
+            let q = what.strip_prefix("input.")?.parse().ok()?;
+            Some((q, *irq))
+        })
+        .collect()
+}
+
+/// The CPU an IRQ fires on: its affinity when that is one CPU, else its effective
+/// affinity when that is one CPU.
+fn irq_cpu(sample: &Sample, irq: u32) -> Option<u32> {
+    sample
+        .values
+        .get(&format!("irq {irq}"))
+        .and_then(|v| single_cpu(v))
+        .or_else(|| sample.effective.get(&irq).and_then(|v| single_cpu(v)))
+}
+
+/// Whether every receive NAPI thread of a sample is allowed on exactly its queue's IRQ
+/// CPU (false when there are none).
+fn threads_on_irq_cpus(sample: &Sample) -> bool {
+    let rx = rx_threads(sample);
+    let inputs = input_irqs(sample);
+    !rx.is_empty()
+        && rx.iter().all(|(q, pid)| {
+            let cpu = inputs.get(q).and_then(|irq| irq_cpu(sample, *irq));
+            let allowed = sample.threads.get(pid).map(|t| t.allowed.as_str());
+            cpu.is_some_and(|c| allowed == Some(c.to_string().as_str()))
+        })
 }
 
 /// The figures of one run of a scenario.
@@ -325,7 +450,107 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .filter(|l| l.contains("kernel-managed") || l.contains("managed"))
         .count();
     m.settle = settle(&samples, other.get("event"));
+    m.kernel = first("kernel");
+    let queues = other.get("queue").cloned().unwrap_or_default();
+    threads(&mut m, &samples, &queues, ready, start, end);
     m
+}
+
+/// The threaded-NAPI figures: threads seen, when every receive thread sat on its queue's
+/// IRQ CPU for good, how often one ran elsewhere in the steady window, and the mapping
+/// check (per-queue packets against the mapped threads' run ticks).
+fn threads(
+    m: &mut Metrics,
+    samples: &[Sample],
+    queues: &[String],
+    ready: f64,
+    start: f64,
+    end: f64,
+) {
+    let Some(last) = samples.last() else { return };
+    m.rx_threads = rx_threads(last).len();
+    m.tx_threads = last.threads.len() - m.rx_threads;
+    if m.rx_threads == 0 {
+        return;
+    }
+    // The first sample from which every later one has the threads on their IRQ CPUs.
+    let mut from = None;
+    for x in samples.iter().rev() {
+        if !threads_on_irq_cpus(x) {
+            break;
+        }
+        from = Some(x.up);
+    }
+    m.threads_pinned = from.map(|up| (up - ready).max(0.0));
+    let window: Vec<&Sample> = samples
+        .iter()
+        .filter(|x| x.up >= start && x.up <= end + 0.5)
+        .collect();
+    let (mut off, mut all) = (0u32, 0u32);
+    for x in &window {
+        let inputs = input_irqs(x);
+        for (q, pid) in rx_threads(x) {
+            let cpu = inputs.get(&q).and_then(|irq| irq_cpu(x, *irq));
+            if let (Some(cpu), Some(ran)) = (cpu, x.threads.get(&pid).and_then(|t| t.last_cpu)) {
+                all += 1;
+                off += u32::from(cpu != ran);
+            }
+        }
+    }
+    if all > 0 {
+        m.threads_off_irq_cpu = Some(f64::from(off) / f64::from(all));
+    }
+    // Over the whole run: each queue's packets (ethtool -S) and its thread's run ticks.
+    let packets: BTreeMap<u32, u64> = queues
+        .iter()
+        .filter_map(|l| {
+            let (q, n) = l.split_once(' ')?;
+            Some((q.parse().ok()?, n.trim().parse().ok()?))
+        })
+        .collect();
+    let ticks: BTreeMap<u32, u64> = rx_threads(last)
+        .into_iter()
+        .filter_map(|(q, pid)| Some((q, last.threads.get(&pid)?.ticks?)))
+        .collect();
+    let shares = |v: &BTreeMap<u32, u64>| -> Vec<f64> {
+        let all: u64 = v.values().sum();
+        v.values()
+            .map(|&n| if all > 0 { n as f64 / all as f64 } else { 0.0 })
+            .collect()
+    };
+    m.queue_packet_shares = shares(&packets);
+    m.thread_tick_shares = shares(&ticks);
+    let order = |v: &BTreeMap<u32, u64>| {
+        let most = v.iter().max_by_key(|(_, n)| **n).map(|(q, _)| *q);
+        let least = v.iter().min_by_key(|(_, n)| **n).map(|(q, _)| *q);
+        (most, least)
+    };
+    if packets.len() == ticks.len() && ticks.values().any(|&t| t > 0) {
+        m.mapping_agrees = Some(order(&packets) == order(&ticks));
+    }
+    // steerd's own mapping, where it logs one ("eth0 rx-0 is polled by napi/eth0-8193"):
+    // on kernels whose netdev netlink gives each queue its NAPI id (6.8 and later), the
+    // kernel's answer.
+    let ours: BTreeMap<u32, String> = rx_threads(last)
+        .into_iter()
+        .filter_map(|(q, pid)| Some((q, last.threads.get(&pid)?.comm.clone())))
+        .collect();
+    let mut daemon = BTreeMap::new();
+    for line in &m.log {
+        let Some((before, after)) = line.split_once(" is polled by ") else {
+            continue;
+        };
+        let queue = before
+            .rsplit_once(" rx-")
+            .and_then(|(_, q)| q.parse::<u32>().ok());
+        let thread = after.split([' ', ')']).next();
+        if let (Some(q), Some(t)) = (queue, thread) {
+            daemon.insert(q, t.to_string());
+        }
+    }
+    if !daemon.is_empty() {
+        m.mapping_daemon_agrees = Some(daemon.iter().all(|(q, t)| ours.get(q) == Some(t)));
+    }
 }
 
 /// The longest time after a timed event until every NIC input vector is pinned to a
@@ -373,9 +598,14 @@ fn show(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
-/// The side-by-side table: one row per scenario and balancer, medians of its runs.
+/// The side-by-side table: one row per scenario and balancer, medians of its runs (the
+/// threaded-NAPI scenarios are left to `threaded_table`).
 pub fn table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
     let mut out = String::new();
+    let rows: Vec<_> = rows.iter().filter(|(s, _, _)| !s.threaded).collect();
+    if rows.is_empty() {
+        return out;
+    }
     out.push_str(
         "| scenario | balancer | runs | first change (s) | input IRQ CPUs | busiest CPU processed share | busiest CPU irq+softirq share | processed pkt/s | delivered/offered | drops softnet/tap | changes after convergence | settle after event (s) | daemon CPU s / RSS MB | restored |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
@@ -399,6 +629,88 @@ pub fn table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
             show(med(|m| Some(m.tap_dropped as f64)), 0),
             show(med(|m| Some(m.late_changes as f64)), 0),
             show(med(|m| m.settle), 1),
+            show(med(|m| m.daemon_cpu_s), 2),
+            show(med(|m| m.daemon_rss_mb), 1),
+            restored,
+            runs.len(),
+        );
+    }
+    out
+}
+
+/// The median of values where `None` means "never" (ranked after every time).
+fn median_or_never(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut v: Vec<f64> = values
+        .into_iter()
+        .map(|x| x.unwrap_or(f64::INFINITY))
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2]).filter(|x| x.is_finite())
+}
+
+/// The kernel release without Debian's suffix (`6.12.117+deb12-cloud-amd64` -> `6.12.117`).
+fn short_kernel(runs: &[Metrics]) -> String {
+    let k: BTreeSet<&str> = runs
+        .iter()
+        .filter_map(|m| m.kernel.as_deref())
+        .map(|k| k.split(['+', '-']).next().unwrap_or(k))
+        .collect();
+    if k.is_empty() {
+        "-".into()
+    } else {
+        k.into_iter().collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The threaded-NAPI table (issue 20): one row per threaded scenario and balancer, medians
+/// of its runs. "rx threads on their IRQ CPU" is the median of the runs' times, "never"
+/// counted as the longest; each run's time follows in brackets.
+pub fn threaded_table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
+    let mut out = String::new();
+    let rows: Vec<_> = rows.iter().filter(|(s, _, _)| s.threaded).collect();
+    if rows.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "| scenario | kernel | balancer | runs | NAPI threads rx/tx | rx threads on their IRQ CPU (s) | rx thread samples off their IRQ CPU | input IRQ CPUs | busiest CPU processed share | processed pkt/s | delivered/offered | changes after convergence | daemon CPU s / RSS MB | restored |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (s, balancer, runs) in rows {
+        let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));
+        let restored = runs.iter().filter(|m| m.restored).count();
+        let each: Vec<String> = runs
+            .iter()
+            .map(|m| {
+                m.threads_pinned
+                    .map_or("never".into(), |t| format!("{t:.1}"))
+            })
+            .collect();
+        let pinned = median_or_never(runs.iter().map(|m| m.threads_pinned))
+            .map_or("never".into(), |t| format!("{t:.1}"));
+        let pinned = if runs.len() > 1 {
+            format!("{pinned} ({})", each.join(", "))
+        } else {
+            pinned
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {}/{} |",
+            s.name,
+            short_kernel(runs),
+            balancer,
+            runs.len(),
+            show(med(|m| Some(m.rx_threads as f64)), 0),
+            show(med(|m| Some(m.tx_threads as f64)), 0),
+            pinned,
+            show(med(|m| m.threads_off_irq_cpu), 2),
+            show(med(|m| Some(m.input_cpus as f64)), 0),
+            show(med(|m| Some(m.busiest_processed)), 2),
+            show(med(|m| Some(m.processed_pps)), 0),
+            show(med(|m| m.delivered), 2),
+            show(med(|m| Some(m.late_changes as f64)), 0),
             show(med(|m| m.daemon_cpu_s), 2),
             show(med(|m| m.daemon_rss_mb), 1),
             restored,
@@ -474,6 +786,24 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             out.push((
                 format!("{}: every input vector on one online CPU {settle:.1} s after each event (<= 2 ticks)", s.name),
                 settle <= 2.5,
+            ));
+        }
+        if s.threaded {
+            let pinned = median_or_never(runs.iter().map(|m| m.threads_pinned));
+            out.push((
+                format!(
+                    "{}: every rx NAPI thread on its queue's IRQ CPU {} after the start (<= 2 ticks)",
+                    s.name,
+                    pinned.map_or("never".into(), |t| format!("{t:.1} s"))
+                ),
+                pinned.is_some_and(|t| t <= 2.5),
+            ));
+            out.push((
+                format!(
+                    "{}: steerd's busiest-CPU share {busiest:.2} <= 0.40",
+                    s.name
+                ),
+                busiest <= 0.405,
             ));
         }
         if s.vm.blk_queues.is_some() {

@@ -35,8 +35,12 @@ pub struct RawRun {
 impl Lab {
     /// Builds the guest image around `steerd` in `work`.
     pub fn build(work: &Path, steerd: &Path) -> Result<Lab> {
+        Self::build_on(work, steerd, GuestKernel::find()?)
+    }
+
+    /// Builds the guest image around `steerd` in `work` for the given kernel.
+    pub fn build_on(work: &Path, steerd: &Path, kernel: GuestKernel) -> Result<Lab> {
         std::fs::create_dir_all(work).map_err(io(format!("creating {}", work.display())))?;
-        let kernel = GuestKernel::find()?;
         let (base, modules) = image::build_base(work, &kernel, steerd)?;
         Ok(Lab {
             kernel,

@@ -68,6 +68,9 @@ pub struct Scenario {
     pub steerd_args: String,
     /// Whether each sample carries the daemon's RSS, threads, fds and tick time (the soak).
     pub daemon_stats: bool,
+    /// Whether the set-up turns threaded NAPI on (`/sys/class/net/eth0/threaded`): the
+    /// run's figures then go to the threaded-NAPI table, with its thread columns.
+    pub threaded: bool,
 }
 
 /// The total UDP rate of the scenarios, packets/s: about what the host offers from 2 CPUs
@@ -101,8 +104,14 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
         period: 0.5,
         steerd_args: String::new(),
         daemon_stats: false,
+        threaded: false,
     }
 }
+
+/// The guest shell that turns threaded NAPI on for the NIC: each NAPI instance then polls
+/// in a kernel thread `napi/eth0-ID` that the scheduler places, not in the softirq of the
+/// CPU its IRQ fired on (Linux 5.12 and later; issue 20).
+pub const THREADED_ON: &str = "echo 1 > /sys/class/net/eth0/threaded";
 
 /// Every scenario; `idle` is the idle spell of `idle-burst` (5 minutes in the full table).
 pub fn all(idle: Duration) -> Vec<Scenario> {
@@ -214,6 +223,33 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             ..base(
                 "kill9",
                 "every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows",
+            )
+        },
+        Scenario {
+            setup: format!("{THREADED_ON}; pin_inputs 0"),
+            spread: true,
+            threaded: true,
+            ..base(
+                "threaded-cpu0",
+                "threaded NAPI on, every input vector on CPU0, 8 UDP flows",
+            )
+        },
+        Scenario {
+            setup: THREADED_ON.into(),
+            spread: true,
+            threaded: true,
+            ..base(
+                "threaded-defaults",
+                "threaded NAPI on, the driver's placement (queue N on CPU N), 8 UDP flows",
+            )
+        },
+        Scenario {
+            events: vec![(10, "kill -9 $BPID; sleep 1; start_balancer")],
+            setup: format!("{THREADED_ON}; pin_inputs 0"),
+            threaded: true,
+            ..base(
+                "threaded-kill9",
+                "threaded NAPI on, every input on CPU0, the balancer killed with -9 at 10 s and restarted, 8 UDP flows",
             )
         },
         Scenario {

@@ -4,14 +4,19 @@
 # each, medians; IDLE seconds of idle in idle-burst), and replaces the text between the
 # lab-table markers. Needs root and the lab's packages (docs/lab.md). Extra arguments go to
 # the lab (scenario names, --balancers ...). STEERD_LAB_KERNEL=DIR boots an unpacked kernel
-# package instead of /boot's (docs/lab.md).
+# package instead of /boot's (docs/lab.md). TABLE=threaded writes the threaded-NAPI table
+# (between the lab-threaded-table markers) instead.
 #
 #   sudo scripts/lab.sh                 # everything, 3 runs each (about 2.5 hours)
 #   sudo REPS=1 scripts/lab.sh cpu0     # one scenario, one run each
+#   sudo TABLE=threaded STEERD_LAB_KERNEL=$(scripts/lab-kernel-6.12.sh) scripts/lab.sh \
+#       --balancers none,irqbalance,steerd threaded-cpu0 threaded-defaults threaded-kill9
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${REPS:-3}
 idle=${IDLE:-300}
+marker=lab-table
+[ "${TABLE:-}" = threaded ] && marker=lab-threaded-table
 cargo build --release --bin steerd --example lab
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
@@ -22,9 +27,9 @@ target/release/examples/lab --reps "$reps" --idle "$idle" "$@" > "$table"
     echo
     cat "$table"
 } > "$table.block"
-awk -v block="$table.block" '
-    /<!-- lab-table:begin -->/ { print; while ((getline line < block) > 0) print line; skip = 1; next }
-    /<!-- lab-table:end -->/ { skip = 0 }
+awk -v block="$table.block" -v begin="<!-- $marker:begin -->" -v end="<!-- $marker:end -->" '
+    $0 == begin { print; while ((getline line < block) > 0) print line; skip = 1; next }
+    $0 == end { skip = 0 }
     !skip { print }
 ' docs/lab.md > docs/lab.md.new
 mv docs/lab.md.new docs/lab.md
