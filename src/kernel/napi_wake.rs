@@ -176,7 +176,7 @@ fn host_tracepoint_id() -> Result<u64, WakeError> {
         Ok(id) => id,
         Err(WakeError::NoTracepoint { .. }) if !tracefs_mounted(&dirs) => {
             let (id, mount_point) =
-                id_from_a_momentary_mount(&std::env::temp_dir()).map_err(|mount_error| {
+                id_from_a_momentary_mount(Path::new(MOUNT_PARENT)).map_err(|mount_error| {
                     // The places tried are beside the point: tracefs is mounted nowhere.
                     WakeError::NoTracepoint {
                         tried: Vec::new(),
@@ -202,17 +202,54 @@ fn tracefs_mounted(dirs: &[&Path]) -> bool {
         .any(|dir| statfs(*dir).is_ok_and(|fs| fs.filesystem_type() == TRACEFS_MAGIC))
 }
 
+/// Where the momentary mount point is made: `/run`, which only root can write (not `/tmp`,
+/// where anyone can create entries and a mistake in the name would be theirs to exploit).
+const MOUNT_PARENT: &str = "/run";
+
+/// A new, empty directory `steerd-tracefs.XXXXXX` in `parent` for the momentary mount:
+/// `parent` must be a real directory (not a symbolic link) that only its owner, root or
+/// steerd's own user, can write; the name is random and made with `mkdtemp`, mode 0700, so
+/// nobody can plant it first or look inside.
+fn make_mount_point(parent: &Path) -> Result<PathBuf, MountError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| MountError {
+        text: format!("not mounting in {}: {why}", parent.display()),
+        denied: false,
+    };
+    match fs::symlink_metadata(parent) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(refuse("it is a symbolic link".into()));
+        }
+        Ok(meta) if !meta.is_dir() => return Err(refuse("it is not a directory".into())),
+        Ok(meta) => {
+            let me = nix::unistd::geteuid().as_raw();
+            if meta.uid() != 0 && meta.uid() != me {
+                return Err(refuse(format!("it belongs to uid {}", meta.uid())));
+            }
+            if meta.mode() & 0o022 != 0 {
+                return Err(refuse(format!(
+                    "others can write it (mode {:o})",
+                    meta.mode() & 0o7777
+                )));
+            }
+        }
+        // mkdtemp says what is missing.
+        Err(_) => {}
+    }
+    let template = parent.join("steerd-tracefs.XXXXXX");
+    nix::unistd::mkdtemp(&template).map_err(|e| MountError {
+        text: format!("creating {}: {}", template.display(), io::Error::from(e)),
+        denied: false,
+    })
+}
+
 /// Mounts tracefs on a new directory `steerd-tracefs.XXXXXX` in `parent` (a random name,
 /// made with `mkdtemp`, so that nobody can make it first), reads the tracepoint's id, and
 /// unmounts and removes it again, whatever the read gave. The mount is in the caller's
 /// mount namespace for the few microseconds this takes. Returns the id and where the mount
 /// was.
 fn id_from_a_momentary_mount(parent: &Path) -> Result<(u64, PathBuf), MountError> {
-    let template = parent.join("steerd-tracefs.XXXXXX");
-    let mount_point = nix::unistd::mkdtemp(&template).map_err(|e| MountError {
-        text: format!("creating {}: {}", template.display(), io::Error::from(e)),
-        denied: false,
-    })?;
+    let mount_point = make_mount_point(parent)?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if let Err(e) = mount(
         Some("tracefs"),
@@ -483,6 +520,29 @@ mod tests {
         assert!(left.is_empty(), "the mount point was left behind: {left:?}");
         let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
         assert!(!mounts.contains(&*dir.path().to_string_lossy()), "{mounts}");
+    }
+
+    #[test]
+    fn the_mount_point_is_private_and_only_made_where_only_its_owner_writes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let point = make_mount_point(dir.path()).unwrap();
+        let mode = fs::metadata(&point).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", point.display());
+        fs::remove_dir(&point).unwrap();
+        // A symbolic link planted as the parent is not followed.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path(), &link).unwrap();
+        let error = make_mount_point(&link).unwrap_err().text;
+        assert!(error.contains("symbolic link"), "{error}");
+        // A directory others can write (a world-writable /tmp without PrivateTmp).
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        let error = make_mount_point(&open).unwrap_err().text;
+        assert!(error.contains("others can write it (mode 1777)"), "{error}");
+        assert_eq!(fs::read_dir(&open).unwrap().count(), 0, "nothing made there");
     }
 
     #[test]
