@@ -143,18 +143,8 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
             ),
         ));
     }
-    if p.config.numa != NumaPolicy::Ignore
-        && !dev.home.contains(cpu)
-        && !dev.local.is_empty()
-        && dev.local.is_subset(&dev.home)
-    {
-        return Some((
-            ReasonKind::RemoteNode,
-            format!(
-                "fires on CPU {cpu}, off {name}'s NUMA-local CPUs {}",
-                dev.home.to_list()
-            ),
-        ));
+    if let Some(rule) = remote_node(p, d, cpu) {
+        return Some(rule);
     }
     if dev.on_cpu(cpu) > 0 {
         return Some((
@@ -226,24 +216,27 @@ fn other_irq_rule(p: &Planner, slot: usize) -> Option<(ReasonKind, String)> {
             ),
         ));
     }
-    let d = view.device?;
+    remote_node(p, view.device?, view.cpu?)
+}
+
+/// An IRQ of device `d` firing on `cpu` off the device's NUMA node while local CPUs are
+/// allowed (unless `numa: ignore`).
+fn remote_node(p: &Planner, d: usize, cpu: u32) -> Option<(ReasonKind, String)> {
     let dev = &p.devices[d];
-    let cpu = view.cpu?;
-    if p.config.numa != NumaPolicy::Ignore
+    let remote = p.config.numa != NumaPolicy::Ignore
         && !dev.home.contains(cpu)
         && !dev.local.is_empty()
-        && dev.local.is_subset(&dev.home)
-    {
-        return Some((
+        && dev.local.is_subset(&dev.home);
+    remote.then(|| {
+        (
             ReasonKind::RemoteNode,
             format!(
                 "fires on CPU {cpu}, off {}'s NUMA-local CPUs {}",
                 dev.dev.name,
                 dev.home.to_list()
             ),
-        ));
-    }
-    None
+        )
+    })
 }
 
 /// Moves the misplaced IRQs of one phase: forbidden ones (`forbidden: true`, dwell or not)
