@@ -59,3 +59,28 @@ impl<T> PerDevice<'_, T> {
         findings
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{machine, run_check};
+    use super::super::{coalescing, gro, ntuple, rings, udp_hash};
+
+    /// Off the host every ethtool check says, once, what it did not check and why.
+    #[test]
+    fn a_fake_root_is_not_checked_and_says_why() {
+        let (_dir, tree) = machine(|_| {});
+        let expected = [
+            (rings::check as super::super::Check, "ring sizes"),
+            (coalescing::check, "interrupt coalescing"),
+            (gro::check, "GRO"),
+            (udp_hash::check, "UDP hash fields"),
+            (ntuple::check, "ntuple filters (aRFS)"),
+        ];
+        for (check, subject) in expected {
+            let f = run_check(&tree, check, Err("-".into()), None);
+            assert_eq!(f.len(), 1, "{f:?}");
+            assert_eq!(f[0].summary, format!("not checked: {subject} of all devices"));
+            assert!(f[0].evidence.contains("--root"), "{f:?}");
+        }
+    }
+}

@@ -70,7 +70,6 @@ pub fn judge(device: &str, features: &Features) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
     use super::*;
     use crate::kernel::ethtool::FeatureState;
 
@@ -106,12 +105,4 @@ mod tests {
         assert_eq!(judge("eth0", &Features::default()), None);
     }
 
-    #[test]
-    fn a_fake_root_is_not_checked_and_says_why() {
-        let (_dir, tree) = machine(|_| {});
-        let f = run_check(&tree, check, Err("-".into()), None);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(f[0].summary, "not checked: GRO of all devices");
-        assert!(f[0].evidence.contains("--root"), "{f:?}");
-    }
 }

@@ -141,7 +141,6 @@ pub fn judge(device: &str, features: &Features, rfs: &RfsTables) -> Option<Findi
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
     use super::*;
     use crate::kernel::ethtool::FeatureState;
 
@@ -205,14 +204,4 @@ mod tests {
         assert_eq!(judge("eth0", &Features::default(), &rfs(0, 0)), None);
     }
 
-    #[test]
-    fn a_fake_root_is_not_checked_and_says_why() {
-        let (_dir, tree) = machine(|_| {});
-        let f = run_check(&tree, check, Err("-".into()), None);
-        assert_eq!(f.len(), 1, "{f:?}");
-        assert_eq!(
-            f[0].summary,
-            "not checked: ntuple filters (aRFS) of all devices"
-        );
-    }
 }
