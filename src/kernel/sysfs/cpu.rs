@@ -192,11 +192,7 @@ fn last_level_cache(root: &Root, cpu_base: &str) -> Result<Option<u32>, Error> {
 mod tests {
     use super::*;
 
-    fn write(dir: &Path, relative: &str, text: &str) {
-        let path = dir.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     #[test]
     fn a_two_node_smt_machine_with_a_gap() {

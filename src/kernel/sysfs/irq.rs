@@ -91,13 +91,8 @@ pub fn read_irq(root: &Root, irq: u32) -> Result<Option<IrqSettings>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
-    fn write(dir: &Path, relative: &str, text: &str) {
-        let path = dir.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     #[test]
     fn reads_settings_and_managed_mode() {

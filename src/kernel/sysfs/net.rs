@@ -441,11 +441,7 @@ mod tests {
         );
     }
 
-    fn write(dir: &Path, relative: &str, text: &str) {
-        let path = dir.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
-    }
+    use super::super::write_test_file as write;
 
     fn link(dir: &Path, target: &str, relative: &str) {
         let path = dir.join(relative);
