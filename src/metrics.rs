@@ -11,7 +11,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::apply::FailureKind;
@@ -99,6 +99,20 @@ pub struct Metrics {
     pub quiet_receive_wakeups: Counter,
 }
 
+/// The tick-duration histogram's bounds: 10 µs times 4^i for i in 0..11 (10 µs .. ~10 s),
+/// the same values as prometheus-client's `exponential_buckets(0.00001, 4.0, 11)`.
+///
+/// Computed by multiplying with exact powers of two instead, because
+/// `exponential_buckets` calls `f64::powf`, which LLVM turns into glibc's `exp2`: that one
+/// call was steerd's only use of libm, and loading libm.so.6 cost 380-540 kB of RSS
+/// (its text and tables, faulted in 64 kB at a time; `scripts/memory.sh`). Without it
+/// the linker (`--as-needed`) drops libm. Scaling by 4^i = 2^(2i) is exact, so each bound,
+/// and the `le` label printed from it, is bit for bit what it was
+/// (`tests::tick_duration_buckets_are_the_exponential_ones`).
+fn tick_duration_buckets() -> impl Iterator<Item = f64> {
+    (0..11u32).map(|i| 0.00001 * f64::from(1u32 << (2 * i)))
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -118,8 +132,7 @@ impl Metrics {
             actions: Family::default(),
             write_errors: Family::default(),
             config_reloads: Family::default(),
-            // 10 µs .. ~10 s
-            tick_duration: Histogram::new(exponential_buckets(0.00001, 4.0, 11)),
+            tick_duration: Histogram::new(tick_duration_buckets()),
             ticks: Counter::default(),
             ticks_skipped: Counter::default(),
             unmanageable_irqs: Gauge::default(),
@@ -357,6 +370,16 @@ fn to_classic(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_duration_buckets_are_the_exponential_ones() {
+        let ours: Vec<u64> = tick_duration_buckets().map(f64::to_bits).collect();
+        let theirs: Vec<u64> =
+            prometheus_client::metrics::histogram::exponential_buckets(0.00001, 4.0, 11)
+                .map(f64::to_bits)
+                .collect();
+        assert_eq!(ours, theirs);
+    }
 
     #[test]
     fn exposition_has_the_prefix_and_eof() {
