@@ -25,6 +25,7 @@ pub mod knob;
 pub mod limits;
 pub mod load;
 pub mod logfmt;
+pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod plan_once;

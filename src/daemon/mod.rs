@@ -90,6 +90,7 @@ pub struct Options {
 /// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (unreadable config, no
 /// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
 pub fn run(options: Options) -> Result<(), StartError> {
+    crate::memory::one_malloc_arena();
     // Before any thread starts, so that every thread inherits the blocked mask.
     let mut signals = wakeups::Signals::block_and_open().map_err(StartError::Signals)?;
     let shared = Shared::new();
