@@ -412,11 +412,11 @@ fn secs(seconds: f64) -> String {
     humantime::format_duration(std::time::Duration::from_secs_f64(seconds.max(0.0))).to_string()
 }
 
+/// For tests here and in `doctor`: a calm daemon, a minute old, at its 60th tick of 1 s,
+/// seen at unix time 1060.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn live() -> LiveStatus {
+impl LiveStatus {
+    pub(crate) fn example() -> LiveStatus {
         LiveStatus {
             version: "0.1.0",
             started_unix: 1000.0,
@@ -433,6 +433,15 @@ mod tests {
             verdict_tick: 60,
             ..LiveStatus::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live() -> LiveStatus {
+        LiveStatus::example()
     }
 
     #[test]

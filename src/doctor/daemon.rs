@@ -117,16 +117,7 @@ mod tests {
     use crate::status_report::{LiveStatus, NoWrites};
 
     fn live() -> LiveStatus {
-        LiveStatus {
-            version: "0.1.0",
-            started_unix: 1000.0,
-            ticks: 60,
-            last_tick_unix: 1059.5,
-            interval_s: 1.0,
-            quiet_interval_s: 10.0,
-            verdict_tick: 60,
-            ..LiveStatus::default()
-        }
+        LiveStatus::example()
     }
 
     fn found(live: LiveStatus) -> Vec<Finding> {
