@@ -69,5 +69,4 @@ mod tests {
         assert_eq!(judge("eth0", &Coalesce::rx(0, 32, false)), None);
         assert_eq!(judge("eth0", &Coalesce::rx(0, 1, true)), None);
     }
-
 }

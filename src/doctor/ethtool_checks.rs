@@ -79,7 +79,10 @@ mod tests {
         for (check, subject) in expected {
             let f = run_check(&tree, check, Err("-".into()), None);
             assert_eq!(f.len(), 1, "{f:?}");
-            assert_eq!(f[0].summary, format!("not checked: {subject} of all devices"));
+            assert_eq!(
+                f[0].summary,
+                format!("not checked: {subject} of all devices")
+            );
             assert!(f[0].evidence.contains("--root"), "{f:?}");
         }
     }

@@ -104,5 +104,4 @@ mod tests {
         assert_eq!(judge("eth0", &features(true)), None);
         assert_eq!(judge("eth0", &Features::default()), None);
     }
-
 }

@@ -203,5 +203,4 @@ mod tests {
         assert_eq!(judge("eth0", &ntuple(true, true), &rfs(32768, 4)), None);
         assert_eq!(judge("eth0", &Features::default(), &rfs(0, 0)), None);
     }
-
 }

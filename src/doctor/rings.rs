@@ -62,5 +62,4 @@ mod tests {
         assert_eq!(judge("eth0", &RingParams::new(2048, 4096, 512, 4096)), None);
         assert_eq!(judge("eth0", &RingParams::new(256, 256, 256, 256)), None);
     }
-
 }

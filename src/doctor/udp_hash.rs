@@ -155,5 +155,4 @@ mod tests {
         };
         assert_eq!(judge("eth0", 4, &none), None);
     }
-
 }

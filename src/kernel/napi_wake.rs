@@ -542,7 +542,11 @@ mod tests {
         fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
         let error = make_mount_point(&open).unwrap_err().text;
         assert!(error.contains("others can write it (mode 1777)"), "{error}");
-        assert_eq!(fs::read_dir(&open).unwrap().count(), 0, "nothing made there");
+        assert_eq!(
+            fs::read_dir(&open).unwrap().count(),
+            0,
+            "nothing made there"
+        );
     }
 
     #[test]
