@@ -93,8 +93,9 @@ pub struct Metrics {
     /// share of run ticks of the receive thread mapped to it.
     pub queue_packet_shares: Vec<f64>,
     pub thread_tick_shares: Vec<f64>,
-    /// Whether the queue with the most packets and the one with the fewest are those whose
-    /// mapped threads ran longest and shortest (a check of the mapping rule).
+    /// The correlation of the two, and whether it is at least 0.8 (a check of the mapping
+    /// rule; 6.1's `ethtool -S` has the per-queue packets, 6.12's does not).
+    pub mapping_correlation: Option<f64>,
     pub mapping_agrees: Option<bool>,
     /// Whether every queue-to-thread pair steerd logged is the mapping rule's.
     pub mapping_daemon_agrees: Option<bool>,
@@ -520,13 +521,13 @@ fn threads(
     };
     m.queue_packet_shares = shares(&packets);
     m.thread_tick_shares = shares(&ticks);
-    let order = |v: &BTreeMap<u32, u64>| {
-        let most = v.iter().max_by_key(|(_, n)| **n).map(|(q, _)| *q);
-        let least = v.iter().min_by_key(|(_, n)| **n).map(|(q, _)| *q);
-        (most, least)
-    };
+    // The mapping holds when the threads' run ticks follow their queues' packets: a
+    // correlation of at least 0.8 (a swap of a busy and a quiet queue makes it negative;
+    // near-equal queues make an argmax comparison flip on noise).
     if packets.len() == ticks.len() && ticks.values().any(|&t| t > 0) {
-        m.mapping_agrees = Some(order(&packets) == order(&ticks));
+        let r = correlation(&m.queue_packet_shares, &m.thread_tick_shares);
+        m.mapping_agrees = r.map(|r| r >= 0.8);
+        m.mapping_correlation = r;
     }
     // steerd's own mapping, where it logs one ("eth0 rx-0 is polled by napi/eth0-8193"):
     // on kernels whose netdev netlink gives each queue its NAPI id (6.8 and later), the
@@ -578,6 +579,19 @@ fn settle(samples: &[Sample], events: Option<&Vec<String>>) -> Option<f64> {
         worst = Some(worst.map_or(took, |w: f64| w.max(took)));
     }
     worst
+}
+
+/// Pearson's correlation of two equally long series; `None` when one is flat.
+fn correlation(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() != b.len() || a.len() < 2 {
+        return None;
+    }
+    let n = a.len() as f64;
+    let (ma, mb) = (a.iter().sum::<f64>() / n, b.iter().sum::<f64>() / n);
+    let cov: f64 = a.iter().zip(b).map(|(x, y)| (x - ma) * (y - mb)).sum();
+    let va: f64 = a.iter().map(|x| (x - ma).powi(2)).sum();
+    let vb: f64 = b.iter().map(|y| (y - mb).powi(2)).sum();
+    (va > 0.0 && vb > 0.0).then(|| cov / (va * vb).sqrt())
 }
 
 /// The median of the present values.
