@@ -134,7 +134,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 );
                 if s.threaded {
                     eprintln!(
-                        "lab: {} {} #{}: kernel {}, NAPI threads {} rx / {} tx, rx threads on their IRQ CPU {}, off their IRQ CPU {:?}, queue packet shares {:.2?}, their threads' tick shares {:.2?}, mapping correlation {:.2?} agrees {:?}, with steerd's {:?}",
+                        "lab: {} {} #{}: kernel {}, NAPI threads {} rx / {} tx, rx threads on their IRQ CPU {} (last seen elsewhere {:?} s), off their IRQ CPU {:?}, queue packet shares {:.2?}, their threads' tick shares {:.2?}, mapping correlation {:.2?} agrees {:?}, with steerd's {:?}",
                         s.name,
                         b.name(),
                         rep + 1,
@@ -143,6 +143,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         m.tx_threads,
                         m.threads_pinned
                             .map_or("never".into(), |t| format!("after {t:.1} s")),
+                        m.threads_unpinned_last,
                         m.threads_off_irq_cpu,
                         m.queue_packet_shares,
                         m.thread_tick_shares,

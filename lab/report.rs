@@ -86,6 +86,10 @@ pub struct Metrics {
     /// exactly the CPU its queue's input IRQ fires on, and stays so to the end of the run;
     /// `None`: never.
     pub threads_pinned: Option<f64>,
+    /// Seconds from the balancer's start to the last sample in which a receive thread was
+    /// not on its queue's IRQ CPU (the moment of pinning lies between this and
+    /// `threads_pinned`; samples can be seconds apart under traffic on a loaded host).
+    pub threads_unpinned_last: Option<f64>,
     /// In the steady window: the share of (sample, receive thread) pairs whose thread last
     /// ran on another CPU than its queue's input IRQ.
     pub threads_off_irq_cpu: Option<f64>,
@@ -478,6 +482,7 @@ fn threads(
     let mut from = None;
     for x in samples.iter().rev() {
         if !threads_on_irq_cpus(x) {
+            m.threads_unpinned_last = Some((x.up - ready).max(0.0));
             break;
         }
         from = Some(x.up);
