@@ -159,10 +159,13 @@ pub fn with_affinity(text: &str, cpus: &CpuSet) -> String {
 pub fn set_affinity(root: &Root, pid: u32, name: &str, cpus: &CpuSet) -> std::io::Result<()> {
     let gone = || std::io::Error::from_raw_os_error(nix::libc::ESRCH);
     let path = status_path(root, pid);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone()),
-        Err(e) => return Err(e),
+    // Bounded, as every read of a kernel file (`read_affinity`).
+    let text = match crate::limits::read_optional_bounded(&path, MAX_STATUS_BYTES) {
+        Ok(Some(text)) => text,
+        Ok(None) => return Err(gone()),
+        // The errno stays, so the write failure is classified as the kernel's answer.
+        Err(Error::Io { source, .. }) => return Err(source),
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
     };
     match parse_status(&text, name) {
         Ok(Some(_)) => {}
