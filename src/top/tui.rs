@@ -322,21 +322,21 @@ fn draw_cpus(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Palet
         Constraint::Length(9),
         Constraint::Fill(1),
     ];
-    let titles = Row::new(CPU_COLUMNS.map(|t| {
-        if t.starts_with("QUEUE") {
-            Cell::from(t)
-        } else {
-            right(t.to_string())
-        }
-    }))
-    .style(palette.title());
-    screen.render_widget(
-        Table::new(rows, widths).header(titles).block(
-            Block::bordered()
-                .title(shown_title("CPUs", shown, frame.cpus.len()))
-                .title_style(palette.title()),
-        ),
+    let left: Vec<usize> = CPU_COLUMNS
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.starts_with("QUEUE"))
+        .map(|(index, _)| index)
+        .collect();
+    let title = shown_title("CPUs", shown, frame.cpus.len());
+    render_table(
+        screen,
         area,
+        palette,
+        rows,
+        widths,
+        (&CPU_COLUMNS, &left),
+        title,
     );
 }
 
@@ -375,8 +375,30 @@ fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Pal
         Constraint::Length(7),
         Constraint::Length(8),
     ];
-    let left = [0, 3, 5];
-    let titles = Row::new(QUEUE_COLUMNS.iter().enumerate().map(|(index, t)| {
+    let title = shown_title("NIC receive queues", shown, frame.queues.len());
+    render_table(
+        screen,
+        area,
+        palette,
+        rows,
+        widths,
+        (&QUEUE_COLUMNS, &[0, 3, 5]),
+        title,
+    );
+}
+
+/// A bordered table with a header row: the columns numbered in `left` are left-aligned
+/// (names, lists), the others right-aligned (numbers).
+fn render_table<'a>(
+    screen: &mut Screen<'_>,
+    area: Rect,
+    palette: &Palette,
+    rows: impl IntoIterator<Item = Row<'a>>,
+    widths: impl IntoIterator<Item = Constraint>,
+    (columns, left): (&[&'static str], &[usize]),
+    title: String,
+) {
+    let titles = Row::new(columns.iter().enumerate().map(|(index, t)| {
         if left.contains(&index) {
             Cell::from(*t)
         } else {
@@ -385,11 +407,9 @@ fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Pal
     }))
     .style(palette.title());
     screen.render_widget(
-        Table::new(rows, widths).header(titles).block(
-            Block::bordered()
-                .title(shown_title("NIC receive queues", shown, frame.queues.len()))
-                .title_style(palette.title()),
-        ),
+        Table::new(rows, widths)
+            .header(titles)
+            .block(Block::bordered().title(title).title_style(palette.title())),
         area,
     );
 }
