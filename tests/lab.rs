@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::suite::{TestResult, skip};
+use lab::doctor::DoctorRun;
 use lab::report::{Metrics, analyse};
 use lab::scenario::{self, Balancer, Scenario};
 
@@ -129,6 +130,97 @@ fn real_nic_lab_short_form() -> TestResult {
     Ok(())
 }
 
+/// `steerd doctor` inside the guest, under traffic (issue 17), with no balancer: with every
+/// receive vector on CPU0 it finds them stacked (a warning, exit status 1) and its fix
+/// spreads them over 4 CPUs; on a NIC with RSS (`rss=on`) hashing UDP on addresses only
+/// (every flow then reaches one queue) it says so with the ethtool command that adds the
+/// ports. About a minute.
+fn doctor_in_the_guest() -> TestResult {
+    if let Some(why) = lab::unavailable() {
+        return skip(why);
+    }
+    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
+        .expect("the guest image builds");
+    let mut doctor = |name: &str| {
+        let s = scenario(name);
+        let raw = lab
+            .run(&s, Balancer::None)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doctor = DoctorRun::from_lines(&raw.lines)
+            .unwrap_or_else(|| panic!("{name}: the guest ran no doctor"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Packets each receive queue took over the run (`Q queue packets`, ethtool -S).
+        let queue_packets: Vec<u64> = raw
+            .lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("Q "))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .collect();
+        (doctor, queue_packets)
+    };
+
+    let (stacked, _) = doctor("doctor");
+    eprintln!("doctor: {stacked:?}");
+    assert_eq!(stacked.exit, Some(1), "{stacked:?}");
+    let one_cpu = of(&stacked, "one_cpu");
+    assert_eq!(one_cpu.len(), 1, "{stacked:?}");
+    assert_eq!(
+        one_cpu[0].summary,
+        "eth0: all 4 receive queue IRQs land on CPU 0"
+    );
+    let fix = one_cpu[0].fix.as_deref().unwrap_or_default();
+    for cpu in 0..4 {
+        assert!(fix.contains(&format!("echo {cpu} > /proc/irq/")), "{fix}");
+    }
+
+    let (udp, queue_packets) = doctor("doctor-udp");
+    eprintln!("doctor-udp: {udp:?}, packets per queue {queue_packets:?}");
+    // What the finding costs here: the 8 flows between the two addresses share one queue.
+    let all: u64 = queue_packets.iter().sum();
+    let busiest = queue_packets.iter().max().copied().unwrap_or(0);
+    assert!(
+        all > 0 && busiest as f64 >= 0.9 * all as f64,
+        "{queue_packets:?}"
+    );
+    let hash = of(&udp, "udp_hash");
+    assert_eq!(hash.len(), 1, "{udp:?}");
+    assert_eq!(
+        hash[0].fix.as_deref(),
+        Some("ethtool -N eth0 rx-flow-hash udp4 sdfn"),
+        "{udp:?}"
+    );
+    Ok(())
+}
+
+/// The findings of one check.
+fn of<'a>(run: &'a DoctorRun, check: &str) -> Vec<&'a lab::doctor::Finding> {
+    run.findings.iter().filter(|f| f.check == check).collect()
+}
+
+/// The guest's doctor lines are read back whole: report, exit status, nothing without them.
+fn doctor_console_lines() {
+    let lines: Vec<String> = [
+        "S 1.0",
+        r#"DOC {"schema_version": 1, "findings": ["#,
+        r#"DOC {"check": "one_cpu", "severity": "warning", "summary": "eth0: all", "fix": "echo 1"}"#,
+        "DOC ]}",
+        "DOCTOR EXIT 1",
+    ]
+    .map(String::from)
+    .to_vec();
+    let run = DoctorRun::from_lines(&lines)
+        .expect("a doctor run")
+        .expect("its JSON parses");
+    assert_eq!(run.exit, Some(1));
+    assert_eq!(of(&run, "one_cpu").len(), 1);
+    assert_eq!(of(&run, "one_cpu")[0].fix.as_deref(), Some("echo 1"));
+    assert!(DoctorRun::from_lines(&lines[..1]).is_none());
+    let broken = ["DOC {", "DOCTOR EXIT 2"].map(String::from).to_vec();
+    assert!(matches!(DoctorRun::from_lines(&broken), Some(Err(_))));
+}
+
 /// The soak's 5-minute form (5 min 10 s with the boot): steerd under the five traffic kinds
 /// a minute each and one reload. No panic, the daemon alive throughout, every value
 /// restored after SIGTERM, the reload taken, the same fds and threads in the first and last
@@ -186,4 +278,10 @@ fn soak_schedule() {
     );
 }
 
-suite_main!(real_nic_lab_short_form, soak_five_minutes, soak_schedule);
+suite_main!(
+    real_nic_lab_short_form,
+    doctor_in_the_guest,
+    doctor_console_lines,
+    soak_five_minutes,
+    soak_schedule
+);
