@@ -129,17 +129,22 @@ impl Daemon {
 
     /// The gap to the next tick: the configured interval, or a quarter of it (at least
     /// [`FAST_TICK_MIN`]) while a hot signal awaits confirmation, so that the K
-    /// confirming samples come within about a second instead of K intervals.
+    /// confirming samples come within about a second instead of K intervals, and after
+    /// the baseline sample at start, so that the first decision (stacked or misplaced
+    /// vectors, unpinned NAPI threads: facts that need no rates) comes a quarter interval
+    /// after the start rather than a whole one. Load rates from that first short window
+    /// only start the smoothed load; acting on heat still takes `confirm_ticks` samples.
     pub(super) fn next_tick_in(&self) -> Duration {
         let config = self.engine.config();
         if let Some(gap) = self.quiet.gap(config) {
             return gap;
         }
         let interval = config.interval;
-        if self
-            .engine
-            .policy()
-            .confirming(config.hysteresis.confirm_ticks)
+        if self.engine.baseline_only()
+            || self
+                .engine
+                .policy()
+                .confirming(config.hysteresis.confirm_ticks)
         {
             (interval / 4).max(FAST_TICK_MIN).min(interval)
         } else {
