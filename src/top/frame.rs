@@ -326,11 +326,15 @@ mod tests {
                     irq: Some(30 + q),
                     napi_id: None,
                     napi_thread: None,
+                    napi: Default::default(),
                 })
                 .collect(),
             tx_queues: Vec::new(),
             irqs: vec![30, 31],
             threaded: None,
+            threaded_mode: None,
+            napi_defer_hard_irqs: None,
+            gro_flush_timeout_ns: None,
         };
         Machine {
             topology: Topology {
