@@ -1584,3 +1584,93 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
         assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
     }
 }
+
+/// 17. Threaded NAPI switched on while steerd runs, then off again (`echo 1`, `echo 0 >
+///     /sys/class/net/eth0/threaded`). On: the threads are seen at the next tick (the
+///     tick notices `threaded` changed and rediscovers) and pinned beside their IRQs. Off:
+///     the kernel stops the threads and their pids vanish; steerd writes to none of them,
+///     logs no warning or error about them, keeps none of them in its state file, and
+///     exits with every file as it found it (the thread directories gone).
+#[test]
+fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    wait_until(WAIT, "eth0's IRQs spread", Some(&daemon), || {
+        m.queue_irqs(0)
+            .iter()
+            .map(|&irq| m.irq_cpus(irq).to_list())
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 4
+    });
+    daemon.wait_ticks(3);
+
+    let pids = m.tree.make_threaded(0, 5000).unwrap();
+    let allowed = |pid: u32| {
+        let status = read_file(m.root(), &format!("proc/{pid}/status"));
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        CpuSet::parse_list(&list).unwrap()
+    };
+    let pinned = || {
+        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
+            let cpus = m.irq_cpus(irq);
+            cpus.len() == 1 && allowed(pid) == cpus
+        })
+    };
+    // The tick notices `threaded` at once; 2 s is twenty 100 ms ticks.
+    wait_until(
+        Duration::from_secs(2),
+        "the new threads pinned beside their IRQs",
+        Some(&daemon),
+        pinned,
+    );
+    let pinned_writes = |daemon: &Steerd| {
+        daemon
+            .decisions()
+            .iter()
+            .filter(|d| d.action == "napi_thread_affinity")
+            .count()
+    };
+    assert_eq!(pinned_writes(&daemon), 4, "{}", daemon.stderr_text());
+    daemon.wait_ticks(3);
+
+    m.tree.make_unthreaded(0, &pids).unwrap();
+    let lines_before = daemon.stderr_lines().len();
+    let state_names_threads = || {
+        fs::read_to_string(m.root().join(STATE_FILE)).is_ok_and(|text| text.contains("napi/eth0"))
+    };
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "the vanished threads forgotten by the state file",
+        Some(&daemon),
+        || !state_names_threads(),
+    );
+    daemon.wait_ticks(10);
+    assert_eq!(
+        pinned_writes(&daemon),
+        4,
+        "nothing written to a vanished thread"
+    );
+    let after: Vec<String> = daemon.stderr_lines()[lines_before..]
+        .iter()
+        .map(|l| l.text.clone())
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "warnings after the threads went: {after:#?}"
+    );
+    assert_eq!(daemon.metric("steerd_external_changes_total"), Some(0.0));
+
+    let exit = daemon.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(exit.code(), Some(0), "{}", daemon.stderr_text());
+    // `threaded` is back to 0 and the threads' directories are gone: as generated.
+    m.assert_all_restored(&daemon);
+}
