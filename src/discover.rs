@@ -188,7 +188,7 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
     let threaded: Vec<String> = inventory
         .devices
         .iter()
-        .filter(|d| d.threaded == Some(true))
+        .filter(|d| has_napi_threads(d))
         .map(|d| d.name.clone())
         .collect();
     if threaded.is_empty() {
@@ -202,11 +202,7 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
             return;
         }
     };
-    for device in inventory
-        .devices
-        .iter_mut()
-        .filter(|d| d.threaded == Some(true))
-    {
+    for device in inventory.devices.iter_mut().filter(|d| has_napi_threads(d)) {
         let mut rx_threads: Vec<_> = threads
             .iter()
             .filter(|t| t.napi_id != 0)
@@ -219,7 +215,8 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
         let by_order = rx_threads.len() == device.rx_queues.len();
         if !by_id && !by_order {
             warnings.push(format!(
-                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel:                  cannot tell which queue each polls, so they are not pinned",
+                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel: \
+                 cannot tell which queue each polls, so they are not pinned",
                 device.name,
                 rx_threads.len(),
                 device.rx_queues.len()
@@ -237,6 +234,20 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
             queue.napi_thread = thread.map(|t| (*t).clone());
         }
     }
+}
+
+/// Whether some NAPI of `device` polls in a thread: the whole device (`threaded` 1 or 2),
+/// or single NAPIs set threaded over netdev netlink (`napi-set`, 6.17+), which leave the
+/// device's `threaded` at 0.
+fn has_napi_threads(device: &crate::model::inventory::NetDevice) -> bool {
+    use crate::model::inventory::ThreadedMode;
+    device.threaded == Some(true)
+        || device.rx_queues.iter().any(|q| {
+            matches!(
+                q.napi.threaded,
+                Some(ThreadedMode::Enabled | ThreadedMode::BusyPoll)
+            )
+        })
 }
 
 /// Joins the kernel's queue → IRQ answers into one [`Vector`] per IRQ: an IRQ whose NAPI
@@ -861,6 +872,40 @@ mod napi_thread_tests {
         assert_eq!(found, expected, "the transmit-only napi/eth0-0 is left out");
         let placement = crate::policy::Placement::from_inventory(&machine.inventory);
         assert_eq!(placement.napi_threads.len(), 4);
+    }
+
+    #[test]
+    fn a_single_napi_set_threaded_over_netlink_gets_its_thread() {
+        use crate::model::inventory::ThreadedMode;
+        let dir = tempfile::tempdir().unwrap();
+        let tree = four_queues().write(dir.path()).unwrap();
+        let root = Root::new(dir.path());
+        // The threads of `make_threaded`, but the device's `threaded` back at 0: as after
+        // `napi-set {"id": 8194, "threaded": "busy-poll"}` on 6.19, with netlink's answers
+        // (NAPI ids, per-NAPI `threaded`) put in by hand, a fake root having no netlink.
+        let pids = tree.make_threaded(0, 900).unwrap();
+        std::fs::write(dir.path().join("sys/class/net/eth0/threaded"), "0\n").unwrap();
+        let mut machine = discover(&root).unwrap();
+        let device = &mut machine.inventory.devices[0];
+        assert!(device.rx_queues.iter().all(|q| q.napi_thread.is_none()));
+        for queue in &mut device.rx_queues {
+            queue.napi_id = Some(8193 + queue.index);
+        }
+        device.rx_queues[1].napi.threaded = Some(ThreadedMode::BusyPoll);
+        let mut warnings = Vec::new();
+        attach_napi_threads(&root, &mut machine.inventory, &mut warnings);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let threads: Vec<Option<u32>> = machine.inventory.devices[0]
+            .rx_queues
+            .iter()
+            .map(|q| q.napi_thread.as_ref().map(|t| t.pid))
+            .collect();
+        // Every NAPI of the fake device has a thread; each goes to its own queue by id.
+        assert_eq!(
+            threads,
+            pids.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
+            "matched by NAPI id"
+        );
     }
 
     #[test]
