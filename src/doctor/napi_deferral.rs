@@ -21,8 +21,18 @@ pub fn check(context: &Context) -> Vec<Finding> {
         .inventory
         .devices
         .iter()
+        .filter(|device| has_napi(device))
         .filter_map(|device| judge(context, device))
         .collect()
+}
+
+/// Whether the device polls with NAPI as far as steerd can tell: it has queue vectors,
+/// NAPI ids or threads. Every device has the two sysfs files (`lo`, veth, ifb too), but a
+/// device without NAPI has nothing to defer.
+fn has_napi(device: &NetDevice) -> bool {
+    !device.irqs.is_empty()
+        || device.threaded == Some(true)
+        || device.rx_queues.iter().any(|q| q.napi_id.is_some())
 }
 
 /// Whether a deferral of `defer` polls with a flush timeout of `timeout` ns never happens.
@@ -132,6 +142,10 @@ mod tests {
     #[test]
     fn no_deferral_or_a_deferral_with_its_timer_is_fine() {
         let (_dir, tree) = machine(|_| {});
+        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        // `lo` has the files too, but no NAPI to defer.
+        super::super::testing::put(&tree, "sys/class/net/lo/napi_defer_hard_irqs", "2\n");
+        super::super::testing::put(&tree, "sys/class/net/lo/gro_flush_timeout", "0\n");
         assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
         tree.set_napi_deferral(0, 2, 200_000).unwrap();
         assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
