@@ -1529,6 +1529,15 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
 
     // The operator moves rx-1's thread off its IRQ's CPU.
     let theirs = pids[1];
+    let writes_to_theirs = |daemon: &Steerd| {
+        daemon
+            .decisions()
+            .iter()
+            .filter(|d| d.target.contains(&format!("pid {theirs}")) && d.outcome == "applied")
+            .count()
+    };
+    let ours = writes_to_theirs(&daemon);
+    assert!(ours >= 1);
     let irq_cpu = m.irq_cpus(m.queue_irqs(0)[1]).first().unwrap();
     let elsewhere = CpuSet::from_iter([(irq_cpu + 1) % 8]);
     let text = read_file(m.root(), &status(theirs));
@@ -1558,14 +1567,10 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
             && stderr.contains("changed by someone else"),
         "{stderr}"
     );
-    let writes_to_theirs = daemon
-        .decisions()
-        .iter()
-        .filter(|d| d.target.contains(&format!("pid {theirs}")) && d.outcome == "applied")
-        .count();
     assert_eq!(
-        writes_to_theirs, 1,
-        "only the first pin, before the operator's"
+        writes_to_theirs(&daemon),
+        ours,
+        "no write to the thread after the operator's"
     );
 
     let exit = daemon.stop(Signal::SIGTERM);
@@ -1637,8 +1642,10 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
             .filter(|d| d.action == "napi_thread_affinity")
             .count()
     };
-    assert_eq!(pinned_writes(&daemon), 4, "{}", daemon.stderr_text());
+    // One per thread, and more if an IRQ moved since (its thread follows).
     daemon.wait_ticks(3);
+    let writes = pinned_writes(&daemon);
+    assert!(writes >= 4, "{}", daemon.stderr_text());
 
     m.tree.make_unthreaded(0, &pids).unwrap();
     let lines_before = daemon.stderr_lines().len();
@@ -1654,7 +1661,7 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
     daemon.wait_ticks(10);
     assert_eq!(
         pinned_writes(&daemon),
-        4,
+        writes,
         "nothing written to a vanished thread"
     );
     let after: Vec<String> = daemon.stderr_lines()[lines_before..]
