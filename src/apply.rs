@@ -548,6 +548,31 @@ impl Actuator {
         true
     }
 
+    /// Forgets the NAPI threads steerd changed that have ended (`threaded` switched off:
+    /// the kernel stops them and their pids vanish, or name another process now). A thread
+    /// never comes back under its pid, and a new thread starts with the kernel's default
+    /// affinity, so there is nothing left to restore; kept, the entries would make every
+    /// read-back find "a changed value" and stay in the state file. IRQs and queue files
+    /// are kept: a device that comes back may reuse them. Returns the knobs forgotten.
+    pub fn forget_ended_threads(&mut self) -> Vec<Knob> {
+        let ended: Vec<Knob> = self
+            .remembered
+            .keys()
+            .filter(|knob| matches!(knob, Knob::NapiThread { .. }))
+            .filter(|knob| {
+                matches!(self.read(knob), Err(failure) if failure.kind == FailureKind::Vanished)
+            })
+            .cloned()
+            .collect();
+        if !ended.is_empty() {
+            for knob in &ended {
+                self.remembered.remove(knob);
+            }
+            let _ = self.save();
+        }
+        ended
+    }
+
     /// Records `value` as a knob's original when steerd has none for it yet, without
     /// owning the knob: the value it held before its driver reset it (a channel-count
     /// change), so that a first write after the reset is restored to the machine as
@@ -684,6 +709,46 @@ mod tests {
         assert_eq!(
             fs::read_to_string(dir.path().join("proc/irq/30/smp_affinity_list")).unwrap(),
             "0-7\n"
+        );
+    }
+
+    #[test]
+    fn an_ended_napi_thread_is_forgotten_and_a_living_one_kept() {
+        let (dir, mut actuator) = setup();
+        let thread = |pid: u32| {
+            let name = format!("napi/eth0-{}", 8193 + pid - 700);
+            fs::create_dir_all(dir.path().join(format!("proc/{pid}"))).unwrap();
+            fs::write(
+                dir.path().join(format!("proc/{pid}/status")),
+                format!("Name:\t{name}\nCpus_allowed_list:\t0-7\n"),
+            )
+            .unwrap();
+            Knob::NapiThread { pid, name }
+        };
+        let (ends, lives, irq) = (thread(700), thread(701), Knob::IrqAffinity { irq: 30 });
+        for knob in [&ends, &lives, &irq] {
+            actuator.write(knob, &cpus("2"), 1).unwrap();
+        }
+        assert!(actuator.forget_ended_threads().is_empty());
+        // `threaded` switched off: the kernel stopped thread 700; its pid now names
+        // another process (it may also just vanish).
+        fs::write(
+            dir.path().join("proc/700/status"),
+            "Name:\tbash\nCpus_allowed_list:\t0-7\n",
+        )
+        .unwrap();
+        assert_eq!(actuator.forget_ended_threads(), vec![ends.clone()]);
+        assert_eq!(actuator.last_written(&ends), None);
+        assert_eq!(actuator.last_written(&lives), Some(&cpus("2")));
+        let state = fs::read_to_string(actuator.state_path()).unwrap();
+        assert!(!state.contains("napi/eth0-8193") && state.contains("napi/eth0-8194"));
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored.len(), failures.len()), (2, 0), "{failures:?}");
+        assert!(
+            fs::read_to_string(dir.path().join("proc/700/status"))
+                .unwrap()
+                .starts_with("Name:\tbash"),
+            "the process that has the pid now is not touched"
         );
     }
 

@@ -149,7 +149,31 @@ pub fn attribute_by_netdev_netlink(
             .find(|q| q.index == answer.queue);
         if let Some(queue) = queue {
             queue.napi_id = answer.napi_id;
+            if let Some(napi) = &answer.napi {
+                apply_napi_settings(&mut queue.napi, napi);
+            }
         }
+    }
+}
+
+/// Takes the per-NAPI settings `napi-get` carried (6.13+; `threaded` 6.17+) over the
+/// device-wide values from sysfs. An attribute the kernel left out keeps the sysfs value,
+/// or stays `None` ("not on this kernel") where sysfs has none (`irq-suspend-timeout`).
+fn apply_napi_settings(
+    settings: &mut crate::model::inventory::NapiSettings,
+    napi: &crate::kernel::netlink::Napi,
+) {
+    if napi.defer_hard_irqs.is_some() || napi.gro_flush_timeout.is_some() {
+        settings.per_napi = true;
+    }
+    settings.defer_hard_irqs = napi.defer_hard_irqs.or(settings.defer_hard_irqs);
+    settings.gro_flush_timeout_ns = napi.gro_flush_timeout.or(settings.gro_flush_timeout_ns);
+    settings.irq_suspend_timeout_ns = napi.irq_suspend_timeout;
+    if let Some(mode) = napi
+        .threaded
+        .and_then(|value| crate::model::inventory::ThreadedMode::from_number(value.into()))
+    {
+        settings.threaded = Some(mode);
     }
 }
 
@@ -164,7 +188,7 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
     let threaded: Vec<String> = inventory
         .devices
         .iter()
-        .filter(|d| d.threaded == Some(true))
+        .filter(|d| has_napi_threads(d))
         .map(|d| d.name.clone())
         .collect();
     if threaded.is_empty() {
@@ -178,11 +202,7 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
             return;
         }
     };
-    for device in inventory
-        .devices
-        .iter_mut()
-        .filter(|d| d.threaded == Some(true))
-    {
+    for device in inventory.devices.iter_mut().filter(|d| has_napi_threads(d)) {
         let mut rx_threads: Vec<_> = threads
             .iter()
             .filter(|t| t.napi_id != 0)
@@ -195,7 +215,8 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
         let by_order = rx_threads.len() == device.rx_queues.len();
         if !by_id && !by_order {
             warnings.push(format!(
-                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel:                  cannot tell which queue each polls, so they are not pinned",
+                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel: \
+                 cannot tell which queue each polls, so they are not pinned",
                 device.name,
                 rx_threads.len(),
                 device.rx_queues.len()
@@ -213,6 +234,20 @@ fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Ve
             queue.napi_thread = thread.map(|t| (*t).clone());
         }
     }
+}
+
+/// Whether some NAPI of `device` polls in a thread: the whole device (`threaded` 1 or 2),
+/// or single NAPIs set threaded over netdev netlink (`napi-set`, 6.17+), which leave the
+/// device's `threaded` at 0.
+fn has_napi_threads(device: &crate::model::inventory::NetDevice) -> bool {
+    use crate::model::inventory::ThreadedMode;
+    device.threaded == Some(true)
+        || device.rx_queues.iter().any(|q| {
+            matches!(
+                q.napi.threaded,
+                Some(ThreadedMode::Enabled | ThreadedMode::BusyPoll)
+            )
+        })
 }
 
 /// Joins the kernel's queue → IRQ answers into one [`Vector`] per IRQ: an IRQ whose NAPI
@@ -580,6 +615,7 @@ mod tests {
             irq: None,
             napi_id: None,
             napi_thread: None,
+            napi: Default::default(),
         };
         let device = |name: &str| NetDevice {
             name: name.to_string(),
@@ -595,6 +631,9 @@ mod tests {
             tx_queues: Vec::new(),
             irqs: Vec::new(),
             threaded: None,
+            threaded_mode: None,
+            napi_defer_hard_irqs: None,
+            gro_flush_timeout_ns: None,
         };
         let irq = Irq {
             irq: 40,
@@ -700,6 +739,7 @@ mod netlink_join_tests {
             queue,
             napi_id: Some(1),
             irq: Some(irq),
+            napi: None,
         });
         for (irq, vector) in netlink_vectors(&found.inventory, &answers) {
             set_vector(&mut found.inventory, irq, &vector);
@@ -730,6 +770,81 @@ mod napi_thread_tests {
     }
 
     #[test]
+    fn napi_settings_come_from_the_devices_sysfs_files_off_the_host() {
+        use crate::model::inventory::{NapiSettings, ThreadedMode};
+        let dir = tempfile::tempdir().unwrap();
+        let tree = four_queues().write(dir.path()).unwrap();
+        let root = Root::new(dir.path());
+        let fresh = discover(&root).unwrap();
+        let device = fresh.inventory.device("eth0").unwrap();
+        assert_eq!(device.threaded_mode, Some(ThreadedMode::Disabled));
+        assert_eq!(
+            device.rx_queues[0].napi,
+            NapiSettings {
+                defer_hard_irqs: Some(0),
+                gro_flush_timeout_ns: Some(0),
+                irq_suspend_timeout_ns: None,
+                threaded: Some(ThreadedMode::Disabled),
+                per_napi: false,
+            },
+            "no netlink on a fake root: irq-suspend-timeout is not known, not 0"
+        );
+        tree.set_napi_deferral(0, 2, 200_000).unwrap();
+        tree.make_busy_poll(0, 900).unwrap();
+        let machine = discover(&root).unwrap();
+        let device = machine.inventory.device("eth0").unwrap();
+        assert_eq!(device.threaded, Some(true), "busy-poll threads are threads");
+        assert_eq!(device.threaded_mode, Some(ThreadedMode::BusyPoll));
+        assert_eq!(
+            (device.napi_defer_hard_irqs, device.gro_flush_timeout_ns),
+            (Some(2), Some(200_000))
+        );
+        for queue in &device.rx_queues {
+            assert_eq!(queue.napi.defer_hard_irqs, Some(2));
+            assert_eq!(queue.napi.gro_flush_timeout_ns, Some(200_000));
+            assert_eq!(queue.napi.threaded, Some(ThreadedMode::BusyPoll));
+            assert!(queue.napi_thread.is_some());
+        }
+    }
+
+    #[test]
+    fn per_napi_settings_from_netlink_win_over_the_devices() {
+        use crate::model::inventory::{NapiSettings, ThreadedMode};
+        let mut settings = NapiSettings {
+            defer_hard_irqs: Some(0),
+            gro_flush_timeout_ns: Some(0),
+            irq_suspend_timeout_ns: None,
+            threaded: Some(ThreadedMode::Enabled),
+            per_napi: false,
+        };
+        // 6.13..6.16: the deferral per NAPI, `threaded` still only per device.
+        let napi = crate::kernel::netlink::Napi {
+            id: 8193,
+            ifindex: 2,
+            defer_hard_irqs: Some(4),
+            gro_flush_timeout: Some(0),
+            irq_suspend_timeout: Some(0),
+            ..Default::default()
+        };
+        apply_napi_settings(&mut settings, &napi);
+        assert_eq!(settings.defer_hard_irqs, Some(4));
+        assert_eq!(
+            settings.irq_suspend_timeout_ns,
+            Some(0),
+            "on this kernel: 0"
+        );
+        assert_eq!(settings.threaded, Some(ThreadedMode::Enabled));
+        assert!(settings.per_napi);
+        // 6.19: busy-poll for this NAPI alone.
+        let napi = crate::kernel::netlink::Napi {
+            threaded: Some(2),
+            ..napi
+        };
+        apply_napi_settings(&mut settings, &napi);
+        assert_eq!(settings.threaded, Some(ThreadedMode::BusyPoll));
+    }
+
+    #[test]
     fn a_threaded_devices_receive_threads_are_found_in_queue_order() {
         let dir = tempfile::tempdir().unwrap();
         let tree = four_queues().write(dir.path()).unwrap();
@@ -757,6 +872,40 @@ mod napi_thread_tests {
         assert_eq!(found, expected, "the transmit-only napi/eth0-0 is left out");
         let placement = crate::policy::Placement::from_inventory(&machine.inventory);
         assert_eq!(placement.napi_threads.len(), 4);
+    }
+
+    #[test]
+    fn a_single_napi_set_threaded_over_netlink_gets_its_thread() {
+        use crate::model::inventory::ThreadedMode;
+        let dir = tempfile::tempdir().unwrap();
+        let tree = four_queues().write(dir.path()).unwrap();
+        let root = Root::new(dir.path());
+        // The threads of `make_threaded`, but the device's `threaded` back at 0: as after
+        // `napi-set {"id": 8194, "threaded": "busy-poll"}` on 6.19, with netlink's answers
+        // (NAPI ids, per-NAPI `threaded`) put in by hand, a fake root having no netlink.
+        let pids = tree.make_threaded(0, 900).unwrap();
+        std::fs::write(dir.path().join("sys/class/net/eth0/threaded"), "0\n").unwrap();
+        let mut machine = discover(&root).unwrap();
+        let device = &mut machine.inventory.devices[0];
+        assert!(device.rx_queues.iter().all(|q| q.napi_thread.is_none()));
+        for queue in &mut device.rx_queues {
+            queue.napi_id = Some(8193 + queue.index);
+        }
+        device.rx_queues[1].napi.threaded = Some(ThreadedMode::BusyPoll);
+        let mut warnings = Vec::new();
+        attach_napi_threads(&root, &mut machine.inventory, &mut warnings);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let threads: Vec<Option<u32>> = machine.inventory.devices[0]
+            .rx_queues
+            .iter()
+            .map(|q| q.napi_thread.as_ref().map(|t| t.pid))
+            .collect();
+        // Every NAPI of the fake device has a thread; each goes to its own queue by id.
+        assert_eq!(
+            threads,
+            pids.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
+            "matched by NAPI id"
+        );
     }
 
     #[test]

@@ -268,6 +268,10 @@ impl FakeMachine {
                 &format!("INTERFACE={}\nIFINDEX={}\n", nic.name, index + 2),
             )?;
             link(dir, &format!("../../../{bdf}"), &format!("{net}/device"))?;
+            // NAPI settings as a fresh device has them: not threaded, no deferral.
+            write(dir, &format!("{net}/threaded"), "0\n")?;
+            write(dir, &format!("{net}/napi_defer_hard_irqs"), "0\n")?;
+            write(dir, &format!("{net}/gro_flush_timeout"), "0\n")?;
             for q in 0..nic.queues {
                 write(
                     dir,
@@ -499,6 +503,53 @@ impl FakeTree {
             }
         }
         Ok(rx)
+    }
+
+    /// Threaded NAPI in busy-poll mode (6.19, `echo 2 > /sys/class/net/DEV/threaded`): the
+    /// threads of [`FakeTree::make_threaded`], each of which polls without pause.
+    pub fn make_busy_poll(&self, nic: usize, first_pid: u32) -> io::Result<Vec<u32>> {
+        let rx = self.make_threaded(nic, first_pid)?;
+        let name = &self.machine.nics[nic].name;
+        write(&self.root, &format!("sys/class/net/{name}/threaded"), "2\n")?;
+        Ok(rx)
+    }
+
+    /// Turns threaded NAPI off again (`echo 0 > /sys/class/net/DEV/threaded`): the kernel
+    /// stops the threads, so the `proc/PID` directories of `pids` (and of the transmit-only
+    /// thread after them, as [`FakeTree::make_threaded`] numbered it) vanish.
+    pub fn make_unthreaded(&self, nic: usize, pids: &[u32]) -> io::Result<()> {
+        let name = &self.machine.nics[nic].name;
+        write(&self.root, &format!("sys/class/net/{name}/threaded"), "0\n")?;
+        let tx = pids.iter().max().map(|&last| last + 1);
+        for &pid in pids.iter().chain(tx.iter()) {
+            let dir = self.root.join(format!("proc/{pid}"));
+            if dir.exists() {
+                fs::remove_dir_all(dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Software interrupt deferral on a NIC, as `echo N > napi_defer_hard_irqs` and
+    /// `echo NS > gro_flush_timeout` in its `sys/class/net/DEV` set it.
+    pub fn set_napi_deferral(
+        &self,
+        nic: usize,
+        defer_hard_irqs: u32,
+        gro_flush_timeout_ns: u64,
+    ) -> io::Result<()> {
+        let name = &self.machine.nics[nic].name;
+        let dir = format!("sys/class/net/{name}");
+        write(
+            &self.root,
+            &format!("{dir}/napi_defer_hard_irqs"),
+            &format!("{defer_hard_irqs}\n"),
+        )?;
+        write(
+            &self.root,
+            &format!("{dir}/gro_flush_timeout"),
+            &format!("{gro_flush_timeout_ns}\n"),
+        )
     }
 
     /// Rewrites `proc/stat`, `proc/net/softnet_stat` and `proc/interrupts` from `counters`

@@ -10,7 +10,9 @@ use serde::Serialize;
 use crate::cpuset::CpuSet;
 use crate::discover::Machine;
 use crate::model::inventory::{Irq, IrqRole, NetDevice};
+use crate::model::snapshot::{QueueCounters, QueueDirection};
 use crate::model::topology::{Cpu, Node};
+use crate::root::Root;
 
 /// Version of the JSON layout below.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -29,11 +31,69 @@ struct InspectJson<'a> {
     devices: &'a [NetDevice],
     irqs: &'a [Irq],
     rps_sock_flow_entries: Option<u32>,
+    queue_counters: &'a [QueueCounters],
+    queue_counters_unknown: Option<&'a str>,
     warnings: &'a [String],
 }
 
-/// The model as pretty-printed JSON.
-pub fn to_json(machine: &Machine, root: &str) -> String {
+/// Per-queue packet counters, cumulative, as `inspect` shows them: the ones the daemon
+/// samples every tick (netdev `qstats-get`, else `ethtool -S`), read once. Only the
+/// running kernel has them, so a `--root` tree has none, and says why.
+#[derive(Debug, Clone, Default)]
+pub struct QueueCounts {
+    /// Every queue that has a packet counter, of the devices with queue vectors.
+    pub counters: Vec<QueueCounters>,
+    /// Why there are none, when they could not be read at all.
+    pub unknown: Option<String>,
+}
+
+impl QueueCounts {
+    /// Reads the counters of every device with queue vectors, on the host; a fake root
+    /// gets none, and a failed read is the reason, not an error (the model stands alone).
+    pub fn read(root: &Root, machine: &Machine) -> QueueCounts {
+        if !root.is_host() {
+            return QueueCounts {
+                counters: Vec::new(),
+                unknown: Some(
+                    "a --root tree: per-queue counters come from the running kernel".into(),
+                ),
+            };
+        }
+        let devices: Vec<crate::kernel::queue_counters::DeviceId<'_>> = machine
+            .inventory
+            .devices
+            .iter()
+            .filter(|d| !d.irqs.is_empty())
+            .filter_map(|d| {
+                Some(crate::kernel::queue_counters::DeviceId {
+                    name: &d.name,
+                    ifindex: d.ifindex?,
+                })
+            })
+            .collect();
+        let mut counters = Vec::new();
+        let read = crate::kernel::queue_counters::QueueCounterSource::new()
+            .and_then(|mut source| source.sample(&devices, &mut counters));
+        QueueCounts {
+            unknown: read
+                .err()
+                .filter(|_| counters.is_empty())
+                .map(|e| e.to_string()),
+            counters,
+        }
+    }
+
+    /// A receive queue's packets, when its driver counts them.
+    fn rx_packets(&self, device: &str, queue: u32) -> Option<u64> {
+        self.counters
+            .iter()
+            .find(|c| c.device == device && c.direction == QueueDirection::Rx && c.queue == queue)
+            .map(|c| c.packets)
+    }
+}
+
+/// The model as pretty-printed JSON, with the per-queue counters read for it.
+pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts) -> String {
     let topology = &machine.topology;
     let view = InspectJson {
         schema: SCHEMA_VERSION,
@@ -48,6 +108,8 @@ pub fn to_json(machine: &Machine, root: &str) -> String {
         devices: &machine.inventory.devices,
         irqs: &machine.inventory.irqs,
         rps_sock_flow_entries: machine.inventory.rps_sock_flow_entries,
+        queue_counters: &counts.counters,
+        queue_counters_unknown: counts.unknown.as_deref(),
         warnings: &machine.warnings,
     };
     // Serializing plain data with string keys cannot fail.
@@ -55,8 +117,9 @@ pub fn to_json(machine: &Machine, root: &str) -> String {
 }
 
 /// The model as tables for people: one per device (queues, their IRQs, where each fires,
-/// RPS/XPS masks), then IRQs of no NIC in summary, then CPUs by node and core.
-pub fn to_text(machine: &Machine) -> String {
+/// RPS/XPS masks, and per receive queue its NAPI: id, threads, deferral, packets), then
+/// IRQs of no NIC in summary, then CPUs by node and core.
+pub fn to_text(machine: &Machine, counts: &QueueCounts) -> String {
     let mut out = String::new();
     let topology = &machine.topology;
     let inventory = &machine.inventory;
@@ -80,6 +143,7 @@ pub fn to_text(machine: &Machine) -> String {
     for device in &inventory.devices {
         out.push('\n');
         device_table(&mut out, device, inventory);
+        napi_table(&mut out, device, counts);
     }
     let foreign: Vec<&Irq> = inventory
         .irqs
@@ -206,19 +270,6 @@ fn device_table(
             ],
         );
     }
-    // With threaded NAPI the receive work runs in these threads, not on the IRQ's CPU.
-    for queue in &device.rx_queues {
-        if let Some(thread) = &queue.napi_thread {
-            let _ = writeln!(
-                out,
-                "  rx-{:<5} polled by {} (pid {}, threaded NAPI) allowed on {}",
-                queue.index,
-                thread.name,
-                thread.pid,
-                thread.affinity.to_list()
-            );
-        }
-    }
     for queue in &device.tx_queues {
         let [irq, name, fires, allowed] = irq_cells(queue.irq);
         let xps = queue
@@ -244,6 +295,68 @@ fn device_table(
             show(&irq.effective_affinity),
             show(&irq.affinity),
             if irq.managed { "  managed" } else { "" }
+        );
+    }
+}
+
+/// Per receive queue, its NAPI: id, threaded or not and the polling thread (pid, the CPU
+/// it last ran on, where it may run), the deferral settings, and the packets received.
+/// Only for devices with queue vectors, NAPI ids or threads (not for every veth).
+fn napi_table(out: &mut String, device: &NetDevice, counts: &QueueCounts) {
+    let has_napi = !device.irqs.is_empty()
+        || device.threaded == Some(true)
+        || device.rx_queues.iter().any(|q| q.napi_id.is_some());
+    if !has_napi || device.rx_queues.is_empty() {
+        return;
+    }
+    let source = if device.rx_queues.iter().any(|q| q.napi.per_napi) {
+        "per NAPI from netdev netlink napi-get".to_string()
+    } else {
+        format!(
+            "the device's sys/class/net/{} files, for every NAPI",
+            device.name
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  NAPI settings: {source}; n/a: not on this kernel (or not known off the host)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<8} {:>7}  {:<9} {:<16} {:>7} {:>4}  {:<8} {:>5} {:>12} {:>12} {:>12}",
+        "queue",
+        "napi id",
+        "threaded",
+        "thread",
+        "pid",
+        "cpu",
+        "allowed",
+        "defer",
+        "gro flush ns",
+        "irq susp. ns",
+        "packets"
+    );
+    let known = |value: Option<String>| value.unwrap_or_else(|| "n/a".to_string());
+    for queue in &device.rx_queues {
+        let thread = queue.napi_thread.as_ref();
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>7}  {:<9} {:<16} {:>7} {:>4}  {:<8} {:>5} {:>12} {:>12} {:>12}",
+            format!("rx-{}", queue.index),
+            queue.napi_id.map_or("-".to_string(), |id| id.to_string()),
+            known(queue.napi.threaded.map(|mode| mode.word().to_string())),
+            thread.map_or("-".to_string(), |t| truncate(&t.name, 16)),
+            thread.map_or("-".to_string(), |t| t.pid.to_string()),
+            thread
+                .and_then(|t| t.cpu)
+                .map_or("-".to_string(), |cpu| cpu.to_string()),
+            thread.map_or("-".to_string(), |t| t.affinity.to_list()),
+            known(queue.napi.defer_hard_irqs.map(|v| v.to_string())),
+            known(queue.napi.gro_flush_timeout_ns.map(|v| v.to_string())),
+            known(queue.napi.irq_suspend_timeout_ns.map(|v| v.to_string())),
+            counts
+                .rx_packets(&device.name, queue.index)
+                .map_or("-".to_string(), |p| p.to_string()),
         );
     }
 }

@@ -1486,3 +1486,198 @@ fn a_kernel_kept_affinity_after_a_channel_change_is_taken_as_steerds_own() {
     let changed = m.changed();
     assert!(changed.is_empty(), "not restored: {changed:#?}");
 }
+
+/// 16. A NAPI thread the operator pins elsewhere while steerd runs (`taskset -pc`, which
+///     the fake root shows in the thread's `proc/PID/status`) is someone else's choice,
+///     like an IRQ moved by hand: the read-back finds it, it is counted and noted as an
+///     external change, steerd does not move it back (`on_external_change: respect`, the
+///     default), and on SIGTERM it stays where the operator put it while every other
+///     thread and IRQ gets its original back.
+#[test]
+fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
+    let mut pids = Vec::new();
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        pids = tree.make_threaded(0, 4000).unwrap();
+    });
+    let status = |pid: u32| format!("proc/{pid}/status");
+    let allowed = |pid: u32| {
+        let text = read_file(m.root(), &status(pid));
+        let list = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        CpuSet::parse_list(&list).unwrap()
+    };
+    let pinned = || {
+        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
+            let cpus = m.irq_cpus(irq);
+            cpus.len() == 1 && allowed(pid) == cpus
+        })
+    };
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    wait_until(
+        WAIT,
+        "every eth0 receive thread on its IRQ's CPU",
+        Some(&daemon),
+        pinned,
+    );
+    daemon.wait_ticks(3);
+
+    // The operator moves rx-1's thread off its IRQ's CPU.
+    let theirs = pids[1];
+    let writes_to_theirs = |daemon: &Steerd| {
+        daemon
+            .decisions()
+            .iter()
+            .filter(|d| d.target.contains(&format!("pid {theirs}")) && d.outcome == "applied")
+            .count()
+    };
+    let ours = writes_to_theirs(&daemon);
+    assert!(ours >= 1);
+    let irq_cpu = m.irq_cpus(m.queue_irqs(0)[1]).first().unwrap();
+    let elsewhere = CpuSet::from_iter([(irq_cpu + 1) % 8]);
+    let text = read_file(m.root(), &status(theirs));
+    write_file(
+        m.root(),
+        &status(theirs),
+        &steerd::kernel::napi_threads::with_affinity(&text, &elsewhere),
+    );
+    let operator_text = read_file(m.root(), &status(theirs));
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "the operator's pin seen as an external change",
+        Some(&daemon),
+        || daemon.metric("steerd_external_changes_total") >= Some(1.0),
+    );
+    daemon.wait_ticks(10);
+    assert_eq!(
+        allowed(theirs),
+        elsewhere,
+        "moved back:\n{}",
+        daemon.stderr_text()
+    );
+    assert_eq!(daemon.metric("steerd_external_changes_total"), Some(1.0));
+    let stderr = daemon.stderr_text();
+    assert!(
+        stderr.contains(&format!("napi/eth0-8194 (pid {theirs}) affinity"))
+            && stderr.contains("changed by someone else"),
+        "{stderr}"
+    );
+    assert_eq!(
+        writes_to_theirs(&daemon),
+        ours,
+        "no write to the thread after the operator's"
+    );
+
+    let exit = daemon.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(exit.code(), Some(0), "{}", daemon.stderr_text());
+    // Everything steerd changed is back, except the operator's thread, which is theirs.
+    let changed: Vec<_> = m.changed().into_iter().map(|(path, _, _)| path).collect();
+    assert_eq!(
+        changed,
+        vec![std::path::PathBuf::from(status(theirs))],
+        "{}",
+        daemon.stderr_text()
+    );
+    assert_eq!(read_file(m.root(), &status(theirs)), operator_text);
+    for &pid in pids.iter().filter(|&&p| p != theirs) {
+        assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
+    }
+}
+
+/// 17. Threaded NAPI switched on while steerd runs, then off again (`echo 1`, `echo 0 >
+///     /sys/class/net/eth0/threaded`). On: the threads are seen at the next tick (the
+///     tick notices `threaded` changed and rediscovers) and pinned beside their IRQs. Off:
+///     the kernel stops the threads and their pids vanish; steerd writes to none of them,
+///     logs no warning or error about them, keeps none of them in its state file, and
+///     exits with every file as it found it (the thread directories gone).
+#[test]
+fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    wait_until(WAIT, "eth0's IRQs spread", Some(&daemon), || {
+        m.queue_irqs(0)
+            .iter()
+            .map(|&irq| m.irq_cpus(irq).to_list())
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 4
+    });
+    daemon.wait_ticks(3);
+
+    let pids = m.tree.make_threaded(0, 5000).unwrap();
+    let allowed = |pid: u32| {
+        let status = read_file(m.root(), &format!("proc/{pid}/status"));
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        CpuSet::parse_list(&list).unwrap()
+    };
+    let pinned = || {
+        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
+            let cpus = m.irq_cpus(irq);
+            cpus.len() == 1 && allowed(pid) == cpus
+        })
+    };
+    // The tick notices `threaded` at once; 2 s is twenty 100 ms ticks.
+    wait_until(
+        Duration::from_secs(2),
+        "the new threads pinned beside their IRQs",
+        Some(&daemon),
+        pinned,
+    );
+    let pinned_writes = |daemon: &Steerd| {
+        daemon
+            .decisions()
+            .iter()
+            .filter(|d| d.action == "napi_thread_affinity")
+            .count()
+    };
+    // One per thread, and more if an IRQ moved since (its thread follows).
+    daemon.wait_ticks(3);
+    let writes = pinned_writes(&daemon);
+    assert!(writes >= 4, "{}", daemon.stderr_text());
+
+    m.tree.make_unthreaded(0, &pids).unwrap();
+    let lines_before = daemon.stderr_lines().len();
+    let state_names_threads = || {
+        fs::read_to_string(m.root().join(STATE_FILE)).is_ok_and(|text| text.contains("napi/eth0"))
+    };
+    wait_until(
+        steerd::daemon::RECHECK_EVERY + WAIT,
+        "the vanished threads forgotten by the state file",
+        Some(&daemon),
+        || !state_names_threads(),
+    );
+    daemon.wait_ticks(10);
+    assert_eq!(
+        pinned_writes(&daemon),
+        writes,
+        "nothing written to a vanished thread"
+    );
+    let after: Vec<String> = daemon.stderr_lines()[lines_before..]
+        .iter()
+        .map(|l| l.text.clone())
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "warnings after the threads went: {after:#?}"
+    );
+    assert_eq!(daemon.metric("steerd_external_changes_total"), Some(0.0));
+
+    let exit = daemon.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(exit.code(), Some(0), "{}", daemon.stderr_text());
+    // `threaded` is back to 0 and the threads' directories are gone: as generated.
+    m.assert_all_restored(&daemon);
+}

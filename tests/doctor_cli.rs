@@ -96,7 +96,7 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "info: [gro] not checked: GRO of all devices",
         "info: [udp_hash] not checked: UDP hash fields of all devices",
         "info: [ntuple] not checked: ntuple filters (aRFS) of all devices",
-        "1 error(s), 3 warning(s), 7 note(s) from 13 checks",
+        "1 error(s), 3 warning(s), 7 note(s) from 15 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
@@ -226,4 +226,77 @@ fn json_has_exactly_the_documented_fields() {
         .collect();
     assert_eq!(severities, BTreeSet::from(["error", "warning", "info"]));
     assert_eq!(report["errors"], 1);
+}
+
+/// Sets `pid`'s allowed CPUs in its `proc/PID/status`, as `taskset -pc` would show them.
+fn pin_thread(tree: &FakeTree, pid: u32, cpus: &str) {
+    let path = tree.root.join(format!("proc/{pid}/status"));
+    let text = fs::read_to_string(&path).unwrap();
+    let pinned =
+        steerd::kernel::napi_threads::with_affinity(&text, &CpuSet::parse_list(cpus).unwrap());
+    fs::write(path, pinned).unwrap();
+}
+
+/// eth0's queue vectors delivered to CPUs 0-3, one each.
+fn spread_vectors(tree: &FakeTree) {
+    for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
+        put(
+            tree,
+            &format!("proc/irq/{irq}/effective_affinity_list"),
+            &format!("{q}\n"),
+        );
+    }
+}
+
+/// Interrupt deferral without its timer, and busy-polling NAPI threads: rx-0's pinned
+/// where rx-2's vector fires, the others each beside their own vector.
+#[test]
+fn napi_deferral_without_a_timer_and_a_crowding_busy_poll_thread_are_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = machine(dir.path(), |m| m.rps_sock_flow_entries = Some(0));
+    spread_vectors(&tree);
+    tree.set_napi_deferral(0, 2, 0).unwrap();
+    let pids = tree.make_busy_poll(0, 700).unwrap();
+    pin_thread(&tree, pids[0], "2");
+    for (q, &pid) in pids.iter().enumerate().skip(1) {
+        pin_thread(&tree, pid, &q.to_string());
+    }
+    let (code, text, stderr) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
+    eprintln!("{text}");
+    assert_eq!(code, 1, "{text}\n{stderr}");
+    let flush = tree.root.join("sys/class/net/eth0/gro_flush_timeout");
+    let crowded = tree.queue_irqs[0][2];
+    for needle in [
+        "warning: [napi_deferral] eth0: napi_defer_hard_irqs 2 with gro_flush_timeout 0: no interrupt is deferred".to_string(),
+        format!("  fix:      echo 200000 > {}", flush.display()),
+        "warning: [busy_poll] eth0 rx-0: busy-polling NAPI thread napi/eth0-8193 may spin on CPUs that serve other queues".to_string(),
+        format!("CPU 2: eth0 rx-2 (IRQ {crowded})"),
+        format!("  fix:      taskset -pc 3 {}", pids[0]),
+        "0 error(s), 3 warning(s)".to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle:?} not in:\n{text}");
+    }
+    assert!(
+        text.contains("[napi_threads]"),
+        "rx-0's thread is not beside its IRQ:\n{text}"
+    );
+}
+
+/// The same machine with the deferral's timer set and every busy-poll thread on its own
+/// queue's CPU: neither check finds anything.
+#[test]
+fn napi_deferral_with_its_timer_and_busy_poll_threads_beside_their_own_queue_are_fine() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = machine(dir.path(), |m| m.rps_sock_flow_entries = Some(0));
+    spread_vectors(&tree);
+    tree.set_napi_deferral(0, 2, 200_000).unwrap();
+    let pids = tree.make_busy_poll(0, 700).unwrap();
+    for (q, &pid) in pids.iter().enumerate() {
+        pin_thread(&tree, pid, &q.to_string());
+    }
+    let (code, text, stderr) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
+    assert_eq!(code, 0, "{text}\n{stderr}");
+    assert!(!text.contains("[napi_deferral]"), "{text}");
+    assert!(!text.contains("[busy_poll]"), "{text}");
+    assert!(!text.contains("[napi_threads]"), "{text}");
 }

@@ -37,6 +37,8 @@ fn assert_contract(model: &Value) {
         "nodes",
         "devices",
         "irqs",
+        "queue_counters",
+        "queue_counters_unknown",
         "warnings",
     ] {
         assert!(model.get(key).is_some(), "top-level {key} missing");
@@ -68,11 +70,36 @@ fn assert_contract(model: &Value) {
         ] {
             assert!(dev.get(key).is_some(), "device.{key} missing in {dev}");
         }
+        for key in [
+            "threaded",
+            "threaded_mode",
+            "napi_defer_hard_irqs",
+            "gro_flush_timeout_ns",
+        ] {
+            assert!(dev.get(key).is_some(), "device.{key} missing in {dev}");
+        }
         for q in dev["rx_queues"].as_array().unwrap() {
-            for key in ["index", "rps_cpus", "rps_flow_cnt", "irq"] {
+            for key in [
+                "index",
+                "rps_cpus",
+                "rps_flow_cnt",
+                "irq",
+                "napi_id",
+                "napi_thread",
+                "napi",
+            ] {
                 assert!(q.get(key).is_some(), "rx_queue.{key} missing");
             }
             assert!(q["rps_cpus"].is_array() || q["rps_cpus"].is_null());
+            for key in [
+                "defer_hard_irqs",
+                "gro_flush_timeout_ns",
+                "irq_suspend_timeout_ns",
+                "threaded",
+                "per_napi",
+            ] {
+                assert!(q["napi"].get(key).is_some(), "rx_queue.napi.{key} missing");
+            }
         }
         for q in dev["tx_queues"].as_array().unwrap() {
             for key in ["index", "xps_cpus", "irq"] {
@@ -165,6 +192,62 @@ fn small_tree_text_shows_queues_irqs_and_cores() {
     assert_eq!(model["cpus"][3]["isolated"], true);
 }
 
+/// A threaded NIC with interrupt deferral set: per receive queue its NAPI id (none on a
+/// fake root: netlink is the running kernel's), the thread with its pid, last CPU and
+/// allowed CPUs, the deferral from the device's files, and irq-suspend-timeout "n/a".
+fn threaded_napi_per_queue_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut machine = FakeMachine::new(4);
+    machine.nics.push(FakeNic {
+        name: "eth0".into(),
+        driver: "virtio_net".into(),
+        node: None,
+        queues: 2,
+    });
+    let tree = machine.write(dir.path()).unwrap();
+    let pids = tree.make_threaded(0, 700).unwrap();
+    tree.set_napi_deferral(0, 2, 200_000).unwrap();
+    let (ok, text, stderr) = inspect(dir.path(), "text");
+    assert!(ok, "{stderr}");
+    eprintln!("{text}");
+    assert!(
+        text.contains("NAPI settings: the device's sys/class/net/eth0 files, for every NAPI"),
+        "{text}"
+    );
+    let row = format!(
+        "rx-1           -  yes       napi/eth0-8194       {}    0  0-3          2       200000          n/a            -",
+        pids[1]
+    );
+    assert!(text.contains(&row), "{row:?} not in:\n{text}");
+    let model = json(dir.path());
+    assert_contract(&model);
+    let eth0 = &model["devices"][0];
+    assert_eq!(eth0["threaded_mode"], "enabled");
+    assert_eq!(eth0["napi_defer_hard_irqs"], 2);
+    let napi = &eth0["rx_queues"][1]["napi"];
+    assert_eq!(napi["defer_hard_irqs"], 2);
+    assert_eq!(napi["gro_flush_timeout_ns"], 200_000);
+    assert_eq!(
+        napi["irq_suspend_timeout_ns"],
+        Value::Null,
+        "not known here, never 0"
+    );
+    assert_eq!(napi["threaded"], "enabled");
+    assert_eq!(napi["per_napi"], false);
+    let thread = &eth0["rx_queues"][1]["napi_thread"];
+    assert_eq!(thread["pid"], pids[1]);
+    assert_eq!(thread["cpu"], 0);
+    assert_eq!(model["queue_counters"], serde_json::json!([]));
+    assert!(
+        model["queue_counters_unknown"]
+            .as_str()
+            .unwrap()
+            .contains("--root tree"),
+        "{}",
+        model["queue_counters_unknown"]
+    );
+}
+
 fn a_missing_root_is_a_clear_error() {
     let (ok, _, stderr) = inspect(Path::new("/nonexistent-steerd-root"), "text");
     assert!(!ok);
@@ -189,6 +272,7 @@ fn the_real_machine() -> TestResult {
 suite_main!(
     the_1152_cpu_tree_through_the_binary,
     small_tree_text_shows_queues_irqs_and_cores,
+    threaded_napi_per_queue_in_text_and_json,
     a_missing_root_is_a_clear_error,
     the_real_machine,
 );

@@ -203,7 +203,8 @@ fn once_prints_the_busy_cpu_first_with_its_vector_and_no_decisions_without_a_dae
         "the queue whose vector fires most first:\n{text}"
     );
     assert_eq!(busiest[3], "2", "its vector's CPU:\n{text}");
-    assert_eq!(busiest[5], "off", "RPS off:\n{text}");
+    assert_eq!(busiest[5], "-", "not threaded: no NAPI thread CPU:\n{text}");
+    assert_eq!(busiest[6], "off", "RPS off:\n{text}");
     assert!(
         !text.contains("decisions"),
         "no daemon, no decisions:\n{text}"
@@ -330,6 +331,73 @@ fn json_has_exactly_the_documented_fields_and_the_busy_cpu_first() {
     assert!(frame["queue_rates_unknown"].is_string(), "{json}");
     assert_eq!(frame["daemon"]["address"], addr.as_str());
     assert_eq!(frame["daemon"]["decisions"][0]["reason"], "stacked_vectors");
+}
+
+/// With threaded NAPI, each queue shows its thread and the CPU the thread last ran on,
+/// which is where its receive work runs (here CPU 3 for queue 1, whose vector fires on 1).
+#[test]
+fn a_threaded_queue_shows_the_cpu_its_napi_thread_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = machine(dir.path());
+    tree.write_counters(&counters(&tree, 1)).unwrap();
+    let pids = tree.make_threaded(0, 700).unwrap();
+    let stat = tree.root.join(format!("proc/{}/stat", pids[1]));
+    let line = fs::read_to_string(&stat).unwrap();
+    // Field 39, the CPU it last ran on, is the 37th after the name's `)`.
+    let (head, tail) = line.rsplit_once(')').unwrap();
+    let mut fields: Vec<String> = tail.split_whitespace().map(String::from).collect();
+    fields[36] = "3".into();
+    fs::write(&stat, format!("{head}) {}\n", fields.join(" "))).unwrap();
+    let (code, json, stderr) = top(
+        &tree.root,
+        &[
+            "--format",
+            "json",
+            "--interval",
+            "100ms",
+            "--metrics-listen",
+            NO_DAEMON,
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let frame: Value = serde_json::from_str(&json).unwrap();
+    let queue = |q: u64| {
+        frame["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["queue"] == q)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(queue(1)["napi_thread_pid"], pids[1], "{json}");
+    assert_eq!(queue(1)["napi_thread_cpu"], 3, "{json}");
+    assert_eq!(queue(1)["irq_cpus"], "1", "{json}");
+    assert_eq!(queue(0)["napi_thread_cpu"], 0, "{json}");
+
+    let (code, text, stderr) = top(
+        &tree.root,
+        &[
+            "--once",
+            "--interval",
+            "100ms",
+            "--metrics-listen",
+            NO_DAEMON,
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(text.contains("NAPI CPU"), "{text}");
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.split_whitespace().take(2).eq(["eth0", "1"]))
+        .unwrap_or_else(|| panic!("no eth0 1 row in:\n{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (row[3], row[5]),
+        ("1", "3"),
+        "IRQ CPU 1, thread on 3:\n{text}"
+    );
 }
 
 #[test]

@@ -38,6 +38,14 @@ impl Daemon {
                     );
                 }
                 let before = self.engine.replace_machine(machine);
+                let ended = self.actuator.forget_ended_threads();
+                if !ended.is_empty() {
+                    info!(
+                        threads = ended.len(),
+                        "{} NAPI thread(s) steerd had pinned ended (threaded NAPI switched off): nothing to restore",
+                        ended.len()
+                    );
+                }
                 self.after_discovery();
                 for (device, renewal) in renewed {
                     self.after_queue_change(&before.inventory, &device, renewal);

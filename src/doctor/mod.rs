@@ -7,12 +7,14 @@
 //! RFS tables sized against each other), which is what an operator asks first. Each check
 //! is its own module reading only [`Context`], so one can be added or tested alone.
 
+pub mod busy_poll;
 pub mod coalescing;
 pub mod daemon;
 mod ethtool_checks;
 pub mod gro;
 pub mod irqbalance;
 pub mod isolated;
+pub mod napi_deferral;
 pub mod napi_threads;
 pub mod ntuple;
 pub mod one_cpu;
@@ -61,6 +63,8 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("udp_hash", udp_hash::check),
     ("ntuple", ntuple::check),
     ("napi_threads", napi_threads::check),
+    ("napi_deferral", napi_deferral::check),
+    ("busy_poll", busy_poll::check),
     ("daemon", daemon::check),
 ];
 

@@ -20,6 +20,7 @@ use std::path::Path;
 use crate::Root;
 use crate::cpuset::CpuSet;
 use crate::error::Error;
+use crate::model::inventory::ThreadedMode;
 
 /// The longest `comm` the kernel keeps (`TASK_COMM_LEN` - 1).
 pub const COMM_MAX: usize = 15;
@@ -41,6 +42,8 @@ pub struct NapiThread {
     pub napi_id: u32,
     /// Where it may run (`Cpus_allowed_list`).
     pub affinity: CpuSet,
+    /// The CPU it last ran on (`proc/PID/stat` field 39), when read.
+    pub cpu: Option<u32>,
 }
 
 /// The thread name of a device's NAPI, as `comm` shows it; `None` when `comm` would cut it
@@ -88,6 +91,7 @@ pub fn scan(root: &Root, devices: &[&str]) -> Result<Vec<NapiThread>, Error> {
                 name: comm.to_string(),
                 napi_id,
                 affinity,
+                cpu: read_time(root, pid).map(|(_, cpu)| cpu),
             });
         }
     }
@@ -204,6 +208,14 @@ pub fn parse_stat(text: &str) -> Option<(u64, u32)> {
     let stime: u64 = fields.get(12)?.parse().ok()?;
     let cpu: u32 = fields.get(36)?.parse().ok()?;
     Some((utime.saturating_add(stime), cpu))
+}
+
+/// `dir/threaded` as a mode: 0, 1, or 2 (busy-poll, 6.19: `threaded_show` prints the
+/// device's `threaded` byte in decimal, net/core/net-sysfs.c); `None` when absent, empty or
+/// a value not known here.
+pub fn threaded_mode(device_dir: &Path) -> Option<ThreadedMode> {
+    let text = std::fs::read_to_string(device_dir.join("threaded")).ok()?;
+    ThreadedMode::from_number(text.trim().parse().ok()?)
 }
 
 /// Whether `dir/threaded` says the device's NAPI runs in threads.

@@ -15,7 +15,13 @@
 //!
 //! Attribute and command numbers are those of the kernel's `include/uapi/linux/netdev.h`
 //! (generated from `Documentation/netlink/specs/netdev.yaml`; read from torvalds/linux at
-//! 0137891e74576f77a7901718dc0ce08ca074ae74). They are uapi, so they never change.
+//! 0137891e74576f77a7901718dc0ce08ca074ae74). They are uapi, so they never change. The
+//! NAPI settings `defer-hard-irqs` (u32), `gro-flush-timeout` and `irq-suspend-timeout`
+//! (`uint`, ns; 6.13) and `threaded` (u32, enum `napi-threaded`: disabled, enabled; 6.17)
+//! were read in `netdev.yaml` at torvalds/linux a5a8844af43448cd2b3bf5f0e588396671192157;
+//! the third `threaded` value, busy-poll = 2 (6.19), in the merged series' uapi header
+//! (`NETDEV_NAPI_THREADED_BUSY_POLL`). A kernel that does not have an attribute leaves
+//! it out of the reply: `None` here, "not on this kernel", never 0.
 
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -60,6 +66,10 @@ mod napi_attr {
     pub const ID: u16 = 2;
     pub const IRQ: u16 = 3;
     pub const PID: u16 = 4;
+    pub const DEFER_HARD_IRQS: u16 = 5;
+    pub const GRO_FLUSH_TIMEOUT: u16 = 6;
+    pub const IRQ_SUSPEND_TIMEOUT: u16 = 7;
+    pub const THREADED: u16 = 8;
 }
 
 /// `enum { NETDEV_A_QSTATS_* }` (5-7 are unused: the numbering skips them on purpose).
@@ -127,7 +137,7 @@ pub struct NetdevQueue {
 }
 
 /// One NAPI instance (`napi-get`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Napi {
     pub id: u32,
     pub ifindex: u32,
@@ -135,6 +145,14 @@ pub struct Napi {
     pub irq: Option<u32>,
     /// The kthread polling it in threaded mode.
     pub pid: Option<u32>,
+    /// `defer-hard-irqs` (6.13+).
+    pub defer_hard_irqs: Option<u32>,
+    /// `gro-flush-timeout`, ns (6.13+).
+    pub gro_flush_timeout: Option<u64>,
+    /// `irq-suspend-timeout`, ns (6.13+).
+    pub irq_suspend_timeout: Option<u64>,
+    /// `threaded`, the raw enum (6.17+; 2 is busy-poll, 6.19+).
+    pub threaded: Option<u32>,
 }
 
 /// A queue with the IRQ of its NAPI instance, from `queue-get` joined with `napi-get`.
@@ -146,6 +164,8 @@ pub struct QueueIrq {
     pub napi_id: Option<u32>,
     /// `None` when the queue has no NAPI or the driver did not report the NAPI's IRQ.
     pub irq: Option<u32>,
+    /// The queue's NAPI instance as `napi-get` reported it (its settings), if it did.
+    pub napi: Option<Napi>,
 }
 
 /// Per-queue counters from `qstats-get` with `scope=queue`. Every counter is optional: a
@@ -563,25 +583,26 @@ fn parse_datagram(
     Ok(progress)
 }
 
-/// Joins queues with their NAPI instances' IRQs on the NAPI id.
+/// Joins queues with their NAPI instances (IRQ and settings) on the NAPI id.
 fn join_queue_irqs(queues: Vec<NetdevQueue>, mut napis: Vec<Napi>) -> Vec<QueueIrq> {
     napis.sort_unstable_by_key(|napi| napi.id);
     queues
         .into_iter()
         .map(|queue| {
-            let irq = queue.napi_id.and_then(|id| {
+            let napi = queue.napi_id.and_then(|id| {
                 napis
                     .binary_search_by_key(&id, |napi| napi.id)
                     .ok()
                     .and_then(|index| napis.get(index))
-                    .and_then(|napi| napi.irq)
+                    .copied()
             });
             QueueIrq {
                 ifindex: queue.ifindex,
                 direction: queue.direction,
                 queue: queue.id,
                 napi_id: queue.napi_id,
-                irq,
+                irq: napi.and_then(|napi| napi.irq),
+                napi,
             }
         })
         .collect()
@@ -720,12 +741,24 @@ fn parse_queue(attrs: &[u8]) -> Result<NetdevQueue, Error> {
 fn parse_napi(attrs: &[u8]) -> Result<Napi, Error> {
     const WHAT: &str = "netdev napi-get";
     let (mut id, mut ifindex, mut irq, mut pid) = (None, None, None, None);
+    let (mut defer_hard_irqs, mut gro_flush_timeout) = (None, None);
+    let (mut irq_suspend_timeout, mut threaded) = (None, None);
     for_each_attr(WHAT, attrs, |kind, value| {
         match kind {
             napi_attr::ID => id = Some(attr_u32(WHAT, "id", value)?),
             napi_attr::IFINDEX => ifindex = Some(attr_u32(WHAT, "ifindex", value)?),
             napi_attr::IRQ => irq = Some(attr_u32(WHAT, "irq", value)?),
             napi_attr::PID => pid = Some(attr_u32(WHAT, "pid", value)?),
+            napi_attr::DEFER_HARD_IRQS => {
+                defer_hard_irqs = Some(attr_u32(WHAT, "defer-hard-irqs", value)?)
+            }
+            napi_attr::GRO_FLUSH_TIMEOUT => {
+                gro_flush_timeout = Some(attr_uint(WHAT, "gro-flush-timeout", value)?)
+            }
+            napi_attr::IRQ_SUSPEND_TIMEOUT => {
+                irq_suspend_timeout = Some(attr_uint(WHAT, "irq-suspend-timeout", value)?)
+            }
+            napi_attr::THREADED => threaded = Some(attr_u32(WHAT, "threaded", value)?),
             _ => {}
         }
         Ok(())
@@ -744,6 +777,10 @@ fn parse_napi(attrs: &[u8]) -> Result<Napi, Error> {
         ifindex: ifindex.ok_or_else(|| missing(WHAT, "ifindex"))?,
         irq,
         pid,
+        defer_hard_irqs,
+        gro_flush_timeout,
+        irq_suspend_timeout,
+        threaded,
     })
 }
 
@@ -1228,9 +1265,60 @@ mod tests {
                 id: 8193,
                 ifindex: 2,
                 irq: Some(27),
-                pid: None
+                pid: None,
+                ..Napi::default()
             }]
         );
+    }
+
+    #[test]
+    fn napi_settings_are_parsed_when_the_kernel_has_them() {
+        // A 6.19 reply: gro-flush-timeout as an 8-byte uint, irq-suspend-timeout as a
+        // 4-byte one (NLA_UINT is 4 bytes when the value fits), threaded = busy-poll.
+        let napi = parse_napi(
+            &genl(
+                cmd::NAPI_GET,
+                &[
+                    attr(napi_attr::ID, &8193u32.to_ne_bytes()),
+                    attr(napi_attr::IFINDEX, &2u32.to_ne_bytes()),
+                    attr(napi_attr::PID, &812u32.to_ne_bytes()),
+                    attr(napi_attr::DEFER_HARD_IRQS, &2u32.to_ne_bytes()),
+                    attr(napi_attr::GRO_FLUSH_TIMEOUT, &200_000u64.to_ne_bytes()),
+                    attr(napi_attr::IRQ_SUSPEND_TIMEOUT, &20_000_000u32.to_ne_bytes()),
+                    attr(napi_attr::THREADED, &2u32.to_ne_bytes()),
+                ],
+            )[GENL_HDRLEN..],
+        )
+        .unwrap();
+        assert_eq!(napi.defer_hard_irqs, Some(2));
+        assert_eq!(napi.gro_flush_timeout, Some(200_000));
+        assert_eq!(napi.irq_suspend_timeout, Some(20_000_000));
+        assert_eq!(napi.threaded, Some(2));
+        assert_eq!(napi.pid, Some(812));
+        // A 6.12 reply has none of them: absent, not 0.
+        let old = parse_napi(
+            &genl(
+                cmd::NAPI_GET,
+                &[
+                    attr(napi_attr::ID, &8193u32.to_ne_bytes()),
+                    attr(napi_attr::IFINDEX, &2u32.to_ne_bytes()),
+                ],
+            )[GENL_HDRLEN..],
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                old.defer_hard_irqs,
+                old.gro_flush_timeout,
+                old.irq_suspend_timeout,
+                old.threaded
+            ),
+            (None, None, None, None)
+        );
+        let error = parse_napi(&attr(napi_attr::GRO_FLUSH_TIMEOUT, &[1, 2, 3]))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("gro-flush-timeout has 3 bytes"), "{error}");
     }
 
     #[test]
@@ -1277,7 +1365,7 @@ mod tests {
             id,
             ifindex: 3,
             irq,
-            pid: None,
+            ..Napi::default()
         };
         let joined = join_queue_irqs(
             vec![

@@ -57,6 +57,66 @@ pub struct NetDevice {
     pub irqs: Vec<u32>,
     /// `threaded`: its NAPI polls in kernel threads; `None` where the file is absent.
     pub threaded: Option<bool>,
+    /// `threaded` as a mode: 0 disabled, 1 enabled, 2 busy-poll (6.19); `None` where the
+    /// file is absent or holds a value this steerd does not know.
+    pub threaded_mode: Option<ThreadedMode>,
+    /// `napi_defer_hard_irqs`: empty polls before the device's NAPI re-enables its
+    /// interrupt (0: no deferral); on 6.13+ writing it sets every NAPI of the device.
+    pub napi_defer_hard_irqs: Option<u32>,
+    /// `gro_flush_timeout` in ns: the timer that ends a deferral and flushes GRO (0: none).
+    pub gro_flush_timeout_ns: Option<u64>,
+}
+
+/// How a NAPI instance polls (`threaded` in sysfs, per device; netdev netlink `threaded`,
+/// per NAPI, 6.17+; `busy-poll` 6.19+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadedMode {
+    /// In softirq context, on the CPU its interrupt fired on.
+    Disabled,
+    /// In its `napi/DEV-ID` kernel thread, woken by the interrupt.
+    Enabled,
+    /// In its kernel thread, which polls continuously: it keeps a whole CPU busy.
+    BusyPoll,
+}
+
+impl ThreadedMode {
+    /// The value of `threaded` in sysfs and of the netlink enum (`netdev_napi_threaded`).
+    pub fn from_number(value: u64) -> Option<ThreadedMode> {
+        match value {
+            0 => Some(ThreadedMode::Disabled),
+            1 => Some(ThreadedMode::Enabled),
+            2 => Some(ThreadedMode::BusyPoll),
+            _ => None,
+        }
+    }
+
+    /// The word the views print: `no`, `yes`, `busy-poll`.
+    pub fn word(self) -> &'static str {
+        match self {
+            ThreadedMode::Disabled => "no",
+            ThreadedMode::Enabled => "yes",
+            ThreadedMode::BusyPoll => "busy-poll",
+        }
+    }
+}
+
+/// A receive queue's NAPI settings: per NAPI from netdev netlink's `napi-get` where the
+/// kernel carries them, else the device's sysfs files (which then hold for every NAPI of
+/// the device). `None` is "not on this kernel" (or, off the host, not known), never 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NapiSettings {
+    /// `defer-hard-irqs` (6.13+) or the device's `napi_defer_hard_irqs`.
+    pub defer_hard_irqs: Option<u32>,
+    /// `gro-flush-timeout` in ns (6.13+) or the device's `gro_flush_timeout`.
+    pub gro_flush_timeout_ns: Option<u64>,
+    /// `irq-suspend-timeout` in ns (6.13+); netlink only, no sysfs file has it.
+    pub irq_suspend_timeout_ns: Option<u64>,
+    /// `threaded` per NAPI (6.17+), or the device's `threaded`.
+    pub threaded: Option<ThreadedMode>,
+    /// Whether `napi-get` gave the values for this queue's NAPI (else they are the
+    /// device's).
+    pub per_napi: bool,
 }
 
 /// One `queues/rx-N` directory.
@@ -75,6 +135,8 @@ pub struct RxQueue {
     pub napi_id: Option<u32>,
     /// The thread polling it, when the device's NAPI is threaded.
     pub napi_thread: Option<crate::kernel::napi_threads::NapiThread>,
+    /// Its NAPI's settings (deferral, GRO flush and IRQ suspend timeouts, threaded mode).
+    pub napi: NapiSettings,
 }
 
 /// One `queues/tx-N` directory.

@@ -16,7 +16,9 @@ use crate::knob::{Knob, KnobValue};
 
 pub fn follow_irq(p: &mut Planner) {
     for d in 0..p.devices.len() {
-        if !p.devices[d].manages_irqs || p.devices[d].dev.threaded != Some(true) {
+        // Threads are attached only to queues whose NAPI is threaded: the whole device's
+        // (`threaded`) or a single NAPI's (netdev netlink `napi-set`, 6.17+).
+        if !p.devices[d].manages_irqs {
             continue;
         }
         for queue in &p.devices[d].dev.rx_queues {

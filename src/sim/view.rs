@@ -26,6 +26,7 @@ impl SimMachine {
                     irq: self.queue_irq(index, q),
                     napi_id: None,
                     napi_thread: None,
+                    napi: Default::default(),
                 })
                 .collect();
             if nic.first_irq.is_some() {
@@ -77,6 +78,9 @@ impl SimMachine {
                 tx_queues: Vec::new(),
                 irqs: device_irqs,
                 threaded: None,
+                threaded_mode: None,
+                napi_defer_hard_irqs: None,
+                gro_flush_timeout_ns: None,
             });
         }
         for other in &self.others {

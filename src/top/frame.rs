@@ -93,6 +93,11 @@ pub struct QueueRow {
     pub irq_cpus: Option<String>,
     /// That vector's interrupts per second.
     pub irq_per_sec: Option<f64>,
+    /// With threaded NAPI, the pid of the thread that polls the queue; `None` otherwise.
+    pub napi_thread_pid: Option<u32>,
+    /// The CPU that thread last ran on (`proc/PID/stat`, read every frame): where the
+    /// queue's receive work runs, whatever CPU its vector fires on.
+    pub napi_thread_cpu: Option<u32>,
     /// The queue's RPS mask as a cpulist (empty string: RPS off); `None` if unreadable.
     pub rps_cpus: Option<String>,
     /// Received packets per second (netdev qstats or `ethtool -S`); `None` if unknown.
@@ -117,6 +122,9 @@ pub struct Inputs<'a> {
     pub load: &'a Load,
     /// Received bytes per second by (device, queue), where known.
     pub rx_bytes_per_sec: &'a HashMap<(String, u32), f64>,
+    /// The CPU each NAPI thread last ran on, by pid, as sampled for this frame (a thread
+    /// not in it keeps the CPU discovery saw).
+    pub napi_thread_cpus: &'a HashMap<u32, u32>,
     pub queue_rates_unknown: Option<String>,
     pub daemon: Option<DaemonView>,
     pub warnings: Vec<String>,
@@ -149,6 +157,7 @@ impl Frame {
             machine,
             load,
             rx_bytes_per_sec,
+            napi_thread_cpus,
             queue_rates_unknown,
             daemon,
             warnings,
@@ -226,12 +235,16 @@ impl Frame {
             for queue in &device.rx_queues {
                 let irq = queue.irq.and_then(|n| machine.inventory.irq(n));
                 let known = queue_rates_unknown.is_none() && warm;
+                let thread = queue.napi_thread.as_ref();
                 queues.push(QueueRow {
                     device: device.name.clone(),
                     queue: queue.index,
                     irq: queue.irq,
                     irq_cpus: irq.and_then(delivered_to).map(CpuSet::to_list),
                     irq_per_sec: queue.irq.and_then(irq_rate),
+                    napi_thread_pid: thread.map(|t| t.pid),
+                    napi_thread_cpu: thread
+                        .and_then(|t| napi_thread_cpus.get(&t.pid).copied().or(t.cpu)),
                     rps_cpus: queue.rps_cpus.as_ref().map(CpuSet::to_list),
                     packets_per_sec: known
                         .then(|| load.rx_queue_pps(&device.name, queue.index))
@@ -326,11 +339,15 @@ mod tests {
                     irq: Some(30 + q),
                     napi_id: None,
                     napi_thread: None,
+                    napi: Default::default(),
                 })
                 .collect(),
             tx_queues: Vec::new(),
             irqs: vec![30, 31],
             threaded: None,
+            threaded_mode: None,
+            napi_defer_hard_irqs: None,
+            gro_flush_timeout_ns: None,
         };
         Machine {
             topology: Topology {
@@ -372,6 +389,7 @@ mod tests {
             machine: &machine,
             load: &load,
             rx_bytes_per_sec: &HashMap::new(),
+            napi_thread_cpus: &HashMap::new(),
             queue_rates_unknown: Some("a fake root".into()),
             daemon: None,
             warnings: Vec::new(),
@@ -407,6 +425,7 @@ mod tests {
             machine: &machine,
             load: &load,
             rx_bytes_per_sec: &HashMap::new(),
+            napi_thread_cpus: &HashMap::new(),
             queue_rates_unknown: None,
             daemon: None,
             warnings: Vec::new(),

@@ -16,7 +16,7 @@ use crate::discover::{Machine, discover};
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::load::Load;
-use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot};
+use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot, ThreadTime};
 use crate::root::Root;
 
 use super::frame::{DaemonView, Frame, Inputs, shows_device};
@@ -48,6 +48,8 @@ pub struct TopSampler {
     load: Load,
     queue_rates: QueueRates,
     rx_bytes_per_sec: HashMap<(String, u32), f64>,
+    /// The CPU each threaded NAPI receive thread last ran on, by pid, this frame.
+    napi_thread_cpus: HashMap<u32, u32>,
     discovered_at: Instant,
     rediscover: bool,
     warnings: Vec<String>,
@@ -81,6 +83,7 @@ impl TopSampler {
             load: Load::new(),
             queue_rates,
             rx_bytes_per_sec: HashMap::new(),
+            napi_thread_cpus: HashMap::new(),
             discovered_at: Instant::now(),
             rediscover: false,
             warnings: Vec::new(),
@@ -130,6 +133,7 @@ impl TopSampler {
             machine: &self.machine,
             load: &self.load,
             rx_bytes_per_sec: &self.rx_bytes_per_sec,
+            napi_thread_cpus: &self.napi_thread_cpus,
             queue_rates_unknown: unknown,
             daemon,
             warnings,
@@ -165,6 +169,7 @@ impl TopSampler {
         self.ticks
             .sample(&mut self.current)
             .map_err(|e| format!("cannot sample the counters: {e}"))?;
+        self.read_napi_threads();
         self.current.queues.clear();
         if let QueueRates::Host(source) = &mut self.queue_rates {
             let devices: Vec<DeviceId<'_>> = self
@@ -185,6 +190,34 @@ impl TopSampler {
             }
         }
         Ok(())
+    }
+
+    /// One `proc/PID/stat` per threaded NAPI receive thread (none without threaded NAPI):
+    /// the CPU it ran on for the queue table, and its CPU time for the load, as the daemon
+    /// counts it. A thread that is gone (`threaded` switched off) asks for a rediscovery.
+    fn read_napi_threads(&mut self) {
+        self.current.napi_threads.clear();
+        self.napi_thread_cpus.clear();
+        let threads = self
+            .machine
+            .inventory
+            .devices
+            .iter()
+            .flat_map(|d| &d.rx_queues)
+            .filter_map(|q| q.napi_thread.as_ref());
+        for thread in threads {
+            match crate::kernel::napi_threads::read_time(&self.root, thread.pid) {
+                Some((ticks, cpu)) => {
+                    self.current.napi_threads.push(ThreadTime {
+                        pid: thread.pid,
+                        cpu,
+                        ticks,
+                    });
+                    self.napi_thread_cpus.insert(thread.pid, cpu);
+                }
+                None => self.rediscover = true,
+            }
+        }
     }
 
     /// Received bytes per second per rx queue over the last interval, where both samples

@@ -123,12 +123,12 @@ pub fn cpu_cells(row: &CpuRow) -> [String; 7] {
 }
 
 /// The queue table's column titles.
-pub const QUEUE_COLUMNS: [&str; 8] = [
-    "DEVICE", "QUEUE", "IRQ", "IRQ CPUS", "IRQS/S", "RPS CPUS", "PKTS/S", "BYTES/S",
+pub const QUEUE_COLUMNS: [&str; 9] = [
+    "DEVICE", "QUEUE", "IRQ", "IRQ CPUS", "IRQS/S", "NAPI CPU", "RPS CPUS", "PKTS/S", "BYTES/S",
 ];
 
 /// The cells of one queue row, in [`QUEUE_COLUMNS`] order.
-pub fn queue_cells(row: &QueueRow) -> [String; 8] {
+pub fn queue_cells(row: &QueueRow) -> [String; 9] {
     [
         row.device.clone(),
         row.queue.to_string(),
@@ -136,6 +136,10 @@ pub fn queue_cells(row: &QueueRow) -> [String; 8] {
             .map_or_else(|| "-".to_string(), |irq| irq.to_string()),
         cpus(row.irq_cpus.as_deref(), "-"),
         rate(row.irq_per_sec),
+        // Where the queue's NAPI thread ran ("-": not threaded, the work is softirq
+        // work on the IRQ's CPU).
+        row.napi_thread_cpu
+            .map_or_else(|| "-".to_string(), |cpu| cpu.to_string()),
         cpus(row.rps_cpus.as_deref(), "off"),
         rate(row.packets_per_sec),
         rate(row.bytes_per_sec),
@@ -201,9 +205,9 @@ pub fn render(frame: &Frame, limits: &Limits) -> String {
         lines.push("no NIC with queue vectors".to_string());
     } else {
         let shown = limits.queues.unwrap_or(usize::MAX).min(frame.queues.len());
-        let rows: Vec<[String; 8]> = frame.queues[..shown].iter().map(queue_cells).collect();
+        let rows: Vec<[String; 9]> = frame.queues[..shown].iter().map(queue_cells).collect();
         lines.push("NIC receive queues, busiest first".to_string());
-        lines.extend(table(QUEUE_COLUMNS, &rows, &[0, 3, 5]));
+        lines.extend(table(QUEUE_COLUMNS, &rows, &[0, 3, 6]));
         if shown < frame.queues.len() {
             lines.push(format!(
                 "... {} more queues not shown (less busy)",

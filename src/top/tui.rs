@@ -348,13 +348,24 @@ fn cpulist_width(list: &Option<String>) -> usize {
 fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Palette) {
     let shown = rows_that_fit(area).min(frame.queues.len());
     let rows = frame.queues[..shown].iter().map(|row| {
-        let [device, queue, irq, irq_cpus, irqs, rps, pkts, bytes] = queue_cells(row);
+        let [
+            device,
+            queue,
+            irq,
+            irq_cpus,
+            irqs,
+            napi_cpu,
+            rps,
+            pkts,
+            bytes,
+        ] = queue_cells(row);
         Row::new([
             Cell::from(device),
             right(queue),
             right(irq),
             Cell::from(irq_cpus),
             right(irqs),
+            right(napi_cpu),
             Cell::from(rps),
             right(pkts),
             right(bytes),
@@ -371,6 +382,7 @@ fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Pal
         Constraint::Length(5),
         Constraint::Length(widest(|q| cpulist_width(&q.irq_cpus), 8, 24)),
         Constraint::Length(7),
+        Constraint::Length(8),
         Constraint::Length(widest(|q| cpulist_width(&q.rps_cpus), 8, 24)),
         Constraint::Length(7),
         Constraint::Length(8),
@@ -382,7 +394,7 @@ fn draw_queues(screen: &mut Screen<'_>, area: Rect, frame: &Frame, palette: &Pal
         palette,
         rows,
         widths,
-        (&QUEUE_COLUMNS, &[0, 3, 5]),
+        (&QUEUE_COLUMNS, &[0, 3, 6]),
         title,
     );
 }
@@ -452,6 +464,8 @@ mod tests {
                 irq: Some(40),
                 irq_cpus: Some("0".into()),
                 irq_per_sec: Some(1000.0),
+                napi_thread_pid: None,
+                napi_thread_cpu: None,
                 rps_cpus: Some(String::new()),
                 packets_per_sec: None,
                 bytes_per_sec: None,

@@ -17,7 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::limits::MAX_QUEUES;
-use crate::model::inventory::{DeviceKind, NetDevice, RxQueue, TxQueue};
+use crate::model::inventory::{DeviceKind, NapiSettings, NetDevice, RxQueue, TxQueue};
 use crate::root::{Root, is_absent};
 
 const CLASS_NET: &str = "sys/class/net";
@@ -142,7 +142,27 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
         None => (None, None, None, Vec::new()),
     };
 
-    let (rx_queues, tx_queues) = read_queues(&dir.join("queues"))?;
+    let (mut rx_queues, tx_queues) = read_queues(&dir.join("queues"))?;
+    let threaded_mode = crate::kernel::napi_threads::threaded_mode(dir);
+    let defer_path = dir.join("napi_defer_hard_irqs");
+    let napi_defer_hard_irqs = read_optional(&defer_path)?
+        .map(|text| parse_number::<u32>(&defer_path, &text))
+        .transpose()?;
+    let flush_path = dir.join("gro_flush_timeout");
+    let gro_flush_timeout_ns = read_optional(&flush_path)?
+        .map(|text| parse_number::<u64>(&flush_path, &text))
+        .transpose()?;
+    // Until netdev netlink says otherwise (per NAPI, 6.13+), every NAPI of the device has
+    // the device's values.
+    for queue in &mut rx_queues {
+        queue.napi = NapiSettings {
+            defer_hard_irqs: napi_defer_hard_irqs,
+            gro_flush_timeout_ns,
+            irq_suspend_timeout_ns: None,
+            threaded: threaded_mode,
+            per_napi: false,
+        };
+    }
     Ok(SysNetDevice {
         device: NetDevice {
             name: name.to_string(),
@@ -158,6 +178,9 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             tx_queues,
             irqs: Vec::new(),
             threaded: crate::kernel::napi_threads::is_threaded(dir),
+            threaded_mode,
+            napi_defer_hard_irqs,
+            gro_flush_timeout_ns,
         },
         msi_irqs,
         virtio_device,
@@ -342,6 +365,7 @@ fn read_queues(dir: &Path) -> Result<(Vec<RxQueue>, Vec<TxQueue>), Error> {
             irq: None,
             napi_id: None,
             napi_thread: None,
+            napi: NapiSettings::default(),
         });
     }
 
