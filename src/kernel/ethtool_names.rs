@@ -108,7 +108,12 @@ impl Classifier {
             _ => None,
         };
         if let Some(direction) = header {
-            self.block = u32::try_from(value).ok().map(|queue| (direction, queue));
+            // A queue number past MAX_QUEUES is no queue (a fuzzed `Tx Queue#: 4294967295`
+            // once reached the model): the block's stats are then not per-queue.
+            self.block = u32::try_from(value)
+                .ok()
+                .filter(|&queue| queue < crate::limits::MAX_QUEUES)
+                .map(|queue| (direction, queue));
             return None;
         }
         if let Some((direction, queue)) = self.block
@@ -467,6 +472,13 @@ mod tests {
         ] {
             assert_eq!(classify(name), None, "{name:?}");
         }
+    }
+
+    #[test]
+    fn a_vmxnet3_header_past_the_queue_limit_maps_nothing() {
+        // Found by tests/fuzz_parsers.rs on a mutated vmxnet3 capture.
+        let stats = [("Tx Queue#", u64::from(u32::MAX)), ("  ucast pkts tx", 10)];
+        assert_eq!(map_queue_stats(&stats), vec![]);
     }
 
     #[test]
