@@ -18,7 +18,9 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /run /tmp /var/run
-mount -t tmpfs run /run
+# As systemd mounts it: root's alone (steerd mounts tracefs for a moment under /run only
+# when nobody else can write there).
+mount -t tmpfs -o mode=0755 run /run
 mount -t tmpfs tmp /tmp
 . /lab.env
 for m in $MODULES; do insmod "/modules/$m.ko" || echo "LAB ERROR insmod $m"; done
