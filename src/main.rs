@@ -26,9 +26,12 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, CommandError> {
     match &cli.command {
         Command::Inspect { format } => {
             let machine = discover(root)?;
+            let rss = steerd::inspect::RssReadings::read(root, &machine);
             let text = match format {
-                Format::Text => steerd::inspect::to_text(&machine),
-                Format::Json => steerd::inspect::to_json(&machine, &cli.root.to_string_lossy()),
+                Format::Text => steerd::inspect::to_text(&machine, &rss),
+                Format::Json => {
+                    steerd::inspect::to_json(&machine, &cli.root.to_string_lossy(), &rss)
+                }
             };
             print_out(&text)
         }
