@@ -267,9 +267,11 @@ fn real_kernel_eth0_rss_reads_as_ethtool_shows() -> TestResult {
     let by_netlink = rss::read(&ethtool, "eth0");
     let by_ioctl = rss::read_ioctl(&ethtool, "eth0");
     eprintln!("ethtool -x eth0:\n{shown}\nsteerd: {by_netlink:?}\nioctl: {by_ioctl:?}");
-    // `ethtool -x` prints entries as "  0:      0     1     0     1 ..." rows.
+    // `ethtool -x` prints entries as "  0:      0     1     0     1 ..." rows, then the key
+    // (whose "81:2c:..." must not be read as a row).
     let entries: Vec<u32> = shown
         .lines()
+        .take_while(|line| !line.starts_with("RSS hash key"))
         .filter_map(|line| line.trim().split_once(':'))
         .filter(|(index, _)| index.chars().all(|c| c.is_ascii_digit()) && !index.is_empty())
         .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u32>().unwrap()))

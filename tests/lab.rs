@@ -186,4 +186,116 @@ fn soak_schedule() {
     );
 }
 
-suite_main!(real_nic_lab_short_form, soak_five_minutes, soak_schedule);
+/// The JSON of the `steerd inspect --format json` runs the guest printed, each line tagged
+/// `tag` by the set-up.
+fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
+    let prefix = format!("{tag} ");
+    let text: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect();
+    serde_json::from_str(&text.join("\n"))
+        .unwrap_or_else(|e| panic!("{tag}: {e}: {}", text.join("\n")))
+}
+
+/// `steerd inspect` on a NIC with a real RSS table: the lab's virtio-net with `rss=on`
+/// (QEMU's 128-entry table, 4 queue pairs) under the 6.1 guest kernel, which has no
+/// netlink `RSS_GET`, so the table comes from `ETHTOOL_GRSSH`. Read as the driver set it
+/// (the default spread, a quarter per queue), then after `ethtool -X eth0 weight 1 1 0 0`
+/// (half on queues 0 and 1, not the default), as text and JSON. No traffic, no balancer.
+fn rss_table_in_the_guest() -> TestResult {
+    if let Some(why) = lab::unavailable() {
+        return skip(why);
+    }
+    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
+        .expect("the guest image builds");
+    let inspect = "/usr/sbin/steerd inspect";
+    let s = Scenario {
+        vm: lab::vm::VmSpec {
+            rss: true,
+            ..lab::vm::VmSpec::default()
+        },
+        setup: format!(
+            "{inspect} --format json | sed 's/^/J1 /'; ethtool -X eth0 weight 1 1 0 0; \
+             {inspect} --format json | sed 's/^/J2 /'; {inspect} | grep ' rss: ' | sed 's/^/J3 /'; \
+             ethtool -x eth0 | sed 's/^/J4 /'; ethtool -X eth0 default"
+        ),
+        phases: Vec::new(),
+        duration: Duration::from_secs(2),
+        ..scenario::base("rss-inspect", "rss=on, inspect before and after ethtool -X")
+    };
+    let raw = lab
+        .run(&s, Balancer::None)
+        .unwrap_or_else(|e| panic!("rss-inspect: {e}"));
+    let tagged = |tag: &str| -> Vec<String> {
+        raw.lines
+            .iter()
+            .filter(|l| l.starts_with(tag))
+            .cloned()
+            .collect()
+    };
+    eprintln!("{}\n{}", tagged("J3").join("\n"), tagged("J4").join("\n"));
+    let eth0 = |model: &serde_json::Value| {
+        model["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .find(|d| d["name"] == "eth0")
+            .expect("eth0")["rss"]
+            .clone()
+    };
+    let before = eth0(&inspect_json(&raw.lines, "J1"));
+    eprintln!("before: {before}");
+    assert_eq!(before["status"], "ok", "{before}");
+    assert_eq!(before["source"], "grssh", "6.1 has no RSS_GET: {before}");
+    assert_eq!(before["table_size"], 128, "{before}");
+    assert_eq!(before["rx_rings"], 4, "{before}");
+    assert_eq!(before["default_spread"], true, "{before}");
+    assert_eq!(
+        before["shares"],
+        serde_json::json!([0.25, 0.25, 0.25, 0.25])
+    );
+    assert_eq!(before["hash_function"], "toeplitz", "{before}");
+    assert_eq!(
+        before["key"].as_str().map(str::len),
+        Some(80),
+        "40 bytes: {before}"
+    );
+    let after = eth0(&inspect_json(&raw.lines, "J2"));
+    eprintln!("after: {after}");
+    assert_eq!(after["default_spread"], false, "{after}");
+    assert_eq!(after["shares"], serde_json::json!([0.5, 0.5, 0.0, 0.0]));
+    assert_eq!(after["key"], before["key"]);
+    // The table as ethtool -x prints it, row by row.
+    let shown: Vec<u64> = tagged("J4")
+        .iter()
+        .take_while(|l| !l.contains("RSS hash key"))
+        .filter_map(|l| l.strip_prefix("J4 ")?.trim().split_once(':'))
+        .filter(|(i, _)| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u64>().unwrap()))
+        .collect();
+    let ours: Vec<u64> = after["indirection"]
+        .as_array()
+        .expect("indirection")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(ours, shown);
+    let text = tagged("J3").join("\n");
+    assert!(
+        text.contains(
+            "rss: 128 entries over 4 rx rings, q0 0.50 q1 0.50 q2 0 q3 0, hfunc toeplitz"
+        ),
+        "{text}"
+    );
+    Ok(())
+}
+
+suite_main!(
+    real_nic_lab_short_form,
+    soak_five_minutes,
+    soak_schedule,
+    rss_table_in_the_guest,
+);
