@@ -11,7 +11,8 @@ mod common;
 #[allow(dead_code)]
 mod lab;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -198,11 +199,32 @@ fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{tag}: {e}: {}", text.join("\n")))
 }
 
-/// `steerd inspect` on a NIC with a real RSS table: the lab's virtio-net with `rss=on`
-/// (QEMU's 128-entry table, 4 queue pairs) under the 6.1 guest kernel, which has no
-/// netlink `RSS_GET`, so the table comes from `ETHTOOL_GRSSH`. Read as the driver set it
+/// The `rss` example (examples/rss.rs: read, write and reset a table with `kernel::rss`),
+/// built beside the steerd binary under test (`cargo test --test lab` builds no examples).
+fn rss_example() -> PathBuf {
+    let steerd = Path::new(env!("CARGO_BIN_EXE_steerd"));
+    let dir = steerd.parent().expect("the binary's directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--quiet", "--example", "rss"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build --example rss");
+    assert!(status.success(), "cargo build --example rss: {status}");
+    dir.join("examples/rss")
+}
+
+/// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
+/// table, 4 queue pairs) under the 6.1 guest kernel, which has no netlink `RSS_GET`, so
+/// the table comes from `ETHTOOL_GRSSH`. `steerd inspect` reads it as the driver set it
 /// (the default spread, a quarter per queue), then after `ethtool -X eth0 weight 1 1 0 0`
-/// (half on queues 0 and 1, not the default), as text and JSON. No traffic, no balancer.
+/// (half on queues 0 and 1, not the default), as text and JSON. Then `kernel::rss` writes
+/// a table (`ETHTOOL_SRXFHINDIR`, through examples/rss.rs) that `ethtool -x` shows, refuses
+/// a table of the wrong size and one naming a ring the NIC lacks without writing, and puts
+/// the default back. No traffic, no balancer.
 fn rss_table_in_the_guest() -> TestResult {
     if let Some(why) = lab::unavailable() {
         return skip(why);
@@ -211,7 +233,12 @@ fn rss_table_in_the_guest() -> TestResult {
     let work = tempfile::tempdir().expect("a temporary directory");
     let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
         .expect("the guest image builds");
+    lab.add_program(&rss_example(), "usr/sbin/rss")
+        .expect("the rss example goes into the guest");
     let inspect = "/usr/sbin/steerd inspect";
+    // Entry i -> ring 3 - i % 4: every ring a quarter, but not the default spread.
+    let reversed = "$(for i in $(seq 0 127); do echo $((3 - i % 4)); done)";
+    let sevens = "$(for i in $(seq 0 127); do echo 7; done)";
     let s = Scenario {
         vm: lab::vm::VmSpec {
             rss: true,
@@ -220,7 +247,10 @@ fn rss_table_in_the_guest() -> TestResult {
         setup: format!(
             "{inspect} --format json | sed 's/^/J1 /'; ethtool -X eth0 weight 1 1 0 0; \
              {inspect} --format json | sed 's/^/J2 /'; {inspect} | grep ' rss: ' | sed 's/^/J3 /'; \
-             ethtool -x eth0 | sed 's/^/J4 /'; ethtool -X eth0 default"
+             ethtool -x eth0 | sed 's/^/J4 /'; ethtool -X eth0 default; \
+             rss eth0 set {reversed} | sed 's/^/W1 /'; ethtool -x eth0 | sed 's/^/W2 /'; \
+             rss eth0 set 0 1 | sed 's/^/W3 /'; rss eth0 set {sevens} | sed 's/^/W4 /'; \
+             rss eth0 default | sed 's/^/W5 /'"
         ),
         phases: Vec::new(),
         duration: Duration::from_secs(2),
@@ -289,6 +319,54 @@ fn rss_table_in_the_guest() -> TestResult {
             "rss: 128 entries over 4 rx rings, q0 0.50 q1 0.50 q2 0 q3 0, hfunc toeplitz"
         ),
         "{text}"
+    );
+
+    // The write: read back by steerd and by ethtool -x.
+    let written = tagged("W").join("\n");
+    eprintln!("{written}");
+    let reversed: Vec<u64> = (0..128).map(|i| 3 - i % 4).collect();
+    let line = |tag: &str, word: &str| {
+        tagged(tag)
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix(&format!("{tag} {word} "))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("no {tag} {word} line:\n{written}"))
+    };
+    assert_eq!(
+        line("W1", "state"),
+        "Grssh rings 4 size 128 default false hfunc toeplitz shares 0.25 0.25 0.25 0.25"
+    );
+    let table: Vec<u64> = line("W1", "table")
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(table, reversed);
+    let shown: Vec<u64> = tagged("W2")
+        .iter()
+        .take_while(|l| !l.contains("RSS hash key"))
+        .filter_map(|l| l.strip_prefix("W2 ")?.trim().split_once(':'))
+        .filter(|(i, _)| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u64>().unwrap()))
+        .collect();
+    assert_eq!(shown, reversed, "ethtool -x after the write");
+    // Refused before any write: the wrong size, a ring the NIC lacks.
+    let wrong_size = line("W3", "error");
+    assert!(
+        wrong_size.starts_with("transient false")
+            && wrong_size.contains("a table of 2 entries for a device whose table has 128"),
+        "{wrong_size}"
+    );
+    let no_such_ring = line("W4", "error");
+    assert!(
+        no_such_ring.contains("entry 0 names ring 7; the device has 4 rx rings"),
+        "{no_such_ring}"
+    );
+    // And the driver's default back.
+    assert!(
+        line("W5", "state").starts_with("Grssh rings 4 size 128 default true"),
+        "{written}"
     );
     Ok(())
 }

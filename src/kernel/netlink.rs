@@ -628,7 +628,7 @@ fn family_from_ctrl(nlas: &[GenlCtrlAttrs]) -> Result<NetdevFamily, Error> {
 
 /// Iterates over a message's attributes as `(kind, value)`; a truncated or malformed
 /// attribute is an error naming `what`.
-pub(crate) fn for_each_attr(
+fn for_each_attr(
     what: &str,
     attrs: &[u8],
     mut f: impl FnMut(u16, &[u8]) -> Result<(), Error>,

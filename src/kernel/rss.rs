@@ -175,6 +175,7 @@ impl RssState {
     /// restores. A table that is not was set by someone (or by steerd).
     pub fn is_default_spread(&self) -> bool {
         self.rx_rings > 0
+            && !self.indirection.is_empty()
             && self
                 .indirection
                 .iter()
@@ -478,8 +479,15 @@ pub fn read(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError> {
     let rx_rings = rx_rings(ethtool, device)?;
     let mut state = match netlink::read(device) {
         Ok(Some(table)) => table.into_state(rx_rings),
-        // No ethtool family, or no RSS_GET in it (before 6.2): the ioctls.
-        Ok(None) => read_by_ioctl(ethtool, device, rx_rings)?,
+        // No ethtool family, or no RSS_GET in it (before 6.2), or no netlink at all (a
+        // socket that cannot be opened, a controller that does not answer): the ioctls.
+        Ok(None)
+        | Err(RssError::Kernel {
+            errno: None,
+            command: "ETHTOOL_MSG_RSS_GET",
+            ..
+        }) => read_by_ioctl(ethtool, device, rx_rings)?,
+        // The kernel's own answer for this device (no table, gone, a bad reply).
         Err(error) => return Err(error),
     };
     if state.indirection.is_empty() {
@@ -583,8 +591,8 @@ fn grssh(ethtool: &Ethtool, device: &str) -> Result<Rxfh, RssError> {
         buffer[0] = ETHTOOL_GRSSH;
         buffer[2] = sizes.indir_size;
         buffer[3] = sizes.key_size;
-        // SAFETY (of what the kernel writes): the header and exactly `indir_size` entries
-        // and `key_size` bytes, since it refuses sizes other than its own with EINVAL.
+        // The kernel writes the header and exactly `indir_size` entries and `key_size`
+        // bytes: it refuses sizes other than its own with EINVAL.
         let answer = ethtool
             .call(device, COMMAND, buffer.as_mut_ptr().cast())
             .map_err(|f| RssError::of_failure(device, f, false))

@@ -6,14 +6,15 @@
 //!
 //! The family is resolved by name through the generic-netlink controller, as
 //! `kernel::netlink` does for `netdev`, and an op the family lacks is "not here"
-//! (`Ok(None)`), never an error; the framing (socket, datagram walk, attribute walk) is
+//! (`Ok(None)`), never an error; the socket and the walk over a reply's messages are
 //! `kernel::netlink`'s. Numbers are those of `include/uapi/linux/ethtool_netlink_generated.h`
 //! (torvalds/linux at 1176978ed851952652ddea3685e2f71a0e5d61ff; `ethtool_netlink.h` before
 //! 6.14): `ETHTOOL_MSG_RSS_GET` is 38 among the user-to-kernel messages, and its reply
 //! `ETHTOOL_MSG_RSS_GET_REPLY` 38 among the kernel-to-user ones.
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, ParseableParametrized,
+    NLM_F_ACK, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer,
+    NlasIterator, ParseableParametrized,
 };
 use netlink_packet_generic::GenlMessage;
 use netlink_packet_generic::constants::GENL_HDRLEN;
@@ -26,9 +27,7 @@ use super::{
     FlowHashes, HashFunction, MAX_INDIRECTION, MAX_KEY, RssError, RssSource, RssState,
     check_entries,
 };
-use crate::kernel::netlink::{
-    Progress, RECV_BUFFER_LEN, for_each_attr, open_socket, parse_datagram,
-};
+use crate::kernel::netlink::{Progress, RECV_BUFFER_LEN, open_socket, parse_datagram};
 
 /// The family's registered name (`ETHTOOL_GENL_NAME`) and version.
 const FAMILY_NAME: &str = "ethtool";
@@ -77,41 +76,30 @@ impl NetlinkRss {
 /// attributes are skipped (new kernels add some); known ones of the wrong length, a
 /// table or key above the caps, and an entry beyond any queue number are errors.
 pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, String> {
-    let mut rss = NetlinkRss::default();
     let u32_of = |name: &str, value: &[u8]| -> Result<u32, String> {
         <[u8; 4]>::try_from(value)
             .map(u32::from_ne_bytes)
             .map_err(|_| format!("{name} has {} bytes, expected 4", value.len()))
     };
-    for_each_attr("ethtool rss-get", attrs, |kind, value| {
-        let parsed = match kind & !NLA_F_NESTED {
-            A_RSS_CONTEXT => u32_of("ETHTOOL_A_RSS_CONTEXT", value).map(|v| rss.context = v),
-            A_RSS_HFUNC => {
-                u32_of("ETHTOOL_A_RSS_HFUNC", value).map(|v| rss.hash_function = HashFunction(v))
+    let mut rss = NetlinkRss::default();
+    for nla in NlasIterator::new(attrs) {
+        let nla: NlaBuffer<&[u8]> = nla.map_err(|e| format!("malformed attribute: {e}"))?;
+        let value = nla.value();
+        match nla.kind() & !NLA_F_NESTED {
+            A_RSS_CONTEXT => rss.context = u32_of("ETHTOOL_A_RSS_CONTEXT", value)?,
+            A_RSS_HFUNC => rss.hash_function = HashFunction(u32_of("ETHTOOL_A_RSS_HFUNC", value)?),
+            A_RSS_INPUT_XFRM => rss.input_xfrm = u32_of("ETHTOOL_A_RSS_INPUT_XFRM", value)?,
+            A_RSS_INDIR => rss.indirection = parse_indirection(value)?,
+            A_RSS_HKEY if value.len() > MAX_KEY as usize => {
+                return Err(format!(
+                    "hash key of {} bytes, more than the {MAX_KEY} steerd accepts",
+                    value.len()
+                ));
             }
-            A_RSS_INPUT_XFRM => {
-                u32_of("ETHTOOL_A_RSS_INPUT_XFRM", value).map(|v| rss.input_xfrm = v)
-            }
-            A_RSS_INDIR => parse_indirection(value).map(|table| rss.indirection = table),
-            A_RSS_HKEY if value.len() > MAX_KEY as usize => Err(format!(
-                "hash key of {} bytes, more than the {MAX_KEY} steerd accepts",
-                value.len()
-            )),
-            A_RSS_HKEY => {
-                rss.key = value.to_vec();
-                Ok(())
-            }
-            _ => Ok(()),
-        };
-        parsed.map_err(|reason| crate::Error::Kernel {
-            what: "ethtool rss-get".into(),
-            reason,
-        })
-    })
-    .map_err(|e| match e {
-        crate::Error::Kernel { reason, .. } => reason,
-        other => other.to_string(),
-    })?;
+            A_RSS_HKEY => rss.key = value.to_vec(),
+            _ => {}
+        }
+    }
     Ok(rss)
 }
 
