@@ -63,6 +63,30 @@ fn main() -> ExitCode {
             );
             let table: Vec<String> = state.indirection.iter().map(u32::to_string).collect();
             println!("table {}", table.join(" "));
+            // The other paths, for comparison: the ioctls (GRSSH, or GRXFHINDIR), and the
+            // GRXFHINDIR table alone.
+            match rss::read_ioctl(&ethtool, device) {
+                Ok(ioctl) => println!(
+                    "ioctl {:?} same {}",
+                    ioctl.source,
+                    (
+                        &ioctl.indirection,
+                        &ioctl.key,
+                        ioctl.hash_function,
+                        ioctl.flow_hash
+                    ) == (
+                        &state.indirection,
+                        &state.key,
+                        state.hash_function,
+                        state.flow_hash
+                    )
+                ),
+                Err(error) => report(&error),
+            }
+            match rss::read_indirection_only(&ethtool, device) {
+                Ok(table) => println!("indir same {}", table == state.indirection),
+                Err(error) => report(&error),
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {

@@ -219,7 +219,8 @@ fn rss_example() -> PathBuf {
 
 /// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
 /// table, 4 queue pairs) under the 6.1 guest kernel, which has no netlink `RSS_GET`, so
-/// the table comes from `ETHTOOL_GRSSH`. `steerd inspect` reads it as the driver set it
+/// the table comes from `ETHTOOL_GRSSH` (under a 6.2 or later kernel, from `RSS_GET`, and
+/// the ioctls must agree with it). `steerd inspect` reads it as the driver set it
 /// (the default spread, a quarter per queue), then after `ethtool -X eth0 weight 1 1 0 0`
 /// (half on queues 0 and 1, not the default), as text and JSON. Then `kernel::rss` writes
 /// a table (`ETHTOOL_SRXFHINDIR`, through examples/rss.rs) that `ethtool -x` shows, refuses
@@ -279,7 +280,16 @@ fn rss_table_in_the_guest() -> TestResult {
     let before = eth0(&inspect_json(&raw.lines, "J1"));
     eprintln!("before: {before}");
     assert_eq!(before["status"], "ok", "{before}");
-    assert_eq!(before["source"], "grssh", "6.1 has no RSS_GET: {before}");
+    // Netlink RSS_GET from 6.2 on (STEERD_LAB_KERNEL=... boots another kernel), GRSSH on 6.1.
+    let kernel = raw
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("LAB KERNEL "))
+        .expect("the guest says its kernel")
+        .to_string();
+    let netlink = !kernel.starts_with("6.1.");
+    let source = if netlink { "netlink" } else { "grssh" };
+    assert_eq!(before["source"], source, "{kernel}: {before}");
     assert_eq!(before["table_size"], 128, "{before}");
     assert_eq!(before["rx_rings"], 4, "{before}");
     assert_eq!(before["default_spread"], true, "{before}");
@@ -334,10 +344,19 @@ fn rss_table_in_the_guest() -> TestResult {
             })
             .unwrap_or_else(|| panic!("no {tag} {word} line:\n{written}"))
     };
+    let state = |tag: &str| {
+        let state = line(tag, "state");
+        let (path, rest) = state.split_once(' ').unwrap_or_default();
+        assert_eq!(path, if netlink { "Netlink" } else { "Grssh" }, "{state}");
+        rest.to_string()
+    };
     assert_eq!(
-        line("W1", "state"),
-        "Grssh rings 4 size 128 default false hfunc toeplitz shares 0.25 0.25 0.25 0.25"
+        state("W1"),
+        "rings 4 size 128 default false hfunc toeplitz shares 0.25 0.25 0.25 0.25"
     );
+    // The ioctls read the same table, key, function and fields; GRXFHINDIR the same table.
+    assert_eq!(line("W1", "ioctl"), "Grssh same true", "{written}");
+    assert_eq!(line("W1", "indir"), "same true", "{written}");
     let table: Vec<u64> = line("W1", "table")
         .split_whitespace()
         .map(|v| v.parse().unwrap())
@@ -365,7 +384,7 @@ fn rss_table_in_the_guest() -> TestResult {
     );
     // And the driver's default back.
     assert!(
-        line("W5", "state").starts_with("Grssh rings 4 size 128 default true"),
+        state("W5").starts_with("rings 4 size 128 default true"),
         "{written}"
     );
     Ok(())

@@ -515,6 +515,12 @@ pub fn read_ioctl(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError>
     Ok(state)
 }
 
+/// The table alone by `ETHTOOL_GRXFHINDIR`, the request kernels before 3.16 have (and
+/// [`read`] falls back to): to compare with what the newer requests give.
+pub fn read_indirection_only(ethtool: &Ethtool, device: &str) -> Result<Vec<u32>, RssError> {
+    grxfhindir(ethtool, device)
+}
+
 fn read_by_ioctl(ethtool: &Ethtool, device: &str, rx_rings: u32) -> Result<RssState, RssError> {
     match grssh(ethtool, device) {
         Ok(rxfh) => Ok(RssState {
