@@ -225,7 +225,8 @@ fn rss_example() -> PathBuf {
 /// (half on queues 0 and 1, not the default), as text and JSON. Then `kernel::rss` writes
 /// a table (`ETHTOOL_SRXFHINDIR`, through examples/rss.rs) that `ethtool -x` shows, refuses
 /// a table of the wrong size and one naming a ring the NIC lacks without writing, and puts
-/// the default back. No traffic, no balancer.
+/// the default back; a set table keeps `ethtool -L` from dropping a ring it names, the
+/// default does not. No traffic, no balancer.
 fn rss_table_in_the_guest() -> TestResult {
     if let Some(why) = lab::unavailable() {
         return skip(why);
@@ -251,7 +252,10 @@ fn rss_table_in_the_guest() -> TestResult {
              ethtool -x eth0 | sed 's/^/J4 /'; ethtool -X eth0 default; \
              rss eth0 set {reversed} | sed 's/^/W1 /'; ethtool -x eth0 | sed 's/^/W2 /'; \
              rss eth0 set 0 1 | sed 's/^/W3 /'; rss eth0 set {sevens} | sed 's/^/W4 /'; \
-             rss eth0 default | sed 's/^/W5 /'"
+             ethtool -L eth0 combined 2 > /dev/null 2>&1; echo \"L1 $?\"; \
+             rss eth0 default | sed 's/^/W5 /'; \
+             ethtool -L eth0 combined 2 > /dev/null 2>&1; echo \"L2 $?\"; \
+             ethtool -L eth0 combined 4"
         ),
         phases: Vec::new(),
         duration: Duration::from_secs(2),
@@ -386,6 +390,22 @@ fn rss_table_in_the_guest() -> TestResult {
     assert!(
         state("W5").starts_with("rings 4 size 128 default true"),
         "{written}"
+    );
+    // While a table someone set names ring 3, the kernel refuses fewer channels than 4
+    // (ethtool_get_max_rxfh_channel); with the default table back it allows them.
+    let status = |tag: &str| {
+        let status = tagged(tag)
+            .first()
+            .and_then(|l| l.strip_prefix(&format!("{tag} ")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {tag} line"));
+        eprintln!("{tag}: ethtool -L eth0 combined 2 exited {status}");
+        status
+    };
+    assert_ne!(status("L1"), "0", "ethtool -L combined 2 under a set table");
+    assert_eq!(
+        status("L2"),
+        "0",
+        "ethtool -L combined 2 under the default table"
     );
     Ok(())
 }

@@ -477,34 +477,34 @@ fn size_moved(error: &RssError) -> bool {
 /// the netlink socket and the ioctl act in the calling thread's network namespace.
 pub fn read(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError> {
     let rx_rings = rx_rings(ethtool, device)?;
-    let mut state = match netlink::read(device) {
+    let state = match netlink::read(device) {
         Ok(Some(table)) => table.into_state(rx_rings),
         // No ethtool family, or no RSS_GET in it (before 6.2), or no netlink at all (a
         // socket that cannot be opened, a controller that does not answer): the ioctls.
-        Ok(None)
-        | Err(RssError::Kernel {
-            errno: None,
-            command: "ETHTOOL_MSG_RSS_GET",
-            ..
-        }) => read_by_ioctl(ethtool, device, rx_rings)?,
+        Ok(None) | Err(RssError::Kernel { errno: None, .. }) => {
+            read_by_ioctl(ethtool, device, rx_rings)?
+        }
         // The kernel's own answer for this device (no table, gone, a bad reply).
         Err(error) => return Err(error),
     };
-    if state.indirection.is_empty() {
-        return Err(RssError::NoTable {
-            device: device.to_string(),
-            why: "the driver reports a table of 0 entries".into(),
-        });
-    }
-    state.flow_hash = flow_hashes(ethtool, device);
-    Ok(state)
+    with_hash_fields(ethtool, device, state)
 }
 
 /// [`read`] through the ioctls only (`ETHTOOL_GRSSH`, else `ETHTOOL_GRXFHINDIR`), for
 /// kernels without `RSS_GET` and to compare the two paths.
 pub fn read_ioctl(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError> {
     let rx_rings = rx_rings(ethtool, device)?;
-    let mut state = read_by_ioctl(ethtool, device, rx_rings)?;
+    let state = read_by_ioctl(ethtool, device, rx_rings)?;
+    with_hash_fields(ethtool, device, state)
+}
+
+/// A state with a table, completed with the flow types' hash fields; a table of 0
+/// entries (virtio-net without the RSS feature) is [`RssError::NoTable`].
+fn with_hash_fields(
+    ethtool: &Ethtool,
+    device: &str,
+    mut state: RssState,
+) -> Result<RssState, RssError> {
     if state.indirection.is_empty() {
         return Err(RssError::NoTable {
             device: device.to_string(),
