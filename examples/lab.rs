@@ -152,6 +152,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         m.mapping_daemon_agrees
                     );
                 }
+                match lab::doctor::DoctorRun::from_lines(&raw.lines) {
+                    Some(Ok(doctor)) => {
+                        eprintln!(
+                            "lab: {} {} #{}: steerd doctor exited {:?}",
+                            s.name,
+                            b.name(),
+                            rep + 1,
+                            doctor.exit
+                        );
+                        for f in &doctor.findings {
+                            eprintln!("    {} [{}] {}", f.severity, f.check, f.summary);
+                            if let Some(fix) = &f.fix {
+                                eprintln!("      fix: {fix}");
+                            }
+                        }
+                        for l in &doctor.stderr {
+                            eprintln!("    stderr: {l}");
+                        }
+                    }
+                    Some(Err(e)) => eprintln!("lab: {} {} #{}: {e}", s.name, b.name(), rep + 1),
+                    None => {}
+                }
                 if std::env::var_os("LAB_VERBOSE").is_some() {
                     for l in &m.log {
                         eprintln!("    {l}");

@@ -8,7 +8,7 @@
 #   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
-#   Q queue rx_packets (at the end)
+#   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
 #   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
 # and the end adds LAB PANICS count (daemon log lines with "panicked").
@@ -137,6 +137,17 @@ start_balancer() {
             BPID=$! ;;
         *) BPID= ;;
     esac
+}
+
+# `steerd doctor` on the machine as it runs (the `doctor` scenario): its JSON report, one
+# `DOC` line per line of it, then `DOCTOR EXIT status` (0 none, 1 warnings, 2 errors). It
+# asks a running steerd for its /status, so with steerd as the balancer its health is checked.
+run_doctor() {
+    /usr/sbin/steerd doctor --format json > /tmp/doctor.json 2> /tmp/doctor.err
+    status=$?
+    sed 's/^/DOC /' /tmp/doctor.json
+    sed 's/^/DOCERR /' /tmp/doctor.err
+    echo "DOCTOR EXIT $status"
 }
 
 # Set-up helpers for scenarios.

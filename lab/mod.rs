@@ -11,6 +11,7 @@
 //! steerd for an hour under changing traffic and reloads, `scripts/soak.sh`). Nothing here touches the host's
 //! IRQs: every value a balancer changes is the guest's.
 
+pub mod doctor;
 pub mod image;
 pub mod netns;
 pub mod report;

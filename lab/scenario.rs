@@ -253,6 +253,37 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             )
         },
         Scenario {
+            // `steerd doctor` under traffic on the machine as it comes with every input
+            // vector on CPU0 (issue 17): its findings on a real virtio-net.
+            events: vec![(8, "run_doctor")],
+            setup: "pin_inputs 0".into(),
+            duration: Duration::from_secs(20),
+            phases: vec![udp(1, 18, 8, UDP_PPS)],
+            steady: Duration::from_secs(6),
+            ..base(
+                "doctor",
+                "every input on CPU0, steerd doctor run at 8 s under 8 UDP flows",
+            )
+        },
+        Scenario {
+            // `steerd doctor` on a NIC whose RSS hashes UDP on addresses only (as many
+            // drivers do by default), set with ethtool on virtio-net with `rss=on`. The
+            // driver hands the hash fields to the device only with `rxhash` on.
+            vm: VmSpec {
+                rss: true,
+                ..VmSpec::default()
+            },
+            events: vec![(8, "run_doctor")],
+            setup: "ethtool -K eth0 rxhash on; ethtool -N eth0 rx-flow-hash udp4 sd".into(),
+            duration: Duration::from_secs(20),
+            phases: vec![udp(1, 18, 8, UDP_PPS)],
+            steady: Duration::from_secs(6),
+            ..base(
+                "doctor-udp",
+                "rss=on, UDP hashed on addresses only, steerd doctor run at 8 s under 8 UDP flows",
+            )
+        },
+        Scenario {
             // The guest's kernel removes the NIC's PCI function under traffic (its IRQs and
             // queue files vanish, as when a device is unplugged) and finds it again on a
             // rescan, with the driver's placement; the interface is then configured again.

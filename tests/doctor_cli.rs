@@ -87,7 +87,7 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "warning: [isolated_cpus] 4 NIC queue IRQ(s) may fire on isolated or nohz_full CPUs 3",
         "warning: [rfs_tables] rx queues have RFS flow tables but the global socket flow table is 0",
         "  fix:      sysctl -w net.core.rps_sock_flow_entries=32768",
-        "warning: [one_cpu] eth0: all 4 queue IRQs land on CPU 0",
+        "warning: [one_cpu] eth0: all 4 receive queue IRQs land on CPU 0",
         "info: [softnet] 42 packet(s) dropped from full CPU backlogs since boot",
         "  fix:      sysctl -w net.core.netdev_max_backlog=2000",
         "info: [daemon] not checked: no steerd answered at 127.0.0.1:1",

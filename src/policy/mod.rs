@@ -30,6 +30,7 @@ pub mod placement;
 pub mod plan;
 mod rfs;
 mod rps;
+pub mod rss_table;
 pub mod state;
 
 use crate::config::Config;
