@@ -23,10 +23,13 @@
 //! ethtool_rxfh_indir`, `struct ethtool_rxfh` with `input_xfrm` in what was `rsvd8[0]`
 //! before 6.8) and of `include/linux/ethtool.h` for the `ETH_RSS_HASH_*` bits. What the
 //! kernel checks is in `net/ethtool/ioctl.c`: `GRSSH` takes buffer sizes of 0 (it then only
-//! reports the sizes) or exactly the device's, else EINVAL; `GRXFHINDIR` and `SRXFHINDIR`
-//! likewise for the table; a driver without `get_rxfh` answers EOPNOTSUPP. So every size the
-//! kernel reports is checked against a cap before it sizes a buffer, and every reply is
-//! parsed by a function that never panics ([`parse_rxfh`], [`parse_rxfh_indir`]).
+//! reports the sizes) or exactly the device's, else EINVAL; `GRXFHINDIR` with size 0
+//! reports the size and otherwise writes the device's entries into a buffer at least that
+//! large (EINVAL for a smaller one); `SRXFHINDIR` takes exactly the device's size (0 resets
+//! the default) and entries below the ring count; a driver without `get_rxfh` (or a table
+//! of 0 entries, for `GRXFHINDIR`) answers EOPNOTSUPP. So every size the kernel reports is
+//! checked against a cap before it sizes a buffer, and every reply is parsed by a function
+//! that never panics ([`parse_rxfh`], [`parse_rxfh_indir`], [`netlink::parse_reply`]).
 //!
 //! Nothing here runs on a daemon tick: the table is read when `steerd inspect` runs.
 
@@ -43,9 +46,8 @@ use crate::kernel::ethtool::{
 };
 use crate::limits::MAX_QUEUES;
 
-/// The most indirection-table entries steerd accepts: real tables have 64 to 512 (mlx5
-/// up to 2048 with many channels); the ethtool netlink code itself bounds nothing, so a
-/// bad answer must not size our buffers.
+/// The most indirection-table entries steerd accepts: real tables have tens to a few
+/// hundred (QEMU's virtio-net 128); the bound keeps a bad answer from sizing a buffer.
 pub const MAX_INDIRECTION: u32 = 4096;
 /// The most hash-key bytes steerd accepts: Toeplitz keys are 40 or 52 bytes.
 pub const MAX_KEY: u32 = 256;
@@ -57,7 +59,7 @@ const ETHTOOL_GRXFHINDIR: u32 = 0x0000_0038;
 const ETHTOOL_SRXFHINDIR: u32 = 0x0000_0039;
 const ETHTOOL_GRSSH: u32 = 0x0000_0046;
 /// `sizeof(struct ethtool_rxfh)`: cmd, rss_context, indir_size, key_size (u32 each),
-/// hfunc, input_xfrm, rsvd8[2] (u8 each), rsvd32 (u32); `rss_config[]` follows.
+/// `hfunc`, `input_xfrm`, `rsvd8[2]` (u8 each), `rsvd32` (u32); `rss_config[]` follows.
 pub const RXFH_HEADER_LEN: usize = 24;
 /// `sizeof(struct ethtool_rxfh_indir)`: cmd, size; `ring_index[]` follows.
 pub const RXFH_INDIR_HEADER_LEN: usize = 8;
