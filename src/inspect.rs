@@ -154,18 +154,7 @@ fn rss_line(reading: &Result<RssState, RssError>) -> String {
         Err(RssError::NoTable { why, .. }) => return format!("rss: none, no RSS table ({why})"),
         Err(error) => return format!("rss: not read ({error})"),
     };
-    let shares: Vec<String> = state
-        .shares()
-        .iter()
-        .enumerate()
-        .map(|(queue, &share)| {
-            if share == 0.0 {
-                format!("q{queue} 0")
-            } else {
-                format!("q{queue} {share:.2}")
-            }
-        })
-        .collect();
+    let shares = share_runs(&state.shares());
     let hashed: Vec<String> = state
         .flow_hash
         .iter()
@@ -181,13 +170,45 @@ fn rss_line(reading: &Result<RssState, RssError>) -> String {
         } else {
             ""
         },
-        shares.join(" "),
+        shares,
         state.hash_function,
     );
     if !hashed.is_empty() {
         let _ = write!(line, ", hashed on {}", hashed.join(" "));
     }
     line
+}
+
+/// Each queue's share of the table as `q0 0.50 q1 0.50 q2 0 q3 0`; three or more queues in
+/// a row with the same (printed) share as one run, `q0-63 0.02`, so that a NIC with many
+/// queues keeps a short line.
+fn share_runs(shares: &[f64]) -> String {
+    let printed: Vec<String> = shares
+        .iter()
+        .map(|&share| {
+            if share == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{share:.2}")
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut start = 0;
+    while start < printed.len() {
+        let end = start
+            + printed[start..]
+                .iter()
+                .take_while(|p| **p == printed[start])
+                .count();
+        if end - start >= 3 {
+            out.push(format!("q{start}-{} {}", end - 1, printed[start]));
+        } else {
+            out.extend((start..end).map(|q| format!("q{q} {}", printed[q])));
+        }
+        start = end;
+    }
+    out.join(" ")
 }
 
 /// The model as pretty-printed JSON, with each device's RSS state from `rss`.
@@ -492,9 +513,24 @@ mod tests {
         default.flow_hash = FlowHashes::default();
         assert_eq!(
             rss_line(&Ok(default)),
-            "rss: 128 entries over 4 rx rings (default spread), q0 0.25 q1 0.25 q2 0.25 \
-             q3 0.25, hfunc toeplitz"
+            "rss: 128 entries over 4 rx rings (default spread), q0-3 0.25, hfunc toeplitz"
         );
+        // 94 queues over 128 entries: 34 queues hold 2 entries, 60 hold 1.
+        let mut many = skewed();
+        many.rx_rings = 94;
+        many.indirection = (0..128).map(|i| i % 94).collect();
+        many.flow_hash = FlowHashes::default();
+        assert_eq!(
+            rss_line(&Ok(many)),
+            "rss: 128 entries over 94 rx rings (default spread), q0-33 0.02 q34-93 0.01, \
+             hfunc toeplitz"
+        );
+        assert_eq!(
+            share_runs(&[0.5, 0.5, 0.0, 0.0]),
+            "q0 0.50 q1 0.50 q2 0 q3 0"
+        );
+        assert_eq!(share_runs(&[0.0; 3]), "q0-2 0");
+        assert_eq!(share_runs(&[]), "");
         let none = RssError::of_errno(
             "veth0",
             "ETHTOOL_GRXRINGS",
