@@ -262,7 +262,9 @@ impl RssError {
     }
 
     /// How a failed write is handled, by the actuator's errno table (ENODEV: vanished,
-    /// EPERM: not allowed, EINVAL and EBUSY: try again later).
+    /// EPERM: not allowed, EINVAL and EBUSY: try again later). A table refused before the
+    /// write is transient too: it was built for a size or ring count the device no longer
+    /// has (a channel change since the caller read it), so the caller reads again.
     pub fn failure_kind(&self) -> FailureKind {
         match self {
             RssError::Rejected { .. } => FailureKind::Transient,
