@@ -134,15 +134,7 @@ pub fn build_base(
         (find_tool("irqbalance")?, "usr/sbin/irqbalance"),
         (find_tool("ethtool")?, "usr/sbin/ethtool"),
     ] {
-        copy_exec(&program, &stage.join(to))?;
-        copy_libraries(&program, &stage)?;
-        // Debug info is most of a test build's size and the guest never reads it.
-        if which("strip").is_some() {
-            run_cmd(
-                "strip",
-                &["--strip-debug", &stage.join(to).display().to_string()],
-            )?;
-        }
+        install(&program, &stage, to)?;
     }
     let mut loaded = Vec::new();
     for name in MODULES {
@@ -173,6 +165,29 @@ pub fn build_base(
     let base = work.join("base.cpio");
     cpio(&stage, &base)?;
     Ok((base, loaded))
+}
+
+/// Copies `program` to `to` under `stage` with the libraries it needs, without debug info.
+fn install(program: &Path, stage: &Path, to: &str) -> Result<()> {
+    copy_exec(program, &stage.join(to))?;
+    copy_libraries(program, stage)?;
+    // Debug info is most of a test build's size and the guest never reads it.
+    if which("strip").is_some() {
+        run_cmd(
+            "strip",
+            &["--strip-debug", &stage.join(to).display().to_string()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Adds `program` at `to` to the base archive `build_base` made in `work`, for a test that
+/// runs more than the binaries every guest has (`tests/lab.rs` runs `examples/rss.rs`).
+#[allow(dead_code)] // only tests/lab.rs adds a program so far
+pub fn add_program(work: &Path, base: &Path, program: &Path, to: &str) -> Result<()> {
+    let stage = work.join("stage");
+    install(program, &stage, to)?;
+    cpio(&stage, base)
 }
 
 fn find_tool(name: &str) -> Result<PathBuf> {

@@ -52,6 +52,12 @@ impl Lab {
         })
     }
 
+    /// Puts `program` into every later guest at `to` (e.g. `usr/sbin/rss`).
+    #[allow(dead_code)] // only tests/lab.rs adds a program so far
+    pub fn add_program(&mut self, program: &Path, to: &str) -> Result<()> {
+        image::add_program(&self.work, &self.base, program, to)
+    }
+
     /// Boots a guest for the scenario with the balancer and drives its traffic.
     pub fn run(&mut self, scenario: &Scenario, balancer: Balancer) -> Result<RawRun> {
         self.runs += 1;

@@ -77,6 +77,13 @@ impl FailureKind {
         {
             return FailureKind::Managed;
         }
+        FailureKind::of_device_errno(errno)
+    }
+
+    /// How a failed write that is not to a sysfs or procfs knob (an RSS indirection
+    /// table through `SIOCETHTOOL`, `kernel::rss`) is handled: the same errno table,
+    /// without the managed-IRQ case.
+    pub fn of_device_errno(errno: Option<Errno>) -> FailureKind {
         ERRNO_KINDS
             .iter()
             .find(|(e, _)| Some(*e) == errno)

@@ -23,7 +23,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the machine model: CPUs, NUMA nodes, network devices, queues and their IRQs.
+    /// Print the machine model: CPUs, NUMA nodes, network devices, queues and their IRQs,
+    /// and each NIC's RSS indirection table (read on the running machine only).
     Inspect {
         /// Output format: tables for people, or JSON for programs (docs/inspect-json.md).
         #[arg(long, value_enum, default_value_t = Format::Text)]

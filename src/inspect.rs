@@ -2,6 +2,12 @@
 //!
 //! The JSON shape is a public interface, documented in `docs/inspect-json.md`; add fields
 //! freely, but never rename or remove one without bumping `schema`.
+//!
+//! Besides the discovered model, `inspect` reads each device's RSS state (its indirection
+//! table, key, hash function and hash fields; `kernel::rss`) through ethtool requests,
+//! which describe the running machine: on a tree that is not the host (`--root` other than
+//! `/`) it is not read, and shows as nothing in the text and `null` in the JSON, like the
+//! other host-only answers (netdev netlink's NAPI ids). The daemon never reads it per tick.
 
 use std::fmt::Write as _;
 
@@ -9,6 +15,7 @@ use serde::Serialize;
 
 use crate::cpuset::CpuSet;
 use crate::discover::Machine;
+use crate::kernel::rss::{RssError, RssState};
 use crate::model::inventory::{Irq, IrqRole, NetDevice};
 use crate::model::snapshot::{QueueCounters, QueueDirection};
 use crate::model::topology::{Cpu, Node};
@@ -28,7 +35,7 @@ struct InspectJson<'a> {
     nohz_full: &'a CpuSet,
     cpus: &'a [Cpu],
     nodes: &'a [Node],
-    devices: &'a [NetDevice],
+    devices: Vec<DeviceJson<'a>>,
     irqs: &'a [Irq],
     rps_sock_flow_entries: Option<u32>,
     queue_counters: &'a [QueueCounters],
@@ -92,8 +99,180 @@ impl QueueCounts {
     }
 }
 
-/// The model as pretty-printed JSON, with the per-queue counters read for it.
-pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts) -> String {
+/// A device as the model has it, plus its RSS state.
+#[derive(Serialize)]
+struct DeviceJson<'a> {
+    #[serde(flatten)]
+    device: &'a NetDevice,
+    rss: Option<RssJson>,
+}
+
+/// One device's RSS state in the JSON (docs/inspect-json.md, "RSS"): every field is
+/// there, `null` where it does not apply.
+#[derive(Serialize)]
+struct RssJson {
+    /// `ok`, `no_table` (the NIC has none steerd can use), or `error`.
+    status: &'static str,
+    /// Why not `ok`.
+    reason: Option<String>,
+    source: Option<crate::kernel::rss::RssSource>,
+    rx_rings: Option<u32>,
+    table_size: Option<usize>,
+    indirection: Option<Vec<u32>>,
+    shares: Option<Vec<f64>>,
+    default_spread: Option<bool>,
+    key: Option<String>,
+    hash_function: Option<String>,
+    input_xfrm: Option<u32>,
+    flow_hash: Option<std::collections::BTreeMap<&'static str, Option<String>>>,
+}
+
+impl RssJson {
+    fn of(reading: &Result<RssState, RssError>) -> Self {
+        let state = reading.as_ref().ok();
+        let (status, reason) = match reading {
+            Ok(_) => ("ok", None),
+            Err(error) if error.is_not_settable() => ("no_table", Some(error.to_string())),
+            Err(error) => ("error", Some(error.to_string())),
+        };
+        RssJson {
+            status,
+            reason,
+            source: state.map(|s| s.source),
+            rx_rings: state.map(|s| s.rx_rings),
+            table_size: state.map(|s| s.indirection.len()),
+            indirection: state.map(|s| s.indirection.clone()),
+            shares: state.map(RssState::shares),
+            default_spread: state.map(RssState::is_default_spread),
+            key: state.map(RssState::key_hex),
+            hash_function: state.map(|s| s.hash_function.name()),
+            input_xfrm: state.map(|s| s.input_xfrm),
+            flow_hash: state.map(|s| {
+                s.flow_hash
+                    .iter()
+                    .into_iter()
+                    .map(|(name, fields)| (name, fields.map(|f| f.letters())))
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// Each device's RSS state, read when `inspect` runs; nothing off the host.
+#[derive(Debug, Default)]
+pub struct RssReadings {
+    by_device: Vec<(String, Result<RssState, RssError>)>,
+}
+
+impl RssReadings {
+    /// Reads every device's RSS state when `root` is the host (the ethtool requests
+    /// describe the running machine); none otherwise.
+    pub fn read(root: &Root, machine: &Machine) -> Self {
+        if !root.is_host() {
+            return RssReadings::default();
+        }
+        let ethtool = crate::kernel::ethtool::Ethtool::new();
+        let by_device = machine
+            .inventory
+            .devices
+            .iter()
+            .map(|device| {
+                let reading = match &ethtool {
+                    Ok(ethtool) => crate::kernel::rss::read(ethtool, &device.name),
+                    Err(error) => Err(RssError::Kernel {
+                        device: device.name.clone(),
+                        command: "SIOCETHTOOL",
+                        errno: None,
+                        reason: error.to_string(),
+                    }),
+                };
+                (device.name.clone(), reading)
+            })
+            .collect();
+        RssReadings { by_device }
+    }
+
+    /// Readings given directly (tests).
+    pub fn new(by_device: Vec<(String, Result<RssState, RssError>)>) -> Self {
+        RssReadings { by_device }
+    }
+
+    fn get(&self, device: &str) -> Option<&Result<RssState, RssError>> {
+        self.by_device
+            .iter()
+            .find(|(name, _)| name == device)
+            .map(|(_, reading)| reading)
+    }
+}
+
+/// One device's RSS line for people: `rss: 128 entries over 4 rx rings, q0 0.50 q1 0.50
+/// q2 0 q3 0, hfunc toeplitz, tcp4 sdfn udp4 sd ...`, or why there is none.
+fn rss_line(reading: &Result<RssState, RssError>) -> String {
+    let state = match reading {
+        Ok(state) => state,
+        Err(RssError::NoTable { why, .. }) => return format!("rss: none, no RSS table ({why})"),
+        Err(error) => return format!("rss: not read ({error})"),
+    };
+    let shares = share_runs(&state.shares());
+    let hashed: Vec<String> = state
+        .flow_hash
+        .iter()
+        .into_iter()
+        .filter_map(|(name, fields)| fields.map(|f| format!("{name} {}", f.letters())))
+        .collect();
+    let mut line = format!(
+        "rss: {} entries over {} rx rings{}, {}, hfunc {}",
+        state.indirection.len(),
+        state.rx_rings,
+        if state.is_default_spread() {
+            " (default spread)"
+        } else {
+            ""
+        },
+        shares,
+        state.hash_function,
+    );
+    if !hashed.is_empty() {
+        let _ = write!(line, ", hashed on {}", hashed.join(" "));
+    }
+    line
+}
+
+/// Each queue's share of the table as `q0 0.50 q1 0.50 q2 0 q3 0`; three or more queues in
+/// a row with the same (printed) share as one run, `q0-63 0.02`, so that a NIC with many
+/// queues keeps a short line.
+fn share_runs(shares: &[f64]) -> String {
+    let printed: Vec<String> = shares
+        .iter()
+        .map(|&share| {
+            if share == 0.0 {
+                "0".to_string()
+            } else {
+                format!("{share:.2}")
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut start = 0;
+    while start < printed.len() {
+        let end = start
+            + printed[start..]
+                .iter()
+                .take_while(|p| **p == printed[start])
+                .count();
+        if end - start >= 3 {
+            out.push(format!("q{start}-{} {}", end - 1, printed[start]));
+        } else {
+            out.extend((start..end).map(|q| format!("q{q} {}", printed[q])));
+        }
+        start = end;
+    }
+    out.join(" ")
+}
+
+/// The model as pretty-printed JSON, with the per-queue counters read for it and each
+/// device's RSS state from `rss`.
+pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts, rss: &RssReadings) -> String {
     let topology = &machine.topology;
     let view = InspectJson {
         schema: SCHEMA_VERSION,
@@ -105,7 +284,15 @@ pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts) -> String {
         nohz_full: &topology.nohz_full,
         cpus: &topology.cpus,
         nodes: &topology.nodes,
-        devices: &machine.inventory.devices,
+        devices: machine
+            .inventory
+            .devices
+            .iter()
+            .map(|device| DeviceJson {
+                device,
+                rss: rss.get(&device.name).map(RssJson::of),
+            })
+            .collect(),
         irqs: &machine.inventory.irqs,
         rps_sock_flow_entries: machine.inventory.rps_sock_flow_entries,
         queue_counters: &counts.counters,
@@ -117,9 +304,9 @@ pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts) -> String {
 }
 
 /// The model as tables for people: one per device (queues, their IRQs, where each fires,
-/// RPS/XPS masks, and per receive queue its NAPI: id, threads, deferral, packets), then
-/// IRQs of no NIC in summary, then CPUs by node and core.
-pub fn to_text(machine: &Machine, counts: &QueueCounts) -> String {
+/// RPS/XPS masks, RSS state from `rss`, and per receive queue its NAPI: id, threads,
+/// deferral, packets), then IRQs of no NIC in summary, then CPUs by node and core.
+pub fn to_text(machine: &Machine, counts: &QueueCounts, rss: &RssReadings) -> String {
     let mut out = String::new();
     let topology = &machine.topology;
     let inventory = &machine.inventory;
@@ -143,6 +330,9 @@ pub fn to_text(machine: &Machine, counts: &QueueCounts) -> String {
     for device in &inventory.devices {
         out.push('\n');
         device_table(&mut out, device, inventory);
+        if let Some(reading) = rss.get(&device.name) {
+            let _ = writeln!(out, "  {}", rss_line(reading));
+        }
         napi_table(&mut out, device, counts);
     }
     let foreign: Vec<&Irq> = inventory
@@ -397,5 +587,102 @@ fn truncate(text: &str, width: usize) -> String {
     } else {
         let kept: String = text.chars().take(width.saturating_sub(1)).collect();
         format!("{kept}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ethtool::FlowHash;
+    use crate::kernel::rss::{FlowHashes, HashFunction, RssSource};
+
+    fn skewed() -> RssState {
+        RssState {
+            rx_rings: 4,
+            indirection: [0, 1].repeat(64),
+            key: vec![0x6d, 0x5a],
+            hash_function: HashFunction::TOEPLITZ,
+            input_xfrm: 0,
+            flow_hash: FlowHashes {
+                tcp4: Some(FlowHash(0xf0)),
+                udp4: Some(FlowHash(0x30)),
+                tcp6: None,
+                udp6: None,
+            },
+            source: RssSource::Grssh,
+        }
+    }
+
+    #[test]
+    fn the_rss_line_shows_each_queues_share_the_function_and_the_hash_fields() {
+        assert_eq!(
+            rss_line(&Ok(skewed())),
+            "rss: 128 entries over 4 rx rings, q0 0.50 q1 0.50 q2 0 q3 0, hfunc toeplitz, \
+             hashed on tcp4 sdfn udp4 sd"
+        );
+        let mut default = skewed();
+        default.indirection = (0..128).map(|i| i % 4).collect();
+        default.flow_hash = FlowHashes::default();
+        assert_eq!(
+            rss_line(&Ok(default)),
+            "rss: 128 entries over 4 rx rings (default spread), q0-3 0.25, hfunc toeplitz"
+        );
+        // 94 queues over 128 entries: 34 queues hold 2 entries, 60 hold 1.
+        let mut many = skewed();
+        many.rx_rings = 94;
+        many.indirection = (0..128).map(|i| i % 94).collect();
+        many.flow_hash = FlowHashes::default();
+        assert_eq!(
+            rss_line(&Ok(many)),
+            "rss: 128 entries over 94 rx rings (default spread), q0-33 0.02 q34-93 0.01, \
+             hfunc toeplitz"
+        );
+        assert_eq!(
+            share_runs(&[0.5, 0.5, 0.0, 0.0]),
+            "q0 0.50 q1 0.50 q2 0 q3 0"
+        );
+        assert_eq!(share_runs(&[0.0; 3]), "q0-2 0");
+        assert_eq!(share_runs(&[]), "");
+        let none = RssError::of_errno(
+            "veth0",
+            "ETHTOOL_GRXRINGS",
+            nix::errno::Errno::EOPNOTSUPP,
+            false,
+        );
+        assert_eq!(
+            rss_line(&Err(none)),
+            "rss: none, no RSS table (ETHTOOL_GRXRINGS: EOPNOTSUPP)"
+        );
+    }
+
+    #[test]
+    fn the_rss_json_has_the_whole_table_the_key_in_hex_and_null_where_it_does_not_apply() {
+        let json = serde_json::to_value(RssJson::of(&Ok(skewed()))).unwrap();
+        assert_eq!(json["status"], "ok");
+        assert_eq!(json["reason"], serde_json::Value::Null);
+        assert_eq!(json["source"], "grssh");
+        assert_eq!(json["table_size"], 128);
+        assert_eq!(json["indirection"].as_array().unwrap().len(), 128);
+        assert_eq!(json["shares"], serde_json::json!([0.5, 0.5, 0.0, 0.0]));
+        assert_eq!(json["default_spread"], false);
+        assert_eq!(json["key"], "6d5a");
+        assert_eq!(json["hash_function"], "toeplitz");
+        assert_eq!(
+            json["flow_hash"],
+            serde_json::json!({"tcp4": "sdfn", "udp4": "sd", "tcp6": null, "udp6": null})
+        );
+        let none = RssError::of_errno(
+            "veth0",
+            "ETHTOOL_GRXRINGS",
+            nix::errno::Errno::EOPNOTSUPP,
+            false,
+        );
+        let json = serde_json::to_value(RssJson::of(&Err(none))).unwrap();
+        assert_eq!(json["status"], "no_table");
+        assert_eq!(json["indirection"], serde_json::Value::Null);
+        let gone = RssError::of_errno("eth9", "ETHTOOL_GRXRINGS", nix::errno::Errno::ENODEV, false);
+        let json = serde_json::to_value(RssJson::of(&Err(gone))).unwrap();
+        assert_eq!(json["status"], "error");
+        assert!(json["reason"].as_str().unwrap().contains("ENODEV"));
     }
 }

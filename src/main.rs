@@ -27,10 +27,11 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, CommandError> {
         Command::Inspect { format } => {
             let machine = discover(root)?;
             let counts = steerd::inspect::QueueCounts::read(root, &machine);
+            let rss = steerd::inspect::RssReadings::read(root, &machine);
             let text = match format {
-                Format::Text => steerd::inspect::to_text(&machine, &counts),
+                Format::Text => steerd::inspect::to_text(&machine, &counts, &rss),
                 Format::Json => {
-                    steerd::inspect::to_json(&machine, &cli.root.to_string_lossy(), &counts)
+                    steerd::inspect::to_json(&machine, &cli.root.to_string_lossy(), &counts, &rss)
                 }
             };
             print_out(&text)

@@ -5,6 +5,10 @@
 //! The namespace (and with it both veth ends) is deleted by a Drop guard, also when an
 //! assertion fails; nothing outside it is touched. And, read-only, the host's `eth0`
 //! (when there is one) as ethtool(8) shows it.
+//!
+//! The RSS requests of `kernel::rss` too: a veth pair has no RSS table, and every path
+//! (netlink `RSS_GET`, the ioctls, the table write) says so with the clear "no RSS table"
+//! error; `eth0`'s table (or its absence) is what `ethtool -x` shows.
 
 mod common;
 mod netns;
@@ -14,6 +18,7 @@ use std::process::Command;
 use common::suite::{Requirement, TestResult, not_here};
 use steerd::doctor::{Severity, gro, ntuple, udp_hash};
 use steerd::kernel::ethtool::{Ethtool, UDP_V4_FLOW};
+use steerd::kernel::rss;
 
 /// `ethtool ARGS` inside the namespace; its stdout, or a panic with its stderr.
 fn ethtool_in(ns: &netns::Netns, args: &[&str]) -> String {
@@ -188,7 +193,110 @@ fn real_kernel_eth0_reads_as_ethtool_shows() -> TestResult {
     Ok(())
 }
 
+/// A veth pair (in a namespace of the test's own) has no RSS table: reading it by netlink
+/// and by ioctl, and writing one, all end in the clear "no RSS table" or "not settable"
+/// error, never a generic failure; a device that does not exist is "vanished".
+fn real_kernel_veth_has_no_rss_table() -> TestResult {
+    netns::require()?;
+    let ns = netns::Netns::create("rss");
+    netns::ip(&[
+        "-n",
+        &ns.name,
+        "link",
+        "add",
+        "rss-a",
+        "numrxqueues",
+        "4",
+        "numtxqueues",
+        "4",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "rss-b",
+    ]);
+    netns::ip(&["-n", &ns.name, "link", "set", "rss-a", "up"]);
+    let errors = ns
+        .spawn(None, || {
+            let ethtool = Ethtool::new().expect("socket in the namespace");
+            [
+                rss::read(&ethtool, "rss-a"),
+                rss::read_ioctl(&ethtool, "rss-a"),
+            ]
+            .map(|r| r.expect_err("veth has no RSS table"))
+            .into_iter()
+            .chain([rss::set_indirection(&ethtool, "rss-a", &[0, 1, 2, 3]).unwrap_err()])
+            .chain([rss::read(&ethtool, "no-such-dev0").unwrap_err()])
+            .collect::<Vec<_>>()
+        })
+        .join()
+        .expect("namespace thread");
+    for error in &errors {
+        eprintln!("{error}");
+    }
+    for error in &errors[..3] {
+        assert!(error.is_not_settable(), "{error}");
+        assert!(
+            error.to_string().starts_with("rss-a: no RSS table"),
+            "{error}"
+        );
+    }
+    assert!(
+        matches!(errors[3], rss::RssError::Vanished { .. }),
+        "{}",
+        errors[3]
+    );
+    Ok(())
+}
+
+/// The host's `eth0`, read only: a table where `ethtool -x eth0` prints one (the same
+/// entries), "no RSS table" where it prints "Operation not supported"; and the netlink
+/// and ioctl paths agree.
+fn real_kernel_eth0_rss_reads_as_ethtool_shows() -> TestResult {
+    netns::require()?;
+    Requirement::tool("ethtool", "apt-get install ethtool").check()?;
+    if !std::path::Path::new("/sys/class/net/eth0").exists() {
+        return not_here("no eth0 on this machine");
+    }
+    let out = Command::new("ethtool")
+        .args(["-x", "eth0"])
+        .output()
+        .expect("ethtool -x");
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ethtool = Ethtool::new().expect("socket");
+    let by_netlink = rss::read(&ethtool, "eth0");
+    let by_ioctl = rss::read_ioctl(&ethtool, "eth0");
+    eprintln!("ethtool -x eth0:\n{shown}\nsteerd: {by_netlink:?}\nioctl: {by_ioctl:?}");
+    // `ethtool -x` prints entries as "  0:      0     1     0     1 ..." rows, then the key
+    // (whose "81:2c:..." must not be read as a row).
+    let entries: Vec<u32> = shown
+        .lines()
+        .take_while(|line| !line.starts_with("RSS hash key"))
+        .filter_map(|line| line.trim().split_once(':'))
+        .filter(|(index, _)| index.chars().all(|c| c.is_ascii_digit()) && !index.is_empty())
+        .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u32>().unwrap()))
+        .collect();
+    match (&by_netlink, &by_ioctl) {
+        (Ok(netlink), Ok(ioctl)) => {
+            assert_eq!(netlink.indirection, entries);
+            assert_eq!(netlink.indirection, ioctl.indirection);
+            assert_eq!(netlink.key, ioctl.key);
+            assert_eq!(netlink.hash_function, ioctl.hash_function);
+            assert_eq!(netlink.flow_hash, ioctl.flow_hash);
+        }
+        (Err(netlink), Err(ioctl)) => {
+            assert!(entries.is_empty(), "ethtool -x shows a table: {shown}");
+            assert!(netlink.is_not_settable(), "{netlink}");
+            assert!(ioctl.is_not_settable(), "{ioctl}");
+        }
+        _ => panic!("the paths disagree: {by_netlink:?} / {by_ioctl:?}"),
+    }
+    Ok(())
+}
+
 suite_main!(
     real_kernel_veth_gro_ntuple_and_flow_hash,
     real_kernel_eth0_reads_as_ethtool_shows,
+    real_kernel_veth_has_no_rss_table,
+    real_kernel_eth0_rss_reads_as_ethtool_shows,
 );

@@ -5,8 +5,9 @@
 //! return `Ok` or an error, never panic, and what it accepts must respect the bounds of
 //! `steerd::limits` (and `cpuset::MAX_CPUS`), so that no input can size a table.
 //!
-//! The netdev netlink parsers are private; their properties are unit tests in
-//! `src/kernel/netlink/fuzz.rs`.
+//! The RSS reply parsers (`kernel::rss`) read binary structs and netlink attributes: they get
+//! arbitrary bytes, any sizes, and mutated well-formed replies. The netdev netlink parsers
+//! are private; their properties are unit tests in `src/kernel/netlink/fuzz.rs`.
 //!
 //! Each property runs a fixed number of cases so that this file stays well under a minute
 //! in a debug build on two cores; `PROPTEST_CASES=N` (what `scripts/fuzz.sh` sets) runs
@@ -26,6 +27,7 @@ use steerd::kernel::procfs::interrupts;
 use steerd::kernel::procfs::softirqs::parse_softirqs;
 use steerd::kernel::procfs::softnet::parse_softnet;
 use steerd::kernel::procfs::stat::parse_stat;
+use steerd::kernel::rss;
 use steerd::limits::{MAX_INTERRUPT_CELLS, MAX_IRQS, MAX_QUEUES};
 
 mod common;
@@ -579,6 +581,119 @@ proptest! {
     fn state_file_mutated(edits in edits()) {
         check_state_file(&mutated(STATE_SEED.as_bytes(), &edits));
     }
+}
+
+// The RSS replies of `kernel::rss`: binary structs the kernel fills (`struct ethtool_rxfh`,
+// `struct ethtool_rxfh_indir`) and the attributes of an ethtool netlink `RSS_GET` reply.
+// Whatever they hold, a parse is `Ok` or an error, and what it accepts respects the caps:
+// at most `MAX_INDIRECTION` entries, `MAX_KEY` key bytes, entries below `MAX_QUEUES`.
+
+/// A `GRSSH` reply as the kernel lays it out: header (sizes, toeplitz), entries, key.
+fn rxfh_seed(entries: u32, key: u32) -> Vec<u8> {
+    let mut reply = Vec::new();
+    for word in [0x46, 0, entries, key] {
+        reply.extend(u32::to_ne_bytes(word));
+    }
+    reply.extend([1, 0, 0, 0, 0, 0, 0, 0]);
+    for i in 0..entries {
+        reply.extend((i % 4).to_ne_bytes());
+    }
+    reply.extend((0..key).map(|b| b as u8));
+    reply
+}
+
+/// An `RSS_GET` reply's attributes: header nest, hfunc, table, key.
+fn rss_netlink_seed(entries: u32, key: u32) -> Vec<u8> {
+    let attr = |kind: u16, value: &[u8]| {
+        let mut out = Vec::new();
+        out.extend(((4 + value.len()) as u16).to_ne_bytes());
+        out.extend(kind.to_ne_bytes());
+        out.extend(value);
+        out.resize(out.len().div_ceil(4) * 4, 0);
+        out
+    };
+    let table: Vec<u8> = (0..entries).flat_map(|i| (i % 4).to_ne_bytes()).collect();
+    let mut attrs = attr(1 | 0x8000, &attr(2, b"eth0\0"));
+    attrs.extend(attr(3, &1u32.to_ne_bytes()));
+    attrs.extend(attr(4, &table));
+    attrs.extend(attr(5, &vec![0x6d; key as usize]));
+    attrs
+}
+
+fn check_rss_table(entries: &[u32], key: &[u8]) {
+    assert!(entries.len() <= rss::MAX_INDIRECTION as usize);
+    assert!(key.len() <= rss::MAX_KEY as usize);
+    assert!(entries.iter().all(|&ring| ring < MAX_QUEUES));
+}
+
+/// Every ioctl reply parser on `bytes`, as a reply to a request for `indir` entries and
+/// `key` key bytes.
+fn check_rss_ioctl(bytes: &[u8], indir: u32, key: u32) {
+    if let Ok(header) = rss::parse_rxfh_header(bytes) {
+        assert!(header.indir_size <= rss::MAX_INDIRECTION);
+        assert!(header.key_size <= rss::MAX_KEY);
+    }
+    if let Ok(rxfh) = rss::parse_rxfh(bytes, indir, key) {
+        assert_eq!(rxfh.indirection.len(), indir as usize);
+        assert_eq!(rxfh.key.len(), key as usize);
+        check_rss_table(&rxfh.indirection, &rxfh.key);
+    }
+    if let Ok((size, entries)) = rss::parse_rxfh_indir(bytes, indir) {
+        assert!(size <= rss::MAX_INDIRECTION);
+        check_rss_table(&entries, &[]);
+    }
+}
+
+fn check_rss_netlink(bytes: &[u8]) {
+    if let Ok(reply) = rss::netlink::parse_reply(bytes) {
+        check_rss_table(&reply.indirection, &reply.key);
+    }
+}
+
+proptest! {
+    #![proptest_config(budget(256))]
+
+    #[test]
+    fn rss_replies_arbitrary_bytes(
+        bytes in arbitrary_bytes(),
+        indir in prop_oneof![any::<u32>(), 0u32..600],
+        key in prop_oneof![any::<u32>(), 0u32..300],
+    ) {
+        check_rss_ioctl(&bytes, indir, key);
+        check_rss_netlink(&bytes);
+    }
+
+    /// A well-formed header with any sizes (the kernel's answer to the size query), then
+    /// whatever follows; parsed as the reply to a request for those sizes.
+    #[test]
+    fn rss_replies_with_any_sizes(
+        indir in prop_oneof![any::<u32>(), 0u32..5000],
+        key in prop_oneof![any::<u32>(), 0u32..300],
+        tail in proptest::collection::vec(any::<u8>(), 0..4096),
+    ) {
+        let mut bytes = rxfh_seed(0, 0);
+        bytes[8..12].copy_from_slice(&indir.to_ne_bytes());
+        bytes[12..16].copy_from_slice(&key.to_ne_bytes());
+        bytes.extend(tail);
+        check_rss_ioctl(&bytes, indir, key);
+    }
+
+    #[test]
+    fn rss_replies_mutated(entries in 0u32..600, key in 0u32..64, edits in edits()) {
+        let bytes = mutated(&rxfh_seed(entries, key), &edits);
+        check_rss_ioctl(&bytes, entries, key);
+        let bytes = mutated(&rss_netlink_seed(entries, key), &edits);
+        check_rss_netlink(&bytes);
+    }
+}
+
+/// The RSS seeds are what the kernel sends: unmutated, they parse whole.
+#[test]
+fn rss_seeds_parse() {
+    let rxfh = rss::parse_rxfh(&rxfh_seed(128, 40), 128, 40).expect("GRSSH seed");
+    assert_eq!((rxfh.indirection.len(), rxfh.key.len()), (128, 40));
+    let reply = rss::netlink::parse_reply(&rss_netlink_seed(128, 40)).expect("RSS_GET seed");
+    assert_eq!(reply.indirection, rxfh.indirection);
 }
 
 proptest! {

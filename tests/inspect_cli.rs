@@ -67,6 +67,7 @@ fn assert_contract(model: &Value) {
             "rx_queues",
             "tx_queues",
             "irqs",
+            "rss",
         ] {
             assert!(dev.get(key).is_some(), "device.{key} missing in {dev}");
         }
@@ -77,6 +78,27 @@ fn assert_contract(model: &Value) {
             "gro_flush_timeout_ns",
         ] {
             assert!(dev.get(key).is_some(), "device.{key} missing in {dev}");
+        }
+        let rss = &dev["rss"];
+        if !rss.is_null() {
+            let status = rss["status"].as_str().unwrap();
+            assert!(["ok", "no_table", "error"].contains(&status), "{rss}");
+            for key in [
+                "reason",
+                "source",
+                "rx_rings",
+                "table_size",
+                "indirection",
+                "shares",
+                "default_spread",
+                "key",
+                "hash_function",
+                "input_xfrm",
+                "flow_hash",
+            ] {
+                assert!(rss.get(key).is_some(), "rss.{key} missing in {rss}");
+            }
+            assert_eq!(rss["indirection"].is_array(), status == "ok", "{rss}");
         }
         for q in dev["rx_queues"].as_array().unwrap() {
             for key in [
@@ -164,6 +186,15 @@ fn the_1152_cpu_tree_through_the_binary() {
         &text[..400]
     );
     assert!(text.contains("rx-93"));
+    // Off the host the RSS state is not read: null in the JSON, no line in the text.
+    assert!(
+        model["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["rss"].is_null())
+    );
+    assert!(!text.contains("rss:"), "{}", &text[..400]);
 }
 
 fn small_tree_text_shows_queues_irqs_and_cores() {
@@ -266,6 +297,15 @@ fn the_real_machine() -> TestResult {
     let model = json(Path::new("/"));
     assert_contract(&model);
     assert!(!model["cpus"].as_array().unwrap().is_empty());
+    // On the host every device's RSS state is read: a table, or why there is none.
+    for dev in model["devices"].as_array().unwrap() {
+        eprintln!("{} rss: {}", dev["name"], dev["rss"]);
+        assert!(dev["rss"].is_object(), "{}: {}", dev["name"], dev["rss"]);
+    }
+    let (ok, text, _) = inspect(Path::new("/"), "text");
+    assert!(ok);
+    let devices = model["devices"].as_array().unwrap().len();
+    assert_eq!(text.matches("\n  rss: ").count(), devices, "{text}");
     Ok(())
 }
 

@@ -11,7 +11,8 @@ mod common;
 #[allow(dead_code)]
 mod lab;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -339,11 +340,235 @@ fn soak_schedule() {
     );
 }
 
+/// The JSON of the `steerd inspect --format json` runs the guest printed, each line tagged
+/// `tag` by the set-up.
+fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
+    let prefix = format!("{tag} ");
+    let text: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect();
+    serde_json::from_str(&text.join("\n"))
+        .unwrap_or_else(|e| panic!("{tag}: {e}: {}", text.join("\n")))
+}
+
+/// The `rss` example (examples/rss.rs: read, write and reset a table with `kernel::rss`),
+/// built beside the steerd binary under test (`cargo test --test lab` builds no examples).
+fn rss_example() -> PathBuf {
+    let steerd = Path::new(env!("CARGO_BIN_EXE_steerd"));
+    let dir = steerd.parent().expect("the binary's directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .args(["build", "--quiet", "--example", "rss"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if dir.ends_with("release") {
+        build.arg("--release");
+    }
+    let status = build.status().expect("run cargo build --example rss");
+    assert!(status.success(), "cargo build --example rss: {status}");
+    dir.join("examples/rss")
+}
+
+/// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
+/// table, 4 queue pairs) under the 6.1 guest kernel, which has no netlink `RSS_GET`, so
+/// the table comes from `ETHTOOL_GRSSH` (under a 6.2 or later kernel, from `RSS_GET`, and
+/// the ioctls must agree with it). `steerd inspect` reads it as the driver set it
+/// (the default spread, a quarter per queue), then after `ethtool -X eth0 weight 1 1 0 0`
+/// (half on queues 0 and 1, not the default), as text and JSON. Then `kernel::rss` writes
+/// a table (`ETHTOOL_SRXFHINDIR`, through examples/rss.rs) that `ethtool -x` shows, refuses
+/// a table of the wrong size and one naming a ring the NIC lacks without writing, and puts
+/// the default back; a set table keeps `ethtool -L` from dropping a ring it names, the
+/// default does not. No traffic, no balancer.
+fn rss_table_in_the_guest() -> TestResult {
+    if let Some(why) = lab::unavailable() {
+        return skip(why);
+    }
+    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
+        .expect("the guest image builds");
+    lab.add_program(&rss_example(), "usr/sbin/rss")
+        .expect("the rss example goes into the guest");
+    let inspect = "/usr/sbin/steerd inspect";
+    // Entry i -> ring 3 - i % 4: every ring a quarter, but not the default spread.
+    let reversed = "$(for i in $(seq 0 127); do echo $((3 - i % 4)); done)";
+    let sevens = "$(for i in $(seq 0 127); do echo 7; done)";
+    let s = Scenario {
+        vm: lab::vm::VmSpec {
+            rss: true,
+            ..lab::vm::VmSpec::default()
+        },
+        setup: format!(
+            "{inspect} --format json | sed 's/^/J1 /'; ethtool -X eth0 weight 1 1 0 0; \
+             {inspect} --format json | sed 's/^/J2 /'; {inspect} | grep ' rss: ' | sed 's/^/J3 /'; \
+             ethtool -x eth0 | sed 's/^/J4 /'; ethtool -X eth0 default; \
+             rss eth0 set {reversed} | sed 's/^/W1 /'; ethtool -x eth0 | sed 's/^/W2 /'; \
+             rss eth0 set 0 1 | sed 's/^/W3 /'; rss eth0 set {sevens} | sed 's/^/W4 /'; \
+             ethtool -L eth0 combined 2 > /dev/null 2>&1; echo \"L1 $?\"; \
+             rss eth0 default | sed 's/^/W5 /'; \
+             ethtool -L eth0 combined 2 > /dev/null 2>&1; echo \"L2 $?\"; \
+             ethtool -L eth0 combined 4"
+        ),
+        phases: Vec::new(),
+        duration: Duration::from_secs(2),
+        ..scenario::base("rss-inspect", "rss=on, inspect before and after ethtool -X")
+    };
+    let raw = lab
+        .run(&s, Balancer::None)
+        .unwrap_or_else(|e| panic!("rss-inspect: {e}"));
+    let tagged = |tag: &str| -> Vec<String> {
+        raw.lines
+            .iter()
+            .filter(|l| l.starts_with(tag))
+            .cloned()
+            .collect()
+    };
+    eprintln!("{}\n{}", tagged("J3").join("\n"), tagged("J4").join("\n"));
+    let eth0 = |model: &serde_json::Value| {
+        model["devices"]
+            .as_array()
+            .expect("devices")
+            .iter()
+            .find(|d| d["name"] == "eth0")
+            .expect("eth0")["rss"]
+            .clone()
+    };
+    let before = eth0(&inspect_json(&raw.lines, "J1"));
+    eprintln!("before: {before}");
+    assert_eq!(before["status"], "ok", "{before}");
+    // Netlink RSS_GET from 6.2 on (STEERD_LAB_KERNEL=... boots another kernel), GRSSH on 6.1.
+    let kernel = raw
+        .lines
+        .iter()
+        .find_map(|l| l.strip_prefix("LAB KERNEL "))
+        .expect("the guest says its kernel")
+        .to_string();
+    let netlink = !kernel.starts_with("6.1.");
+    let source = if netlink { "netlink" } else { "grssh" };
+    assert_eq!(before["source"], source, "{kernel}: {before}");
+    assert_eq!(before["table_size"], 128, "{before}");
+    assert_eq!(before["rx_rings"], 4, "{before}");
+    assert_eq!(before["default_spread"], true, "{before}");
+    assert_eq!(
+        before["shares"],
+        serde_json::json!([0.25, 0.25, 0.25, 0.25])
+    );
+    assert_eq!(before["hash_function"], "toeplitz", "{before}");
+    assert_eq!(
+        before["key"].as_str().map(str::len),
+        Some(80),
+        "40 bytes: {before}"
+    );
+    let after = eth0(&inspect_json(&raw.lines, "J2"));
+    eprintln!("after: {after}");
+    assert_eq!(after["default_spread"], false, "{after}");
+    assert_eq!(after["shares"], serde_json::json!([0.5, 0.5, 0.0, 0.0]));
+    assert_eq!(after["key"], before["key"]);
+    // The table as ethtool -x prints it, row by row.
+    let shown: Vec<u64> = tagged("J4")
+        .iter()
+        .take_while(|l| !l.contains("RSS hash key"))
+        .filter_map(|l| l.strip_prefix("J4 ")?.trim().split_once(':'))
+        .filter(|(i, _)| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u64>().unwrap()))
+        .collect();
+    let ours: Vec<u64> = after["indirection"]
+        .as_array()
+        .expect("indirection")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(ours, shown);
+    let text = tagged("J3").join("\n");
+    assert!(
+        text.contains(
+            "rss: 128 entries over 4 rx rings, q0 0.50 q1 0.50 q2 0 q3 0, hfunc toeplitz"
+        ),
+        "{text}"
+    );
+
+    // The write: read back by steerd and by ethtool -x.
+    let written = tagged("W").join("\n");
+    eprintln!("{written}");
+    let reversed: Vec<u64> = (0..128).map(|i| 3 - i % 4).collect();
+    let line = |tag: &str, word: &str| {
+        tagged(tag)
+            .iter()
+            .find_map(|l| {
+                l.strip_prefix(&format!("{tag} {word} "))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| panic!("no {tag} {word} line:\n{written}"))
+    };
+    let state = |tag: &str| {
+        let state = line(tag, "state");
+        let (path, rest) = state.split_once(' ').unwrap_or_default();
+        assert_eq!(path, if netlink { "Netlink" } else { "Grssh" }, "{state}");
+        rest.to_string()
+    };
+    assert_eq!(
+        state("W1"),
+        "rings 4 size 128 default false hfunc toeplitz shares 0.25 0.25 0.25 0.25"
+    );
+    // The ioctls read the same table, key, function and fields; GRXFHINDIR the same table.
+    assert_eq!(line("W1", "ioctl"), "Grssh same true", "{written}");
+    assert_eq!(line("W1", "indir"), "same true", "{written}");
+    let table: Vec<u64> = line("W1", "table")
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(table, reversed);
+    let shown: Vec<u64> = tagged("W2")
+        .iter()
+        .take_while(|l| !l.contains("RSS hash key"))
+        .filter_map(|l| l.strip_prefix("W2 ")?.trim().split_once(':'))
+        .filter(|(i, _)| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
+        .flat_map(|(_, rest)| rest.split_whitespace().map(|v| v.parse::<u64>().unwrap()))
+        .collect();
+    assert_eq!(shown, reversed, "ethtool -x after the write");
+    // Refused before any write: the wrong size, a ring the NIC lacks.
+    let wrong_size = line("W3", "error");
+    assert!(
+        wrong_size.starts_with("transient false")
+            && wrong_size.contains("a table of 2 entries for a device whose table has 128"),
+        "{wrong_size}"
+    );
+    let no_such_ring = line("W4", "error");
+    assert!(
+        no_such_ring.contains("entry 0 names ring 7; the device has 4 rx rings"),
+        "{no_such_ring}"
+    );
+    // And the driver's default back.
+    assert!(
+        state("W5").starts_with("rings 4 size 128 default true"),
+        "{written}"
+    );
+    // While a table someone set names ring 3, the kernel refuses fewer channels than 4
+    // (ethtool_get_max_rxfh_channel); with the default table back it allows them.
+    let status = |tag: &str| {
+        let status = tagged(tag)
+            .first()
+            .and_then(|l| l.strip_prefix(&format!("{tag} ")).map(str::to_string))
+            .unwrap_or_else(|| panic!("no {tag} line"));
+        eprintln!("{tag}: ethtool -L eth0 combined 2 exited {status}");
+        status
+    };
+    assert_ne!(status("L1"), "0", "ethtool -L combined 2 under a set table");
+    assert_eq!(
+        status("L2"),
+        "0",
+        "ethtool -L combined 2 under the default table"
+    );
+    Ok(())
+}
+
 suite_main!(
     real_nic_lab_short_form,
     threaded_napi_pinned,
     doctor_in_the_guest,
     doctor_console_lines,
     soak_five_minutes,
-    soak_schedule
+    soak_schedule,
+    rss_table_in_the_guest,
 );

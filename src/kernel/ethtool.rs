@@ -42,7 +42,9 @@ const ETHTOOL_GFEATURES: u32 = 0x0000_003a;
 const ETH_SS_STATS: u32 = 1;
 const ETH_SS_FEATURES: u32 = 4;
 /// Flow types for `ETHTOOL_GRXFH` (`ethtool.h`, "L2-L4 network traffic flow types").
+pub const TCP_V4_FLOW: u32 = 0x01;
 pub const UDP_V4_FLOW: u32 = 0x02;
+pub const TCP_V6_FLOW: u32 = 0x05;
 pub const UDP_V6_FLOW: u32 = 0x06;
 /// The fields an RSS hash covers (`RXH_*` bits of `ethtool_rxnfc.data`).
 pub const RXH_L2DA: u64 = 1 << 1;
@@ -166,11 +168,23 @@ impl RingParams {
 /// into our memory). `fs` (`struct ethtool_rx_flow_spec`, 168 bytes), `rule_cnt` and
 /// the padding to 8 are opaque here.
 #[repr(C)]
-struct Rxnfc {
+pub(crate) struct Rxnfc {
     cmd: u32,
     flow_type: u32,
-    data: u64,
+    pub(crate) data: u64,
     rest: [u64; 22],
+}
+
+impl Rxnfc {
+    /// A request for `cmd` (`ETHTOOL_GRXFH`, `ETHTOOL_GRXRINGS`, ...) on `flow_type`.
+    pub(crate) fn new(cmd: u32, flow_type: u32) -> Self {
+        Rxnfc {
+            cmd,
+            flow_type,
+            data: 0,
+            rest: [0; 22],
+        }
+    }
 }
 
 /// The fields a NIC's RSS hash covers for one flow type (`ETHTOOL_GRXFH`, what
@@ -187,6 +201,27 @@ impl FlowHash {
     /// Both L4 ports are hashed.
     pub fn has_ports(self) -> bool {
         self.0 & (RXH_L4_B_0_1 | RXH_L4_B_2_3) == RXH_L4_B_0_1 | RXH_L4_B_2_3
+    }
+
+    /// The fields in the letters `ethtool -N DEV rx-flow-hash TYPE` takes: `sd` for both
+    /// addresses, `sdfn` with both ports (`m` L2 destination, `v` VLAN, `t` L3 protocol,
+    /// `r` discard); empty when nothing is hashed.
+    pub fn letters(self) -> String {
+        const LETTERS: [(u64, char); 8] = [
+            (RXH_L2DA, 'm'),
+            (RXH_VLAN, 'v'),
+            (RXH_L3_PROTO, 't'),
+            (RXH_IP_SRC, 's'),
+            (RXH_IP_DST, 'd'),
+            (RXH_L4_B_0_1, 'f'),
+            (RXH_L4_B_2_3, 'n'),
+            (RXH_DISCARD, 'r'),
+        ];
+        LETTERS
+            .iter()
+            .filter(|(bit, _)| self.0 & bit != 0)
+            .map(|(_, letter)| *letter)
+            .collect()
     }
 
     /// The fields as `ethtool -n` names them: "IP SA, IP DA", or "None".
@@ -356,7 +391,7 @@ impl<'a> Stats<'a> {
 
 /// Why a request failed, before it becomes an [`Error`] naming the device.
 #[derive(Debug)]
-enum Failure {
+pub(crate) enum Failure {
     /// The ioctl failed with this errno.
     Errno { command: &'static str, errno: Errno },
     /// Something else (bad name, a count that would not settle, no string set).
@@ -487,12 +522,7 @@ impl Ethtool {
     /// reports hash fields only on kernels from 2025 on (`ETHTOOL_A_RSS_FLOW_HASH`), and
     /// no crate wraps either.
     pub fn rx_flow_hash(&self, ifname: &str, flow_type: u32) -> Result<FlowHash, Error> {
-        let mut request = Rxnfc {
-            cmd: ETHTOOL_GRXFH,
-            flow_type,
-            data: 0,
-            rest: [0; 22],
-        };
+        let mut request = Rxnfc::new(ETHTOOL_GRXFH, flow_type);
         self.call(ifname, "ETHTOOL_GRXFH", (&mut request as *mut Rxnfc).cast())
             .map_err(|f| f.into_error(ifname))?;
         Ok(FlowHash(request.data))
@@ -726,8 +756,10 @@ impl Ethtool {
         Ok(written == count)
     }
 
-    /// Issues `SIOCETHTOOL` for `ifname` with `data` as `ifr_data`.
-    fn call(
+    /// Issues `SIOCETHTOOL` for `ifname` with `data` as `ifr_data`. `data` must point at
+    /// a buffer laid out as `command`'s struct and large enough for all the kernel writes
+    /// for it (`kernel::rss` uses it for the RSS requests).
+    pub(crate) fn call(
         &self,
         ifname: &str,
         command: &'static str,
@@ -810,6 +842,7 @@ mod tests {
             (0x10, 0x20, 0x40, 0x80)
         );
         assert_eq!((UDP_V4_FLOW, UDP_V6_FLOW), (2, 6));
+        assert_eq!((TCP_V4_FLOW, TCP_V6_FLOW), (1, 5));
         assert_eq!((ETHTOOL_GRXFH, ETHTOOL_GFEATURES), (0x29, 0x3a));
         assert_eq!(ETH_SS_FEATURES, 4);
     }
@@ -827,6 +860,10 @@ mod tests {
         );
         assert!(!FlowHash(RXH_IP_SRC | RXH_IP_DST | RXH_L4_B_0_1).has_ports());
         assert_eq!(FlowHash(0).describe(), "None");
+        assert_eq!(four_tuple.letters(), "sdfn");
+        assert_eq!(addresses.letters(), "sd");
+        assert_eq!(FlowHash(RXH_L3_PROTO | RXH_DISCARD).letters(), "tr");
+        assert_eq!(FlowHash(0).letters(), "");
     }
 
     #[test]

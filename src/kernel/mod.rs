@@ -12,5 +12,6 @@ pub mod netlink;
 pub mod procfs;
 pub mod queue_counters;
 pub mod queue_events;
+pub mod rss;
 pub mod sampler;
 pub mod sysfs;

@@ -102,7 +102,7 @@ const QSTATS_SCOPE_QUEUE: u32 = 1;
 /// How long a reply may take before the request fails (the daemon must never hang on it).
 const REPLY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Receive buffer: the kernel's dump skbs are at most 32 KiB; twice that leaves room.
-const RECV_BUFFER_LEN: usize = 64 * 1024;
+pub(crate) const RECV_BUFFER_LEN: usize = 64 * 1024;
 /// `sizeof(struct nlmsghdr)`.
 const NLMSG_HEADER_LEN: usize = 16;
 
@@ -486,7 +486,7 @@ impl NetdevClient {
     }
 }
 
-fn open_socket() -> Result<Socket, Error> {
+pub(crate) fn open_socket() -> Result<Socket, Error> {
     const WHAT: &str = "netlink generic socket";
     let mut socket = Socket::new(NETLINK_GENERIC).map_err(|e| io_error(WHAT, "socket", &e))?;
     socket.bind_auto().map_err(|e| io_error(WHAT, "bind", &e))?;
@@ -510,7 +510,7 @@ fn open_socket() -> Result<Socket, Error> {
 
 /// Where a reply stands after one datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Progress {
+pub(crate) enum Progress {
     /// The reply goes on in further datagrams (multipart dump).
     More,
     /// `NLMSG_DONE`, or the ACK of a non-dump request, was seen.
@@ -527,7 +527,7 @@ enum Progress {
 /// give [`Progress::Failed`]; malformed framing is an [`Error::Kernel`] naming `what`.
 /// `on_message` gets each message of type `family_id` as `(type, payload starting at the
 /// genl header)`.
-fn parse_datagram(
+pub(crate) fn parse_datagram(
     what: &str,
     datagram: &[u8],
     sequence: u32,

@@ -1,0 +1,916 @@
+//! A NIC's RSS state: how many receive rings it spreads over, its indirection table (hash
+//! bucket → ring), its hash key and function, and which header fields each flow type is
+//! hashed on. What `ethtool -x DEV` and `ethtool -n DEV rx-flow-hash TYPE` show; the
+//! third lever of issue 18 (rebalancing the table) reads and writes it here.
+//!
+//! Two paths, because no one path works everywhere:
+//! - **ethtool generic netlink, `ETHTOOL_MSG_RSS_GET`** (kernel 6.2 and later): where the
+//!   kernel has it, it is what ethtool(8) itself uses, it can name RSS contexts other than
+//!   0, reports `input_xfrm` (symmetric hashing), and is where new attributes land (the
+//!   per-flow hash fields, `ETHTOOL_A_RSS_FLOW_HASH`, from 2025). [`read`] tries it
+//!   first; its request and reply are in [`netlink`].
+//! - **the `SIOCETHTOOL` ioctls**, which every kernel has (the lab's 6.1 guests have no
+//!   `RSS_GET`): `ETHTOOL_GRSSH` (table, key and function in one buffer; kernel 3.16 and
+//!   later), falling back to `ETHTOOL_GRXFHINDIR` (the table alone) where `GRSSH` is
+//!   refused. Writing the table is `ETHTOOL_SRXFHINDIR` on every kernel.
+//!
+//! Both need `ETHTOOL_GRXRINGS` for the ring count (netlink has no attribute for it; ethtool
+//! (8) asks the ioctl too) and `ETHTOOL_GRXFH` per flow type for the hash fields (netlink
+//! carries them only from 2025 on).
+//!
+//! Command numbers and layouts are those of `include/uapi/linux/ethtool.h` (torvalds/linux
+//! at 02018c544ef113e980a2349eba89003d6f399d22: `struct ethtool_rxnfc`, `struct
+//! ethtool_rxfh_indir`, `struct ethtool_rxfh` with `input_xfrm` in what was `rsvd8[0]`
+//! before 6.8) and of `include/linux/ethtool.h` for the `ETH_RSS_HASH_*` bits. What the
+//! kernel checks is in `net/ethtool/ioctl.c`: `GRSSH` takes buffer sizes of 0 (it then only
+//! reports the sizes) or exactly the device's, else EINVAL; `GRXFHINDIR` with size 0
+//! reports the size and otherwise writes the device's entries into a buffer at least that
+//! large (EINVAL for a smaller one); `SRXFHINDIR` takes exactly the device's size (0 resets
+//! the default) and entries below the ring count; a driver without `get_rxfh` (or a table
+//! of 0 entries, for `GRXFHINDIR`) answers EOPNOTSUPP. So every size the kernel reports is
+//! checked against a cap before it sizes a buffer, and every reply is parsed by a function
+//! that never panics ([`parse_rxfh`], [`parse_rxfh_indir`], [`netlink::parse_reply`]).
+//!
+//! Nothing here runs on a daemon tick: the table is read when `steerd inspect` runs.
+
+pub mod netlink;
+
+use std::fmt;
+
+use nix::errno::Errno;
+use serde::Serialize;
+
+use crate::apply::FailureKind;
+use crate::kernel::ethtool::{
+    Ethtool, Failure, FlowHash, Rxnfc, TCP_V4_FLOW, TCP_V6_FLOW, UDP_V4_FLOW, UDP_V6_FLOW,
+};
+use crate::limits::MAX_QUEUES;
+
+/// The most indirection-table entries steerd accepts: real tables have tens to a few
+/// hundred (QEMU's virtio-net 128); the bound keeps a bad answer from sizing a buffer.
+pub const MAX_INDIRECTION: u32 = 4096;
+/// The most hash-key bytes steerd accepts: Toeplitz keys are 40 or 52 bytes.
+pub const MAX_KEY: u32 = 256;
+
+/// Commands (`include/uapi/linux/ethtool.h`).
+const ETHTOOL_GRXFH: u32 = 0x0000_0029;
+const ETHTOOL_GRXRINGS: u32 = 0x0000_002d;
+const ETHTOOL_GRXFHINDIR: u32 = 0x0000_0038;
+const ETHTOOL_SRXFHINDIR: u32 = 0x0000_0039;
+const ETHTOOL_GRSSH: u32 = 0x0000_0046;
+/// `sizeof(struct ethtool_rxfh)`: cmd, rss_context, indir_size, key_size (u32 each),
+/// `hfunc`, `input_xfrm`, `rsvd8[2]` (u8 each), `rsvd32` (u32); `rss_config[]` follows.
+pub const RXFH_HEADER_LEN: usize = 24;
+/// `sizeof(struct ethtool_rxfh_indir)`: cmd, size; `ring_index[]` follows.
+pub const RXFH_INDIR_HEADER_LEN: usize = 8;
+/// How often a read is tried again when the table's size changed under it (a channel
+/// count change between the size query and the read).
+const SIZE_RETRIES: usize = 3;
+
+/// The RSS hash function (`ETH_RSS_HASH_*`, one bit each; `ETH_SS_RSS_HASH_FUNCS` names
+/// them). 0 is "unknown": the driver does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HashFunction(pub u32);
+
+impl HashFunction {
+    pub const TOEPLITZ: HashFunction = HashFunction(1 << 0);
+    pub const XOR: HashFunction = HashFunction(1 << 1);
+    pub const CRC32: HashFunction = HashFunction(1 << 2);
+
+    /// The name ethtool(8) prints (`toeplitz`, `xor`, `crc32`), `unknown` for 0, and the
+    /// bits in hex for anything newer.
+    pub fn name(self) -> String {
+        match self {
+            HashFunction::TOEPLITZ => "toeplitz".into(),
+            HashFunction::XOR => "xor".into(),
+            HashFunction::CRC32 => "crc32".into(),
+            HashFunction(0) => "unknown".into(),
+            HashFunction(bits) => format!("{bits:#x}"),
+        }
+    }
+}
+
+impl fmt::Display for HashFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Which fields the hash covers for the four flow types a policy cares about
+/// (`ETHTOOL_GRXFH`); `None` where the driver does not report that type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowHashes {
+    pub tcp4: Option<FlowHash>,
+    pub udp4: Option<FlowHash>,
+    pub tcp6: Option<FlowHash>,
+    pub udp6: Option<FlowHash>,
+}
+
+impl FlowHashes {
+    /// `(ethtool's name for the flow type, its fields)`, in ethtool's order.
+    pub fn iter(&self) -> [(&'static str, Option<FlowHash>); 4] {
+        [
+            ("tcp4", self.tcp4),
+            ("udp4", self.udp4),
+            ("tcp6", self.tcp6),
+            ("udp6", self.udp6),
+        ]
+    }
+}
+
+/// Where an [`RssState`] was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RssSource {
+    /// `ETHTOOL_MSG_RSS_GET` (ethtool generic netlink).
+    Netlink,
+    /// `ETHTOOL_GRSSH`.
+    Grssh,
+    /// `ETHTOOL_GRXFHINDIR`: the table only (no key, no function).
+    Grxfhindir,
+}
+
+/// A NIC's RSS state (context 0, the one all traffic without a flow rule uses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RssState {
+    /// Receive rings the hash spreads over (`ETHTOOL_GRXRINGS`).
+    pub rx_rings: u32,
+    /// The indirection table: entry `i` is the ring that hash bucket `i` goes to.
+    pub indirection: Vec<u32>,
+    /// The hash key; empty where the driver does not report one.
+    pub key: Vec<u8>,
+    pub hash_function: HashFunction,
+    /// `RXH_XFRM_*` bits (1: symmetric XOR of source and destination); 0 on kernels
+    /// before 6.8 and drivers without it.
+    pub input_xfrm: u32,
+    pub flow_hash: FlowHashes,
+    pub source: RssSource,
+}
+
+impl RssState {
+    /// Table entries per ring, for rings `0..n` where `n` covers both the ring count and
+    /// the highest ring the table names (a table can name a ring above the count while
+    /// channels are being reduced).
+    pub fn entry_counts(&self) -> Vec<u32> {
+        let highest = self.indirection.iter().max().map_or(0, |&q| q as usize + 1);
+        let mut counts = vec![0u32; highest.max(self.rx_rings as usize)];
+        for &ring in &self.indirection {
+            if let Some(count) = counts.get_mut(ring as usize) {
+                *count += 1;
+            }
+        }
+        counts
+    }
+
+    /// Each ring's share of the table's entries (0 to 1; they sum to 1 for a non-empty
+    /// table): with a uniform hash, the share of flows it receives.
+    pub fn shares(&self) -> Vec<f64> {
+        let total = self.indirection.len().max(1) as f64;
+        self.entry_counts()
+            .into_iter()
+            .map(|count| f64::from(count) / total)
+            .collect()
+    }
+
+    /// The table is ethtool's default spread, entry `i` → ring `i % rx_rings`
+    /// (`ethtool_rxfh_indir_default`): what drivers set up and `ethtool -X DEV default`
+    /// restores. A table that is not was set by someone (or by steerd).
+    pub fn is_default_spread(&self) -> bool {
+        self.rx_rings > 0
+            && !self.indirection.is_empty()
+            && self
+                .indirection
+                .iter()
+                .enumerate()
+                .all(|(i, &ring)| ring as usize == i % self.rx_rings as usize)
+    }
+
+    /// The key in lower-case hex, no separators.
+    pub fn key_hex(&self) -> String {
+        self.key.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Why a NIC's RSS state could not be read or its table written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RssError {
+    /// The NIC has no RSS indirection table steerd can use: the driver refuses the
+    /// requests (EOPNOTSUPP: veth, loopback, virtio-net without the RSS feature) or
+    /// reports a table of 0 entries.
+    #[error("{device}: no RSS table ({why})")]
+    NoTable { device: String, why: String },
+    /// The device no longer exists (ENODEV).
+    #[error("{device}: no such device ({command}: ENODEV)")]
+    Vanished {
+        device: String,
+        command: &'static str,
+    },
+    /// Not allowed (EPERM): writing the table needs CAP_NET_ADMIN.
+    #[error("{device}: {command} needs CAP_NET_ADMIN (EPERM)")]
+    NotPermitted {
+        device: String,
+        command: &'static str,
+    },
+    /// The driver reads its table but cannot set it (EOPNOTSUPP on the write).
+    #[error("{device}: the driver cannot set its RSS table ({command}: EOPNOTSUPP)")]
+    NotSettable {
+        device: String,
+        command: &'static str,
+    },
+    /// A table steerd will not write, or that the kernel refused as invalid (EINVAL).
+    #[error("{device}: {command}: {reason}")]
+    Rejected {
+        device: String,
+        command: &'static str,
+        reason: String,
+    },
+    /// The kernel's reply did not have the shape of the request's struct.
+    #[error("{device}: {command}: malformed reply: {reason}")]
+    Malformed {
+        device: String,
+        command: &'static str,
+        reason: String,
+    },
+    /// Any other failure of the request.
+    #[error("{device}: {command}: {reason}")]
+    Kernel {
+        device: String,
+        command: &'static str,
+        errno: Option<Errno>,
+        reason: String,
+    },
+}
+
+impl RssError {
+    /// The request's errno, where it failed with one.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            RssError::NoTable { .. } | RssError::NotSettable { .. } => Some(Errno::EOPNOTSUPP),
+            RssError::Vanished { .. } => Some(Errno::ENODEV),
+            RssError::NotPermitted { .. } => Some(Errno::EPERM),
+            RssError::Rejected { .. } | RssError::Malformed { .. } => None,
+            RssError::Kernel { errno, .. } => *errno,
+        }
+    }
+
+    /// steerd can never set this NIC's table: there is none, or the driver cannot write it.
+    pub fn is_not_settable(&self) -> bool {
+        matches!(
+            self,
+            RssError::NoTable { .. } | RssError::NotSettable { .. }
+        )
+    }
+
+    /// How a failed write is handled, by the actuator's errno table (ENODEV: vanished,
+    /// EPERM: not allowed, EINVAL and EBUSY: try again later). A table refused before the
+    /// write is transient too: it was built for a size or ring count the device no longer
+    /// has (a channel change since the caller read it), so the caller reads again.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            RssError::Rejected { .. } => FailureKind::Transient,
+            RssError::Malformed { .. } => FailureKind::Other,
+            _ => FailureKind::of_device_errno(self.errno()),
+        }
+    }
+
+    /// The error for a request that failed with `errno`; `write` tells a refused write
+    /// (not settable) from a refused read (no table).
+    pub fn of_errno(device: &str, command: &'static str, errno: Errno, write: bool) -> Self {
+        let device = device.to_string();
+        match errno {
+            Errno::EOPNOTSUPP if write => RssError::NotSettable { device, command },
+            Errno::EOPNOTSUPP => RssError::NoTable {
+                device,
+                why: format!("{command}: EOPNOTSUPP"),
+            },
+            Errno::ENODEV => RssError::Vanished { device, command },
+            Errno::EPERM => RssError::NotPermitted { device, command },
+            Errno::EINVAL if write => RssError::Rejected {
+                device,
+                command,
+                reason: "EINVAL: the kernel refused the table (its size is not the \
+                         device's, or an entry names a ring beyond the rx rings)"
+                    .into(),
+            },
+            errno => RssError::Kernel {
+                device,
+                command,
+                errno: Some(errno),
+                reason: format!("{errno:?}: {}", errno.desc()),
+            },
+        }
+    }
+
+    fn of_failure(device: &str, failure: Failure, write: bool) -> Self {
+        match failure {
+            Failure::Errno { command, errno } => RssError::of_errno(device, command, errno, write),
+            Failure::Other { command, reason } => RssError::Kernel {
+                device: device.to_string(),
+                command,
+                errno: None,
+                reason,
+            },
+        }
+    }
+}
+
+/// What the header of an `ETHTOOL_GRSSH` reply says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxfhHeader {
+    pub indir_size: u32,
+    pub key_size: u32,
+    pub hash_function: HashFunction,
+    pub input_xfrm: u8,
+}
+
+/// The table (and key) of an `ETHTOOL_GRSSH` reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rxfh {
+    pub header: RxfhHeader,
+    pub indirection: Vec<u32>,
+    pub key: Vec<u8>,
+}
+
+fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
+    let word = bytes.get(offset..offset.checked_add(4)?)?;
+    Some(u32::from_ne_bytes(word.try_into().ok()?))
+}
+
+/// Checks a table size and a key size the kernel reported against the caps.
+fn check_sizes(indir_size: u32, key_size: u32) -> Result<(), String> {
+    if indir_size > MAX_INDIRECTION {
+        return Err(format!(
+            "indirection table of {indir_size} entries, more than the {MAX_INDIRECTION} steerd accepts"
+        ));
+    }
+    if key_size > MAX_KEY {
+        return Err(format!(
+            "hash key of {key_size} bytes, more than the {MAX_KEY} steerd accepts"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks each entry names a possible ring.
+fn check_entries(entries: &[u32]) -> Result<(), String> {
+    match entries.iter().position(|&ring| ring >= MAX_QUEUES) {
+        Some(at) => Err(format!(
+            "entry {at} names ring {}, beyond any queue number",
+            entries[at]
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The header of an `ETHTOOL_GRSSH` reply (`struct ethtool_rxfh`), sizes checked against
+/// [`MAX_INDIRECTION`] and [`MAX_KEY`].
+pub fn parse_rxfh_header(reply: &[u8]) -> Result<RxfhHeader, String> {
+    let field = |offset| {
+        u32_at(reply, offset).ok_or_else(|| {
+            format!(
+                "{} bytes, shorter than struct ethtool_rxfh ({RXFH_HEADER_LEN})",
+                reply.len()
+            )
+        })
+    };
+    let indir_size = field(8)?;
+    let key_size = field(12)?;
+    let hfunc = reply.get(16).copied().unwrap_or(0);
+    let input_xfrm = reply.get(17).copied().unwrap_or(0);
+    if reply.len() < RXFH_HEADER_LEN {
+        return Err(format!(
+            "{} bytes, shorter than struct ethtool_rxfh ({RXFH_HEADER_LEN})",
+            reply.len()
+        ));
+    }
+    check_sizes(indir_size, key_size)?;
+    Ok(RxfhHeader {
+        indir_size,
+        key_size,
+        hash_function: HashFunction(u32::from(hfunc)),
+        input_xfrm,
+    })
+}
+
+/// A whole `ETHTOOL_GRSSH` reply to a request for `indir_size` entries and `key_size` key
+/// bytes: the header must report those sizes (else the device's changed in between), and
+/// the buffer must hold them.
+pub fn parse_rxfh(reply: &[u8], indir_size: u32, key_size: u32) -> Result<Rxfh, String> {
+    let header = parse_rxfh_header(reply)?;
+    if (header.indir_size, header.key_size) != (indir_size, key_size) {
+        return Err(format!(
+            "sizes changed: asked for {indir_size} entries and {key_size} key bytes, the device has {} and {}",
+            header.indir_size, header.key_size
+        ));
+    }
+    let table_end = RXFH_HEADER_LEN + indir_size as usize * 4;
+    let key_end = table_end + key_size as usize;
+    let (Some(table), Some(key)) = (
+        reply.get(RXFH_HEADER_LEN..table_end),
+        reply.get(table_end..key_end),
+    ) else {
+        return Err(format!(
+            "{} bytes, too short for {indir_size} entries and {key_size} key bytes",
+            reply.len()
+        ));
+    };
+    let indirection: Vec<u32> = table
+        .chunks_exact(4)
+        .filter_map(|w| w.try_into().ok().map(u32::from_ne_bytes))
+        .collect();
+    check_entries(&indirection)?;
+    Ok(Rxfh {
+        header,
+        indirection,
+        key: key.to_vec(),
+    })
+}
+
+/// An `ETHTOOL_GRXFHINDIR` reply (`struct ethtool_rxfh_indir`) to a request for `asked`
+/// entries: the table's size and, with `asked` > 0, its entries.
+pub fn parse_rxfh_indir(reply: &[u8], asked: u32) -> Result<(u32, Vec<u32>), String> {
+    let size = u32_at(reply, 4).ok_or_else(|| {
+        format!(
+            "{} bytes, shorter than struct ethtool_rxfh_indir ({RXFH_INDIR_HEADER_LEN})",
+            reply.len()
+        )
+    })?;
+    check_sizes(size, 0)?;
+    if asked == 0 {
+        return Ok((size, Vec::new()));
+    }
+    if size != asked {
+        return Err(format!(
+            "size changed: asked for {asked} entries, the device has {size}"
+        ));
+    }
+    let end = RXFH_INDIR_HEADER_LEN + size as usize * 4;
+    let table = reply
+        .get(RXFH_INDIR_HEADER_LEN..end)
+        .ok_or_else(|| format!("{} bytes, too short for {size} entries", reply.len()))?;
+    let entries: Vec<u32> = table
+        .chunks_exact(4)
+        .filter_map(|w| w.try_into().ok().map(u32::from_ne_bytes))
+        .collect();
+    check_entries(&entries)?;
+    Ok((size, entries))
+}
+
+/// A `u32` buffer (the kernel's structs are `u32`-aligned) of at least `bytes` bytes.
+fn words(bytes: usize) -> Vec<u32> {
+    vec![0u32; bytes.div_ceil(4)]
+}
+
+fn as_bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+/// A retry is worth it: the sizes moved between the size query and the read.
+fn size_moved(error: &RssError) -> bool {
+    matches!(
+        error,
+        RssError::Kernel {
+            errno: Some(Errno::EINVAL),
+            ..
+        }
+    ) || matches!(error, RssError::Malformed { reason, .. } if reason.contains("changed"))
+}
+
+/// The RSS state of `device` (context 0): netlink `RSS_GET` where the kernel has it, the
+/// ioctls otherwise; then the ring count and the flow types' hash fields by ioctl. Both
+/// the netlink socket and the ioctl act in the calling thread's network namespace.
+pub fn read(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError> {
+    let rx_rings = rx_rings(ethtool, device)?;
+    let state = match netlink::read(device) {
+        Ok(Some(table)) => table.into_state(rx_rings),
+        // No ethtool family, or no RSS_GET in it (before 6.2), or no netlink at all (a
+        // socket that cannot be opened, a controller that does not answer): the ioctls.
+        Ok(None) | Err(RssError::Kernel { errno: None, .. }) => {
+            read_by_ioctl(ethtool, device, rx_rings)?
+        }
+        // The kernel's own answer for this device (no table, gone, a bad reply).
+        Err(error) => return Err(error),
+    };
+    with_hash_fields(ethtool, device, state)
+}
+
+/// [`read`] through the ioctls only (`ETHTOOL_GRSSH`, else `ETHTOOL_GRXFHINDIR`), for
+/// kernels without `RSS_GET` and to compare the two paths.
+pub fn read_ioctl(ethtool: &Ethtool, device: &str) -> Result<RssState, RssError> {
+    let rx_rings = rx_rings(ethtool, device)?;
+    let state = read_by_ioctl(ethtool, device, rx_rings)?;
+    with_hash_fields(ethtool, device, state)
+}
+
+/// A state with a table, completed with the flow types' hash fields; a table of 0
+/// entries (virtio-net without the RSS feature) is [`RssError::NoTable`].
+fn with_hash_fields(
+    ethtool: &Ethtool,
+    device: &str,
+    mut state: RssState,
+) -> Result<RssState, RssError> {
+    if state.indirection.is_empty() {
+        return Err(RssError::NoTable {
+            device: device.to_string(),
+            why: "the driver reports a table of 0 entries".into(),
+        });
+    }
+    state.flow_hash = flow_hashes(ethtool, device);
+    Ok(state)
+}
+
+/// The table alone by `ETHTOOL_GRXFHINDIR`, the request kernels before 3.16 have (and
+/// [`read`] falls back to): to compare with what the newer requests give.
+pub fn read_indirection_only(ethtool: &Ethtool, device: &str) -> Result<Vec<u32>, RssError> {
+    grxfhindir(ethtool, device)
+}
+
+fn read_by_ioctl(ethtool: &Ethtool, device: &str, rx_rings: u32) -> Result<RssState, RssError> {
+    match grssh(ethtool, device) {
+        Ok(rxfh) => Ok(RssState {
+            rx_rings,
+            indirection: rxfh.indirection,
+            key: rxfh.key,
+            hash_function: rxfh.header.hash_function,
+            input_xfrm: u32::from(rxfh.header.input_xfrm),
+            flow_hash: FlowHashes::default(),
+            source: RssSource::Grssh,
+        }),
+        // A kernel before 3.16 knows no GRSSH (an unknown command is EOPNOTSUPP too): the
+        // older table-only request. A driver without get_rxfh refuses both.
+        Err(RssError::NoTable { .. }) => Ok(RssState {
+            rx_rings,
+            indirection: grxfhindir(ethtool, device)?,
+            key: Vec::new(),
+            hash_function: HashFunction(0),
+            input_xfrm: 0,
+            flow_hash: FlowHashes::default(),
+            source: RssSource::Grxfhindir,
+        }),
+        Err(error) => Err(error),
+    }
+}
+
+/// `ETHTOOL_GRXRINGS`: the rings the hash spreads over. EOPNOTSUPP (no `get_rxnfc`: no
+/// RSS at all) is [`RssError::NoTable`], as ethtool(8) gives up there too.
+pub fn rx_rings(ethtool: &Ethtool, device: &str) -> Result<u32, RssError> {
+    let mut request = Rxnfc::new(ETHTOOL_GRXRINGS, 0);
+    ethtool
+        .call(
+            device,
+            "ETHTOOL_GRXRINGS",
+            (&mut request as *mut Rxnfc).cast(),
+        )
+        .map_err(|f| RssError::of_failure(device, f, false))?;
+    u32::try_from(request.data)
+        .ok()
+        .filter(|&rings| rings < MAX_QUEUES)
+        .ok_or_else(|| RssError::Malformed {
+            device: device.to_string(),
+            command: "ETHTOOL_GRXRINGS",
+            reason: format!("{} rings, beyond any queue number", request.data),
+        })
+}
+
+/// `ETHTOOL_GRSSH`, twice: with sizes 0 to learn them, then with a buffer of exactly
+/// those sizes (the kernel refuses any other with EINVAL); again when they moved.
+fn grssh(ethtool: &Ethtool, device: &str) -> Result<Rxfh, RssError> {
+    const COMMAND: &str = "ETHTOOL_GRSSH";
+    let malformed = |reason| RssError::Malformed {
+        device: device.to_string(),
+        command: COMMAND,
+        reason,
+    };
+    let mut last = None;
+    for _ in 0..SIZE_RETRIES {
+        let mut header = words(RXFH_HEADER_LEN);
+        header[0] = ETHTOOL_GRSSH;
+        ethtool
+            .call(device, COMMAND, header.as_mut_ptr().cast())
+            .map_err(|f| RssError::of_failure(device, f, false))?;
+        let sizes = parse_rxfh_header(&as_bytes(&header)).map_err(malformed)?;
+        if sizes.indir_size == 0 && sizes.key_size == 0 {
+            return Ok(Rxfh {
+                header: sizes,
+                indirection: Vec::new(),
+                key: Vec::new(),
+            });
+        }
+        let length = RXFH_HEADER_LEN + sizes.indir_size as usize * 4 + sizes.key_size as usize;
+        let mut buffer = words(length);
+        buffer[0] = ETHTOOL_GRSSH;
+        buffer[2] = sizes.indir_size;
+        buffer[3] = sizes.key_size;
+        // The kernel writes the header and exactly `indir_size` entries and `key_size`
+        // bytes: it refuses sizes other than its own with EINVAL.
+        let answer = ethtool
+            .call(device, COMMAND, buffer.as_mut_ptr().cast())
+            .map_err(|f| RssError::of_failure(device, f, false))
+            .and_then(|()| {
+                parse_rxfh(&as_bytes(&buffer), sizes.indir_size, sizes.key_size).map_err(malformed)
+            });
+        match answer {
+            Err(error) if size_moved(&error) => last = Some(error),
+            answer => return answer,
+        }
+    }
+    Err(last.unwrap_or_else(|| malformed("the sizes kept changing".into())))
+}
+
+/// `ETHTOOL_GRXFHINDIR`, twice: size 0 to learn the size, then that many entries.
+fn grxfhindir(ethtool: &Ethtool, device: &str) -> Result<Vec<u32>, RssError> {
+    const COMMAND: &str = "ETHTOOL_GRXFHINDIR";
+    let malformed = |reason| RssError::Malformed {
+        device: device.to_string(),
+        command: COMMAND,
+        reason,
+    };
+    let mut last = None;
+    for _ in 0..SIZE_RETRIES {
+        let mut header = [ETHTOOL_GRXFHINDIR, 0];
+        ethtool
+            .call(device, COMMAND, header.as_mut_ptr().cast())
+            .map_err(|f| RssError::of_failure(device, f, false))?;
+        let (size, _) = parse_rxfh_indir(&as_bytes(&header), 0).map_err(malformed)?;
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        let mut buffer = words(RXFH_INDIR_HEADER_LEN + size as usize * 4);
+        buffer[0] = ETHTOOL_GRXFHINDIR;
+        buffer[1] = size;
+        // The kernel writes `size` entries when the buffer has room for at least its
+        // own count, and refuses (EINVAL) otherwise.
+        let answer = ethtool
+            .call(device, COMMAND, buffer.as_mut_ptr().cast())
+            .map_err(|f| RssError::of_failure(device, f, false))
+            .and_then(|()| {
+                parse_rxfh_indir(&as_bytes(&buffer), size)
+                    .map(|(_, entries)| entries)
+                    .map_err(malformed)
+            });
+        match answer {
+            Err(error) if size_moved(&error) => last = Some(error),
+            answer => return answer,
+        }
+    }
+    Err(last.unwrap_or_else(|| malformed("the size kept changing".into())))
+}
+
+/// `ETHTOOL_GRXFH` for tcp4, udp4, tcp6 and udp6; a type the driver refuses is `None`.
+fn flow_hashes(ethtool: &Ethtool, device: &str) -> FlowHashes {
+    let read = |flow_type| {
+        let mut request = Rxnfc::new(ETHTOOL_GRXFH, flow_type);
+        ethtool
+            .call(device, "ETHTOOL_GRXFH", (&mut request as *mut Rxnfc).cast())
+            .ok()
+            .map(|()| FlowHash(request.data))
+    };
+    FlowHashes {
+        tcp4: read(TCP_V4_FLOW),
+        udp4: read(UDP_V4_FLOW),
+        tcp6: read(TCP_V6_FLOW),
+        udp6: read(UDP_V6_FLOW),
+    }
+}
+
+/// Writes `table` as `device`'s indirection table (context 0) with `ETHTOOL_SRXFHINDIR`,
+/// leaving the key and the hash function as they are. Checked first, without writing:
+/// the table has the device's size and names only rings below its ring count; a table
+/// that does not is [`RssError::Rejected`]. Needs CAP_NET_ADMIN ([`RssError::NotPermitted`]);
+/// a driver that cannot set it gives [`RssError::NotSettable`] (or
+/// [`RssError::NoTable`] when it has none to begin with).
+pub fn set_indirection(ethtool: &Ethtool, device: &str, table: &[u32]) -> Result<(), RssError> {
+    const COMMAND: &str = "ETHTOOL_SRXFHINDIR";
+    let rejected = |reason| RssError::Rejected {
+        device: device.to_string(),
+        command: COMMAND,
+        reason,
+    };
+    let rings = rx_rings(ethtool, device)?;
+    let size = match grxfhindir_size(ethtool, device)? {
+        0 => {
+            return Err(RssError::NoTable {
+                device: device.to_string(),
+                why: "the driver reports a table of 0 entries".into(),
+            });
+        }
+        size => size,
+    };
+    if table.len() != size as usize {
+        return Err(rejected(format!(
+            "a table of {} entries for a device whose table has {size}",
+            table.len()
+        )));
+    }
+    if let Some((at, ring)) = table.iter().enumerate().find(|(_, ring)| **ring >= rings) {
+        return Err(rejected(format!(
+            "entry {at} names ring {ring}; the device has {rings} rx rings"
+        )));
+    }
+    let mut buffer = Vec::with_capacity(2 + table.len());
+    buffer.extend([ETHTOOL_SRXFHINDIR, size]);
+    buffer.extend_from_slice(table);
+    ethtool
+        .call(device, COMMAND, buffer.as_mut_ptr().cast())
+        .map_err(|f| RssError::of_failure(device, f, true))
+}
+
+/// Puts `device`'s table back to the driver's default spread (`ETHTOOL_SRXFHINDIR` with
+/// size 0, what `ethtool -X DEV default` does).
+pub fn reset_indirection(ethtool: &Ethtool, device: &str) -> Result<(), RssError> {
+    let mut request = [ETHTOOL_SRXFHINDIR, 0];
+    ethtool
+        .call(device, "ETHTOOL_SRXFHINDIR", request.as_mut_ptr().cast())
+        .map_err(|f| RssError::of_failure(device, f, true))
+}
+
+/// The device's table size (`ETHTOOL_GRXFHINDIR` with size 0).
+fn grxfhindir_size(ethtool: &Ethtool, device: &str) -> Result<u32, RssError> {
+    let mut header = [ETHTOOL_GRXFHINDIR, 0];
+    ethtool
+        .call(device, "ETHTOOL_GRXFHINDIR", header.as_mut_ptr().cast())
+        .map_err(|f| RssError::of_failure(device, f, true))?;
+    parse_rxfh_indir(&as_bytes(&header), 0)
+        .map(|(size, _)| size)
+        .map_err(|reason| RssError::Malformed {
+            device: device.to_string(),
+            command: "ETHTOOL_GRXFHINDIR",
+            reason,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(rx_rings: u32, indirection: Vec<u32>) -> RssState {
+        RssState {
+            rx_rings,
+            indirection,
+            key: vec![0x6d, 0x5a, 0x0f],
+            hash_function: HashFunction::TOEPLITZ,
+            input_xfrm: 0,
+            flow_hash: FlowHashes::default(),
+            source: RssSource::Grssh,
+        }
+    }
+
+    /// A GRSSH reply as the kernel lays it out.
+    fn rxfh_reply(indir: &[u32], key: &[u8], hfunc: u8) -> Vec<u8> {
+        let mut reply = Vec::new();
+        for word in [ETHTOOL_GRSSH, 0, indir.len() as u32, key.len() as u32] {
+            reply.extend(word.to_ne_bytes());
+        }
+        reply.extend([hfunc, 0, 0, 0, 0, 0, 0, 0]);
+        for entry in indir {
+            reply.extend(entry.to_ne_bytes());
+        }
+        reply.extend(key);
+        reply
+    }
+
+    #[test]
+    fn commands_and_layouts_are_the_kernels() {
+        // include/uapi/linux/ethtool.h.
+        assert_eq!(
+            (ETHTOOL_GRXRINGS, ETHTOOL_GRXFHINDIR, ETHTOOL_SRXFHINDIR),
+            (0x2d, 0x38, 0x39)
+        );
+        assert_eq!(ETHTOOL_GRSSH, 0x46);
+        // ETH_RSS_HASH_TOP, _XOR, _CRC32 are bits 0, 1 and 2 (include/linux/ethtool.h).
+        assert_eq!(
+            (
+                HashFunction::TOEPLITZ.0,
+                HashFunction::XOR.0,
+                HashFunction::CRC32.0
+            ),
+            (1, 2, 4)
+        );
+        assert_eq!(RXFH_HEADER_LEN, 24);
+    }
+
+    #[test]
+    fn shares_count_entries_per_ring() {
+        // 2 of 4 rings carry everything: the skew issue 18 starts from.
+        let skewed = state(4, [0, 1].repeat(64));
+        assert_eq!(skewed.entry_counts(), vec![64, 64, 0, 0]);
+        assert_eq!(skewed.shares(), vec![0.5, 0.5, 0.0, 0.0]);
+        assert!(!skewed.is_default_spread());
+        let default = state(4, (0..128).map(|i| i % 4).collect());
+        assert!(default.is_default_spread());
+        assert_eq!(default.shares(), vec![0.25; 4]);
+        // A table naming a ring above the count still counts it.
+        let beyond = state(2, vec![0, 1, 2, 0]);
+        assert_eq!(beyond.entry_counts(), vec![2, 1, 1]);
+        assert!(!state(0, vec![0]).is_default_spread());
+        assert_eq!(state(2, vec![]).shares(), vec![0.0, 0.0]);
+        assert_eq!(default.key_hex(), "6d5a0f");
+    }
+
+    #[test]
+    fn a_grssh_reply_parses_and_its_sizes_are_checked() {
+        let key: Vec<u8> = (0..40).collect();
+        let table: Vec<u32> = (0..128).map(|i| i % 4).collect();
+        let reply = rxfh_reply(&table, &key, 1);
+        let header = parse_rxfh_header(&reply).unwrap();
+        assert_eq!((header.indir_size, header.key_size), (128, 40));
+        let rxfh = parse_rxfh(&reply, 128, 40).unwrap();
+        assert_eq!(rxfh.indirection, table);
+        assert_eq!(rxfh.key, key);
+        assert_eq!(rxfh.header.hash_function.name(), "toeplitz");
+        // The device's size moved since the size query.
+        let error = parse_rxfh(&reply, 64, 40).unwrap_err();
+        assert!(error.contains("sizes changed"), "{error}");
+        // Truncated: an error, not a panic.
+        let error = parse_rxfh(&reply[..reply.len() - 1], 128, 40).unwrap_err();
+        assert!(error.contains("too short"), "{error}");
+        assert!(parse_rxfh_header(&reply[..23]).is_err());
+    }
+
+    #[test]
+    fn sizes_above_the_caps_are_refused_before_they_size_a_buffer() {
+        let mut reply = rxfh_reply(&[], &[], 1);
+        reply[8..12].copy_from_slice(&(MAX_INDIRECTION + 1).to_ne_bytes());
+        let error = parse_rxfh_header(&reply).unwrap_err();
+        assert!(error.contains("4097 entries"), "{error}");
+        let mut reply = rxfh_reply(&[], &[], 1);
+        reply[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert!(parse_rxfh_header(&reply).unwrap_err().contains("key"));
+        let mut indir = Vec::new();
+        indir.extend(ETHTOOL_GRXFHINDIR.to_ne_bytes());
+        indir.extend(u32::MAX.to_ne_bytes());
+        assert!(parse_rxfh_indir(&indir, 0).is_err());
+        // An entry beyond any queue number.
+        let reply = rxfh_reply(&[0, u32::MAX], &[], 1);
+        assert!(parse_rxfh(&reply, 2, 0).unwrap_err().contains("entry 1"));
+    }
+
+    #[test]
+    fn a_grxfhindir_reply_parses() {
+        let mut reply = Vec::new();
+        for word in [ETHTOOL_GRXFHINDIR, 4, 0, 1, 0, 1] {
+            reply.extend(u32::to_ne_bytes(word));
+        }
+        assert_eq!(parse_rxfh_indir(&reply, 0).unwrap(), (4, vec![]));
+        assert_eq!(parse_rxfh_indir(&reply, 4).unwrap(), (4, vec![0, 1, 0, 1]));
+        assert!(parse_rxfh_indir(&reply, 8).is_err());
+        assert!(parse_rxfh_indir(&reply[..20], 4).is_err());
+        assert!(parse_rxfh_indir(&reply[..7], 0).is_err());
+    }
+
+    #[test]
+    fn hash_functions_are_named_as_ethtool_names_them() {
+        assert_eq!(HashFunction(2).name(), "xor");
+        assert_eq!(HashFunction(4).name(), "crc32");
+        assert_eq!(HashFunction(0).name(), "unknown");
+        assert_eq!(HashFunction(8).name(), "0x8");
+    }
+
+    #[test]
+    fn errnos_are_classified_for_reads_and_writes() {
+        let read = RssError::of_errno("eth0", "ETHTOOL_GRSSH", Errno::EOPNOTSUPP, false);
+        assert!(matches!(read, RssError::NoTable { .. }) && read.is_not_settable());
+        assert_eq!(
+            read.to_string(),
+            "eth0: no RSS table (ETHTOOL_GRSSH: EOPNOTSUPP)"
+        );
+        let write = RssError::of_errno("eth0", "ETHTOOL_SRXFHINDIR", Errno::EOPNOTSUPP, true);
+        assert!(matches!(write, RssError::NotSettable { .. }) && write.is_not_settable());
+        let gone = RssError::of_errno("eth0", "ETHTOOL_GRXRINGS", Errno::ENODEV, false);
+        assert_eq!(gone.failure_kind(), FailureKind::Vanished);
+        assert_eq!(
+            gone.to_string(),
+            "eth0: no such device (ETHTOOL_GRXRINGS: ENODEV)"
+        );
+        let denied = RssError::of_errno("eth0", "ETHTOOL_SRXFHINDIR", Errno::EPERM, true);
+        assert_eq!(denied.failure_kind(), FailureKind::NotAllowed);
+        assert!(denied.to_string().contains("CAP_NET_ADMIN"));
+        let invalid = RssError::of_errno("eth0", "ETHTOOL_SRXFHINDIR", Errno::EINVAL, true);
+        assert_eq!(invalid.failure_kind(), FailureKind::Transient);
+        let busy = RssError::of_errno("eth0", "ETHTOOL_SRXFHINDIR", Errno::EBUSY, true);
+        assert_eq!(busy.failure_kind(), FailureKind::Transient);
+        assert_eq!(busy.errno(), Some(Errno::EBUSY));
+        assert!(!busy.is_not_settable());
+    }
+
+    /// Loopback has no RSS: every path says so with the clear error, not a failure.
+    /// The netlink and ioctl paths agree. Skipped, saying why, when not root.
+    #[test]
+    fn loopback_has_no_rss_table() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: not root (SIOCETHTOOL on a real device is tested as root)");
+            return;
+        }
+        let ethtool = Ethtool::new().unwrap();
+        for error in [
+            read(&ethtool, "lo").unwrap_err(),
+            read_ioctl(&ethtool, "lo").unwrap_err(),
+            set_indirection(&ethtool, "lo", &[0; 4]).unwrap_err(),
+        ] {
+            assert!(error.is_not_settable(), "{error}");
+        }
+        let error = read(&ethtool, "no-such-dev0").unwrap_err();
+        assert!(matches!(error, RssError::Vanished { .. }), "{error}");
+        assert_eq!(error.failure_kind(), FailureKind::Vanished);
+    }
+}

@@ -1,0 +1,364 @@
+//! `ETHTOOL_MSG_RSS_GET` over the ethtool generic-netlink family: the RSS state as
+//! ethtool(8) reads it on kernels from 6.2 on. Why this path exists next to the ioctls:
+//! it names RSS contexts, carries `input_xfrm`, and is where the kernel adds what is new
+//! (per-flow hash fields, `ETHTOOL_A_RSS_FLOW_HASH`, in 2025); the ioctls stay for the
+//! kernels before it.
+//!
+//! The family is resolved by name through the generic-netlink controller, as
+//! `kernel::netlink` does for `netdev`, and an op the family lacks is "not here"
+//! (`Ok(None)`), never an error; the socket and the walk over a reply's messages are
+//! `kernel::netlink`'s. Numbers are those of `include/uapi/linux/ethtool_netlink_generated.h`
+//! (torvalds/linux at 1176978ed851952652ddea3685e2f71a0e5d61ff; `ethtool_netlink.h` before
+//! 6.14): `ETHTOOL_MSG_RSS_GET` is 38 among the user-to-kernel messages, and its reply
+//! `ETHTOOL_MSG_RSS_GET_REPLY` 38 among the kernel-to-user ones.
+
+use netlink_packet_core::{
+    NLM_F_ACK, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer,
+    NlasIterator, ParseableParametrized,
+};
+use netlink_packet_generic::GenlMessage;
+use netlink_packet_generic::constants::GENL_HDRLEN;
+use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, OpAttrs};
+use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
+use netlink_sys::Socket;
+use nix::errno::Errno;
+
+use super::{
+    FlowHashes, HashFunction, MAX_INDIRECTION, MAX_KEY, RssError, RssSource, RssState,
+    check_entries,
+};
+use crate::kernel::netlink::{Progress, RECV_BUFFER_LEN, open_socket, parse_datagram};
+
+/// The family's registered name (`ETHTOOL_GENL_NAME`) and version.
+const FAMILY_NAME: &str = "ethtool";
+const FAMILY_VERSION: u8 = 1;
+/// `ETHTOOL_MSG_RSS_GET`.
+const MSG_RSS_GET: u8 = 38;
+/// `ETHTOOL_A_HEADER_*`: the request header's attributes.
+const A_HEADER_DEV_NAME: u16 = 2;
+/// `ETHTOOL_A_RSS_*`.
+const A_RSS_HEADER: u16 = 1;
+const A_RSS_CONTEXT: u16 = 2;
+const A_RSS_HFUNC: u16 = 3;
+const A_RSS_INDIR: u16 = 4;
+const A_RSS_HKEY: u16 = 5;
+const A_RSS_INPUT_XFRM: u16 = 6;
+/// `NLA_F_NESTED`.
+const NLA_F_NESTED: u16 = 1 << 15;
+/// `sizeof(struct nlmsghdr)`.
+const NLMSG_HEADER_LEN: usize = 16;
+
+/// What one `RSS_GET` reply says (context 0 unless `context` says otherwise).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetlinkRss {
+    pub context: u32,
+    pub indirection: Vec<u32>,
+    pub key: Vec<u8>,
+    pub hash_function: HashFunction,
+    pub input_xfrm: u32,
+}
+
+impl NetlinkRss {
+    pub(super) fn into_state(self, rx_rings: u32) -> RssState {
+        RssState {
+            rx_rings,
+            indirection: self.indirection,
+            key: self.key,
+            hash_function: self.hash_function,
+            input_xfrm: self.input_xfrm,
+            flow_hash: FlowHashes::default(),
+            source: RssSource::Netlink,
+        }
+    }
+}
+
+/// The attributes of an `ETHTOOL_MSG_RSS_GET_REPLY` (after the genl header). Unknown
+/// attributes are skipped (new kernels add some); known ones of the wrong length, a
+/// table or key above the caps, and an entry beyond any queue number are errors.
+pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, String> {
+    let u32_of = |name: &str, value: &[u8]| -> Result<u32, String> {
+        <[u8; 4]>::try_from(value)
+            .map(u32::from_ne_bytes)
+            .map_err(|_| format!("{name} has {} bytes, expected 4", value.len()))
+    };
+    let mut rss = NetlinkRss::default();
+    for nla in NlasIterator::new(attrs) {
+        let nla: NlaBuffer<&[u8]> = nla.map_err(|e| format!("malformed attribute: {e}"))?;
+        let value = nla.value();
+        match nla.kind() & !NLA_F_NESTED {
+            A_RSS_CONTEXT => rss.context = u32_of("ETHTOOL_A_RSS_CONTEXT", value)?,
+            A_RSS_HFUNC => rss.hash_function = HashFunction(u32_of("ETHTOOL_A_RSS_HFUNC", value)?),
+            A_RSS_INPUT_XFRM => rss.input_xfrm = u32_of("ETHTOOL_A_RSS_INPUT_XFRM", value)?,
+            A_RSS_INDIR => rss.indirection = parse_indirection(value)?,
+            A_RSS_HKEY if value.len() > MAX_KEY as usize => {
+                return Err(format!(
+                    "hash key of {} bytes, more than the {MAX_KEY} steerd accepts",
+                    value.len()
+                ));
+            }
+            A_RSS_HKEY => rss.key = value.to_vec(),
+            _ => {}
+        }
+    }
+    Ok(rss)
+}
+
+fn parse_indirection(value: &[u8]) -> Result<Vec<u32>, String> {
+    if !value.len().is_multiple_of(4) {
+        return Err(format!(
+            "ETHTOOL_A_RSS_INDIR has {} bytes, not a whole number of u32 entries",
+            value.len()
+        ));
+    }
+    if value.len() / 4 > MAX_INDIRECTION as usize {
+        return Err(format!(
+            "indirection table of {} entries, more than the {MAX_INDIRECTION} steerd accepts",
+            value.len() / 4
+        ));
+    }
+    let table: Vec<u32> = value
+        .chunks_exact(4)
+        .filter_map(|w| w.try_into().ok().map(u32::from_ne_bytes))
+        .collect();
+    check_entries(&table)?;
+    Ok(table)
+}
+
+/// `device`'s RSS state by `RSS_GET` (context 0), in the calling thread's network
+/// namespace. `Ok(None)` when the kernel has no ethtool family or no `RSS_GET` in it
+/// (kernels before 6.2, or built without `CONFIG_ETHTOOL_NETLINK`): use the ioctls.
+pub fn read(device: &str) -> Result<Option<NetlinkRss>, RssError> {
+    let kernel = |reason: String| RssError::Kernel {
+        device: device.to_string(),
+        command: "ETHTOOL_MSG_RSS_GET",
+        errno: None,
+        reason,
+    };
+    let mut socket = open_socket().map_err(|e| kernel(e.to_string()))?;
+    let Some(family) = resolve(&mut socket).map_err(kernel)? else {
+        return Ok(None);
+    };
+    let request = rss_get_request(family, 2, device);
+    send(&mut socket, &request).map_err(kernel)?;
+    let mut reply = None;
+    let mut malformed = None;
+    let outcome = receive(&mut socket, 2, family, |payload| {
+        let attrs = payload.get(GENL_HDRLEN..).unwrap_or_default();
+        match parse_reply(attrs) {
+            Ok(rss) => reply = Some(rss),
+            Err(reason) => malformed = Some(reason),
+        }
+    })
+    .map_err(kernel)?;
+    if let Some(reason) = malformed {
+        return Err(RssError::Malformed {
+            device: device.to_string(),
+            command: "ETHTOOL_MSG_RSS_GET",
+            reason,
+        });
+    }
+    match outcome {
+        Ok(()) => reply
+            .map(Some)
+            .ok_or_else(|| kernel("no reply to ETHTOOL_MSG_RSS_GET".into())),
+        Err(code) => Err(RssError::of_errno(
+            device,
+            "ETHTOOL_MSG_RSS_GET",
+            Errno::from_raw(code.saturating_abs()),
+            false,
+        )),
+    }
+}
+
+/// The ethtool family's id when it has `RSS_GET`, by `CTRL_CMD_GETFAMILY`.
+fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
+    let mut genl = GenlMessage::from_payload(GenlCtrl {
+        cmd: GenlCtrlCmd::GetFamily,
+        nlas: vec![GenlCtrlAttrs::FamilyName(FAMILY_NAME.to_owned())],
+    });
+    genl.finalize();
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    header.sequence_number = 1;
+    let mut message = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(genl));
+    message.finalize();
+    let mut request = vec![0; message.buffer_len()];
+    message.serialize(&mut request);
+    send(socket, &request)?;
+    let control = netlink_packet_generic::constants::GENL_ID_CTRL;
+    let mut found = None;
+    let mut error = None;
+    let outcome =
+        receive(
+            socket,
+            1,
+            control,
+            |payload| match GenlMessage::<GenlCtrl>::parse_with_param(payload, control) {
+                Ok(parsed) => found = Some(family_with_rss_get(&parsed.payload.nlas)),
+                Err(e) => error = Some(format!("malformed controller reply: {e}")),
+            },
+        )?;
+    if let Some(error) = error {
+        return Err(error);
+    }
+    match outcome {
+        Ok(()) => Ok(found.flatten()),
+        // No such family: a kernel without ethtool netlink.
+        Err(code) if code == -(Errno::ENOENT as i32) => Ok(None),
+        Err(code) => Err(format!(
+            "nlctrl getfamily {FAMILY_NAME}: {}",
+            Errno::from_raw(code.saturating_abs())
+        )),
+    }
+}
+
+/// The family id, if its ops list `RSS_GET`.
+fn family_with_rss_get(nlas: &[GenlCtrlAttrs]) -> Option<u16> {
+    let mut id = None;
+    let mut has_rss_get = false;
+    for nla in nlas {
+        match nla {
+            GenlCtrlAttrs::FamilyId(value) => id = Some(*value),
+            GenlCtrlAttrs::Ops(ops) => {
+                has_rss_get = ops
+                    .iter()
+                    .flatten()
+                    .any(|attr| matches!(attr, OpAttrs::Id(op) if *op == u32::from(MSG_RSS_GET)));
+            }
+            _ => {}
+        }
+    }
+    id.filter(|_| has_rss_get)
+}
+
+/// An `RSS_GET` request for `device` by name: nlmsghdr, genlmsghdr, then
+/// `ETHTOOL_A_RSS_HEADER` nesting `ETHTOOL_A_HEADER_DEV_NAME`.
+fn rss_get_request(family: u16, sequence: u32, device: &str) -> Vec<u8> {
+    let mut name = device.as_bytes().to_vec();
+    name.push(0);
+    let name_attr_len = 4 + name.len();
+    let nest_len = 4 + align4(name_attr_len);
+    let length = NLMSG_HEADER_LEN + GENL_HDRLEN + nest_len;
+    let mut out = Vec::with_capacity(length);
+    out.extend((length as u32).to_ne_bytes());
+    out.extend(family.to_ne_bytes());
+    out.extend((NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    out.extend(sequence.to_ne_bytes());
+    out.extend(0u32.to_ne_bytes());
+    out.extend([MSG_RSS_GET, FAMILY_VERSION, 0, 0]);
+    out.extend((nest_len as u16).to_ne_bytes());
+    out.extend((A_RSS_HEADER | NLA_F_NESTED).to_ne_bytes());
+    out.extend((name_attr_len as u16).to_ne_bytes());
+    out.extend(A_HEADER_DEV_NAME.to_ne_bytes());
+    out.extend(&name);
+    out.resize(length, 0);
+    out
+}
+
+fn align4(length: usize) -> usize {
+    (length + 3) & !3
+}
+
+fn send(socket: &mut Socket, request: &[u8]) -> Result<(), String> {
+    match socket.send(request, 0) {
+        Ok(sent) if sent == request.len() => Ok(()),
+        Ok(sent) => Err(format!("short send: {sent} of {} bytes", request.len())),
+        Err(e) => Err(format!("send: {e}")),
+    }
+}
+
+/// Receives until the reply to `sequence` is complete; the inner `Err` is the kernel's
+/// negative errno.
+fn receive(
+    socket: &mut Socket,
+    sequence: u32,
+    family: u16,
+    mut on_message: impl FnMut(&[u8]),
+) -> Result<Result<(), i32>, String> {
+    let mut buffer = Vec::with_capacity(RECV_BUFFER_LEN);
+    loop {
+        buffer.clear();
+        let received = socket
+            .recv(&mut buffer, nix::libc::MSG_TRUNC)
+            .map_err(|e| format!("recv: {e}"))?;
+        if received > buffer.len() {
+            return Err(format!(
+                "reply datagram of {received} bytes exceeds the {}-byte buffer",
+                buffer.len()
+            ));
+        }
+        let progress = parse_datagram(
+            "ethtool netlink",
+            &buffer,
+            sequence,
+            family,
+            &mut |_, payload| {
+                on_message(payload);
+                Ok(())
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        match progress {
+            Progress::More => continue,
+            Progress::Finished => return Ok(Ok(())),
+            Progress::Failed(code) => return Ok(Err(code)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend(((4 + value.len()) as u16).to_ne_bytes());
+        out.extend(kind.to_ne_bytes());
+        out.extend(value);
+        out.resize(align4(out.len()), 0);
+        out
+    }
+
+    #[test]
+    fn a_reply_parses_and_unknown_attributes_are_skipped() {
+        let table: Vec<u8> = (0u32..8).flat_map(|i| (i % 2).to_ne_bytes()).collect();
+        let mut attrs = attr(A_RSS_HEADER | NLA_F_NESTED, &attr(1, &3u32.to_ne_bytes()));
+        attrs.extend(attr(A_RSS_HFUNC, &1u32.to_ne_bytes()));
+        attrs.extend(attr(A_RSS_INDIR, &table));
+        attrs.extend(attr(A_RSS_HKEY, &[0xab; 40]));
+        attrs.extend(attr(A_RSS_INPUT_XFRM, &1u32.to_ne_bytes()));
+        attrs.extend(attr(99, b"new in a later kernel"));
+        let rss = parse_reply(&attrs).unwrap();
+        assert_eq!(rss.indirection, vec![0, 1, 0, 1, 0, 1, 0, 1]);
+        assert_eq!(rss.key, vec![0xab; 40]);
+        assert_eq!(rss.hash_function, HashFunction::TOEPLITZ);
+        assert_eq!((rss.input_xfrm, rss.context), (1, 0));
+    }
+
+    #[test]
+    fn bad_lengths_and_sizes_are_errors_not_panics() {
+        assert!(parse_reply(&attr(A_RSS_INDIR, &[0; 7])).is_err());
+        assert!(parse_reply(&attr(A_RSS_HFUNC, &[0; 2])).is_err());
+        assert!(parse_reply(&attr(A_RSS_HKEY, &[0; 257])).is_err());
+        let big = vec![0u8; (MAX_INDIRECTION as usize + 1) * 4];
+        assert!(
+            parse_reply(&attr(A_RSS_INDIR, &big))
+                .unwrap_err()
+                .contains("4097")
+        );
+        // Truncated mid-attribute.
+        let attrs = attr(A_RSS_HKEY, &[1; 40]);
+        assert!(parse_reply(&attrs[..10]).is_err());
+    }
+
+    #[test]
+    fn the_request_names_the_device_in_a_nested_header() {
+        let request = rss_get_request(21, 2, "eth0");
+        assert_eq!(request.len(), 16 + 4 + 4 + 12);
+        assert_eq!(u32::from_ne_bytes(request[..4].try_into().unwrap()), 36);
+        assert_eq!(u16::from_ne_bytes(request[4..6].try_into().unwrap()), 21);
+        assert_eq!(request[16], MSG_RSS_GET);
+        assert_eq!(&request[28..32], b"eth0");
+        assert_eq!(request[32], 0);
+    }
+}
