@@ -1,5 +1,6 @@
 //! A channel-count change on a veth inside a test namespace wakes the queue-event (kobject
-//! uevent) socket, and sends no rtnetlink link event (root only; needs `ethtool`).
+//! uevent) socket and the ethtool `monitor` socket, and sends no rtnetlink link event (root
+//! only; needs `ethtool`).
 
 mod common;
 mod netns;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use common::suite::{Requirement, TestResult};
 
+use steerd::kernel::ethtool_events::EthtoolEvents;
 use steerd::kernel::link_events::LinkEvents;
 use steerd::kernel::queue_events::QueueEvents;
 
@@ -76,4 +78,49 @@ fn a_channel_count_change_is_a_queue_event_not_a_link_event() -> TestResult {
     Ok(())
 }
 
-suite_main!(a_channel_count_change_is_a_queue_event_not_a_link_event);
+/// The ethtool `monitor` group hears the same change as one channels notification per
+/// `ethtool -L`, and nothing when nothing changed.
+fn a_channel_count_change_is_an_ethtool_notification() -> TestResult {
+    netns::require()?;
+    Requirement::tool("ethtool", "apt-get install ethtool").check()?;
+    let ns = netns::Netns::create("ethntf");
+    let name = ns.name.clone();
+    let (quiet, heard) = ns
+        .spawn(None, move || {
+            netns::ip(&[
+                "-n",
+                &name,
+                "link",
+                "add",
+                "steerd-a",
+                "numrxqueues",
+                "4",
+                "numtxqueues",
+                "4",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "steerd-b",
+            ]);
+            let mut events = EthtoolEvents::subscribe()
+                .expect("subscribe to ethtool notifications")
+                .expect("this kernel has ethtool netlink and its monitor group");
+            let quiet = events.drain().expect("drain");
+            ethtool(&["-L", "steerd-a", "rx", "2", "tx", "2"]);
+            ethtool(&["-L", "steerd-a", "rx", "4", "tx", "4"]);
+            std::thread::sleep(Duration::from_millis(200));
+            (quiet, events.drain().expect("drain"))
+        })
+        .join()
+        .expect("thread");
+    assert!(!quiet.any(), "nothing changed yet: {quiet:?}");
+    assert_eq!(heard.channels, 2, "{heard:?}");
+    assert_eq!(heard.rss, 0, "{heard:?}");
+    Ok(())
+}
+
+suite_main!(
+    a_channel_count_change_is_a_queue_event_not_a_link_event,
+    a_channel_count_change_is_an_ethtool_notification
+);

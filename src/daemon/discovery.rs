@@ -23,6 +23,9 @@ impl Daemon {
         if let Some(events) = self.queue_events.as_mut() {
             let _ = events.drain();
         }
+        if let Some(events) = self.ethtool_events.as_mut() {
+            let _ = events.drain();
+        }
         match discover(&self.options.root) {
             Ok(machine) => {
                 let old = self.engine.machine();

@@ -16,6 +16,7 @@ impl Daemon {
             signals,
             self.link_events.as_ref().map(AsFd::as_fd),
             self.queue_events.as_ref().map(AsFd::as_fd),
+            self.ethtool_events.as_ref().map(AsFd::as_fd),
         )
         .map_err(super::StartError::Wakeups)?;
         // The first tick at once: it takes the baseline sample the next one measures from.
@@ -83,6 +84,28 @@ impl Daemon {
                     .map_or(0, |events| events.drain().unwrap_or(1));
                 if changed > 0 {
                     self.rediscover("queues added or removed");
+                    act_now = true;
+                }
+            }
+            if ready.ethtool {
+                let heard = self
+                    .ethtool_events
+                    .as_mut()
+                    .map_or(Default::default(), |events| {
+                        events
+                            .drain()
+                            .unwrap_or(crate::kernel::ethtool_events::Heard {
+                                channels: 1,
+                                rss: 1,
+                            })
+                    });
+                if heard.any() {
+                    let why = match (heard.channels > 0, heard.rss > 0) {
+                        (true, true) => "channels and RSS changed (ethtool notification)",
+                        (true, false) => "channels changed (ethtool notification)",
+                        _ => "RSS changed (ethtool notification)",
+                    };
+                    self.rediscover(why);
                     act_now = true;
                 }
             }

@@ -44,6 +44,7 @@ use crate::engine::Engine;
 use crate::engine::sampling::Sampling;
 use crate::http::{ServerThread, Shared};
 use crate::irqbalance_compat::IrqbalanceBan;
+use crate::kernel::ethtool_events::EthtoolEvents;
 use crate::kernel::link_events::LinkEvents;
 use crate::kernel::queue_events::QueueEvents;
 use crate::metrics::CpuLoadGauges;
@@ -128,6 +129,8 @@ struct Daemon {
     link_events: Option<LinkEvents>,
     /// Kernel uevents: a network device's queues added or removed (`ethtool -L`).
     queue_events: Option<QueueEvents>,
+    /// The ethtool `monitor` group: channel and RSS changes as the kernel makes them.
+    ethtool_events: Option<EthtoolEvents>,
     tick: u64,
     started: Instant,
     last_discovery: Instant,
@@ -207,6 +210,10 @@ impl Daemon {
                 RECHECK_EVERY.as_secs()
             )
         });
+        let ethtool_events = subscribe_on_host(&root, EthtoolEvents::subscribe, || {
+            "no ethtool notifications; channel changes are heard from uevents only".to_string()
+        })
+        .flatten();
         shared
             .metrics
             .observe_only
@@ -227,6 +234,7 @@ impl Daemon {
             observe_only,
             link_events,
             queue_events,
+            ethtool_events,
             tick: 0,
             started: now,
             last_discovery: now,

@@ -1,6 +1,7 @@
 //! What the daemon's tick thread waits on, all at once, with one `epoll_wait`: a signalfd
 //! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, the kobject-uevent socket
-//! that announces queues added and removed (a channel-count change), an inotify descriptor
+//! that announces queues added and removed (a channel-count change), the ethtool netlink
+//! `monitor` socket (channel and RSS changes, `kernel::ethtool_events`), an inotify descriptor
 //! for the files steerd follows, in quiet mode the NAPI-poll perf events, and, as the wait's
 //! timeout, the next tick's deadline.
 //!
@@ -182,6 +183,8 @@ pub struct Ready {
     pub link: bool,
     /// A uevent arrived (a network queue may have come or gone).
     pub queues: bool,
+    /// An ethtool notification arrived (channels or RSS may have changed).
+    pub ethtool: bool,
     pub files: bool,
     /// Receive work, in quiet mode.
     pub receive: bool,
@@ -192,6 +195,7 @@ const LINK: u64 = 2;
 const FILES: u64 = 3;
 const RECEIVE: u64 = 4;
 const QUEUES: u64 = 5;
+const ETHTOOL: u64 = 6;
 
 /// One epoll instance over every source. epoll rather than `poll(2)`: the sources stay
 /// registered between waits, where `poll` would add and remove a wait-queue entry on each
@@ -205,12 +209,14 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    /// `link`: the rtnetlink link-event socket; `queues`: the uevent socket (either may
-    /// be missing when its subscription failed).
+    /// `link`: the rtnetlink link-event socket; `queues`: the uevent socket; `ethtool`:
+    /// the ethtool `monitor` socket (each may be missing when its subscription failed or
+    /// the kernel has none).
     pub fn new(
         signals: &Signals,
         link: Option<BorrowedFd<'_>>,
         queues: Option<BorrowedFd<'_>>,
+        ethtool: Option<BorrowedFd<'_>>,
     ) -> io::Result<Waiter> {
         let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
         epoll.add(signals, EpollEvent::new(EpollFlags::EPOLLIN, SIGNAL))?;
@@ -219,6 +225,9 @@ impl Waiter {
         }
         if let Some(queues) = queues {
             epoll.add(queues, EpollEvent::new(EpollFlags::EPOLLIN, QUEUES))?;
+        }
+        if let Some(ethtool) = ethtool {
+            epoll.add(ethtool, EpollEvent::new(EpollFlags::EPOLLIN, ETHTOOL))?;
         }
         Ok(Waiter {
             epoll,
@@ -286,6 +295,7 @@ impl Waiter {
                 SIGNAL => ready.signal = true,
                 LINK => ready.link = true,
                 QUEUES => ready.queues = true,
+                ETHTOOL => ready.ethtool = true,
                 FILES => ready.files = true,
                 RECEIVE => ready.receive = true,
                 _ => {}
@@ -302,12 +312,17 @@ mod tests {
     #[test]
     fn a_wait_never_ends_before_its_timeout() {
         let signals = Signals::block_and_open().unwrap();
-        let waiter = Waiter::new(&signals, None, None).unwrap();
+        let waiter = Waiter::new(&signals, None, None, None).unwrap();
         for timeout in [Duration::from_micros(300), Duration::from_micros(20_500)] {
             let started = std::time::Instant::now();
             let ready = waiter.wait(timeout).unwrap();
             assert!(
-                !ready.signal && !ready.link && !ready.queues && !ready.files && !ready.receive
+                !ready.signal
+                    && !ready.link
+                    && !ready.queues
+                    && !ready.ethtool
+                    && !ready.files
+                    && !ready.receive
             );
             assert!(started.elapsed() >= timeout, "{timeout:?}");
         }

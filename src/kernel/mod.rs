@@ -2,6 +2,7 @@
 //! file or interface, each returning a typed value from [`crate::model`].
 
 pub mod ethtool;
+pub mod ethtool_events;
 pub mod ethtool_names;
 pub mod irq_names;
 pub mod link_events;

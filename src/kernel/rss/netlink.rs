@@ -172,6 +172,13 @@ pub fn read(device: &str) -> Result<Option<NetlinkRss>, RssError> {
 
 /// The ethtool family's id when it has `RSS_GET`, by `CTRL_CMD_GETFAMILY`.
 fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
+    Ok(ethtool_family(socket)?.and_then(|nlas| family_with_rss_get(&nlas)))
+}
+
+/// What the generic-netlink controller says of the ethtool family (its id, ops and
+/// multicast groups), by `CTRL_CMD_GETFAMILY`; `None` on a kernel without ethtool netlink.
+/// Also used by `kernel::ethtool_events` to find the `monitor` group.
+pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlAttrs>>, String> {
     let mut genl = GenlMessage::from_payload(GenlCtrl {
         cmd: GenlCtrlCmd::GetFamily,
         nlas: vec![GenlCtrlAttrs::FamilyName(FAMILY_NAME.to_owned())],
@@ -194,7 +201,7 @@ fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
             1,
             control,
             |payload| match GenlMessage::<GenlCtrl>::parse_with_param(payload, control) {
-                Ok(parsed) => found = Some(family_with_rss_get(&parsed.payload.nlas)),
+                Ok(parsed) => found = Some(parsed.payload.nlas),
                 Err(e) => error = Some(format!("malformed controller reply: {e}")),
             },
         )?;
@@ -202,7 +209,7 @@ fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
         return Err(error);
     }
     match outcome {
-        Ok(()) => Ok(found.flatten()),
+        Ok(()) => Ok(found),
         // No such family: a kernel without ethtool netlink.
         Err(code) if code == -(Errno::ENOENT as i32) => Ok(None),
         Err(code) => Err(format!(
