@@ -369,19 +369,7 @@ impl NetdevClient {
     fn resolve_family(&mut self) -> Result<Option<NetdevFamily>, Error> {
         const WHAT: &str = "nlctrl getfamily netdev";
         let sequence = self.next_sequence();
-        let mut genl = GenlMessage::from_payload(GenlCtrl {
-            cmd: GenlCtrlCmd::GetFamily,
-            nlas: vec![GenlCtrlAttrs::FamilyName(FAMILY_NAME.to_owned())],
-        });
-        genl.finalize();
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | NLM_F_ACK;
-        header.sequence_number = sequence;
-        let mut message = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(genl));
-        message.finalize();
-        self.send_buffer.clear();
-        self.send_buffer.resize(message.buffer_len(), 0);
-        message.serialize(&mut self.send_buffer);
+        self.send_buffer = getfamily_request(FAMILY_NAME, sequence);
         self.send(WHAT)?;
 
         let mut family = None;
@@ -506,6 +494,25 @@ pub(crate) fn open_socket() -> Result<Socket, Error> {
     )
     .map_err(|e| kernel_error(WHAT, format!("setsockopt SO_RCVTIMEO: {e}")))?;
     Ok(socket)
+}
+
+/// A controller `CTRL_CMD_GETFAMILY` request for the family `name`, serialized: how a
+/// generic-netlink family's id, ops and multicast groups are learnt (netdev here, ethtool in
+/// `kernel::rss` and `kernel::ethtool_events`).
+pub(crate) fn getfamily_request(name: &str, sequence: u32) -> Vec<u8> {
+    let mut genl = GenlMessage::from_payload(GenlCtrl {
+        cmd: GenlCtrlCmd::GetFamily,
+        nlas: vec![GenlCtrlAttrs::FamilyName(name.to_owned())],
+    });
+    genl.finalize();
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    header.sequence_number = sequence;
+    let mut message = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(genl));
+    message.finalize();
+    let mut request = vec![0; message.buffer_len()];
+    message.serialize(&mut request);
+    request
 }
 
 /// Where a reply stands after one datagram.

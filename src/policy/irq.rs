@@ -108,6 +108,20 @@ fn forbidden_why(p: &Planner, cpu: u32) -> &'static str {
     }
 }
 
+/// The reason for an IRQ whose mask allows `stray`, forbidden CPUs (named after the first
+/// of them, or `fallback` for an empty set).
+fn may_fire_on_forbidden(p: &Planner, stray: &CpuSet, fallback: u32) -> (ReasonKind, String) {
+    let first = stray.first().unwrap_or(fallback);
+    (
+        ReasonKind::ForbiddenCpu,
+        format!(
+            "may fire on CPU {}, which is {}",
+            stray.to_list(),
+            forbidden_why(p, first)
+        ),
+    )
+}
+
 /// The placement rule a movable queue vector breaks at `cpu`, given the claims so far.
 fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(ReasonKind, String)> {
     let view = &p.irqs[slot];
@@ -124,15 +138,7 @@ fn queue_vector_rule(p: &Planner, slot: usize, d: usize, cpu: u32) -> Option<(Re
         ));
     }
     if let Some(stray) = stray {
-        let first = stray.first().unwrap_or(cpu);
-        return Some((
-            ReasonKind::ForbiddenCpu,
-            format!(
-                "may fire on CPU {}, which is {}",
-                stray.to_list(),
-                forbidden_why(p, first)
-            ),
-        ));
+        return Some(may_fire_on_forbidden(p, &stray, cpu));
     }
     if let Some(mask) = view.affinity.filter(|a| a.len() > 1) {
         return Some((
@@ -205,15 +211,10 @@ fn other_irq_rule(p: &Planner, slot: usize) -> Option<(ReasonKind, String)> {
     let view = &p.irqs[slot];
     let affinity = view.affinity?;
     if affinity.intersects(&p.evict) {
-        let stray = affinity.intersection(&p.evict);
-        let first = stray.first().unwrap_or(0);
-        return Some((
-            ReasonKind::ForbiddenCpu,
-            format!(
-                "may fire on CPU {}, which is {}",
-                stray.to_list(),
-                forbidden_why(p, first)
-            ),
+        return Some(may_fire_on_forbidden(
+            p,
+            &affinity.intersection(&p.evict),
+            0,
         ));
     }
     remote_node(p, view.device?, view.cpu?)

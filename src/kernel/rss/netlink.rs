@@ -13,13 +13,12 @@
 //! `ETHTOOL_MSG_RSS_GET_REPLY` 38 among the kernel-to-user ones.
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer,
-    NlasIterator, ParseableParametrized,
+    NLM_F_ACK, NLM_F_REQUEST, NlaBuffer, NlasIterator, ParseableParametrized,
 };
 use netlink_packet_generic::GenlMessage;
 use netlink_packet_generic::constants::GENL_HDRLEN;
+use netlink_packet_generic::ctrl::GenlCtrl;
 use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, OpAttrs};
-use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_sys::Socket;
 use nix::errno::Errno;
 
@@ -27,7 +26,9 @@ use super::{
     FlowHashes, HashFunction, MAX_INDIRECTION, MAX_KEY, RssError, RssSource, RssState,
     check_entries,
 };
-use crate::kernel::netlink::{Progress, RECV_BUFFER_LEN, open_socket, parse_datagram};
+use crate::kernel::netlink::{
+    Progress, RECV_BUFFER_LEN, getfamily_request, open_socket, parse_datagram,
+};
 
 /// The family's registered name (`ETHTOOL_GENL_NAME`) and version.
 const FAMILY_NAME: &str = "ethtool";
@@ -179,19 +180,7 @@ fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
 /// multicast groups), by `CTRL_CMD_GETFAMILY`; `None` on a kernel without ethtool netlink.
 /// Also used by `kernel::ethtool_events` to find the `monitor` group.
 pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlAttrs>>, String> {
-    let mut genl = GenlMessage::from_payload(GenlCtrl {
-        cmd: GenlCtrlCmd::GetFamily,
-        nlas: vec![GenlCtrlAttrs::FamilyName(FAMILY_NAME.to_owned())],
-    });
-    genl.finalize();
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_ACK;
-    header.sequence_number = 1;
-    let mut message = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(genl));
-    message.finalize();
-    let mut request = vec![0; message.buffer_len()];
-    message.serialize(&mut request);
-    send(socket, &request)?;
+    send(socket, &getfamily_request(FAMILY_NAME, 1))?;
     let control = netlink_packet_generic::constants::GENL_ID_CTRL;
     let mut found = None;
     let mut error = None;
