@@ -572,15 +572,23 @@ pub fn rx_rings(ethtool: &Ethtool, device: &str) -> Result<u32, RssError> {
         })
 }
 
+/// Builds the error for a reply of `command` on `device` that does not hold together.
+fn malformed_reply<'a>(
+    device: &'a str,
+    command: &'static str,
+) -> impl Fn(String) -> RssError + Copy + 'a {
+    move |reason| RssError::Malformed {
+        device: device.to_string(),
+        command,
+        reason,
+    }
+}
+
 /// `ETHTOOL_GRSSH`, twice: with sizes 0 to learn them, then with a buffer of exactly
 /// those sizes (the kernel refuses any other with EINVAL); again when they moved.
 fn grssh(ethtool: &Ethtool, device: &str) -> Result<Rxfh, RssError> {
     const COMMAND: &str = "ETHTOOL_GRSSH";
-    let malformed = |reason| RssError::Malformed {
-        device: device.to_string(),
-        command: COMMAND,
-        reason,
-    };
+    let malformed = malformed_reply(device, COMMAND);
     let mut last = None;
     for _ in 0..SIZE_RETRIES {
         let mut header = words(RXFH_HEADER_LEN);
@@ -620,11 +628,7 @@ fn grssh(ethtool: &Ethtool, device: &str) -> Result<Rxfh, RssError> {
 /// `ETHTOOL_GRXFHINDIR`, twice: size 0 to learn the size, then that many entries.
 fn grxfhindir(ethtool: &Ethtool, device: &str) -> Result<Vec<u32>, RssError> {
     const COMMAND: &str = "ETHTOOL_GRXFHINDIR";
-    let malformed = |reason| RssError::Malformed {
-        device: device.to_string(),
-        command: COMMAND,
-        reason,
-    };
+    let malformed = malformed_reply(device, COMMAND);
     let mut last = None;
     for _ in 0..SIZE_RETRIES {
         let mut header = [ETHTOOL_GRXFHINDIR, 0];
