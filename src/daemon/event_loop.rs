@@ -163,7 +163,9 @@ impl Daemon {
             return gap;
         }
         let interval = config.interval;
-        if self.engine.baseline_only()
+        // `self.tick <= 1`: only right after the start, not while sampling keeps failing
+        // (the engine then stays at its baseline, and would tick 4 times a second).
+        if (self.engine.baseline_only() && self.tick <= 1)
             || self
                 .engine
                 .policy()

@@ -163,13 +163,13 @@ impl Engine {
         &self.retries
     }
 
-    /// One tick: see the module's doc.
     /// Whether only the baseline sample has been taken: the next tick is the first that
     /// can decide.
     pub fn baseline_only(&self) -> bool {
         self.samples == 1
     }
 
+    /// One tick: see the module's doc.
     pub fn tick(&mut self, sample: Sample<'_>, writer: &mut dyn Writer) -> TickReport {
         std::mem::swap(&mut self.previous, &mut self.current);
         std::mem::swap(&mut self.current, sample.snapshot);

@@ -5,11 +5,13 @@
 //! the notification too).
 //!
 //! Why beside the kobject uevents of `queue_events`: those announce queue directories that
-//! come and go, so they miss an RSS table rewritten by someone else and a channel change
-//! that keeps the queue count but makes the driver reset its vectors' affinities; this
-//! socket hears both. On a kernel without ethtool netlink (before 5.6) or without the
-//! group, [`EthtoolEvents::subscribe`] answers `Ok(None)` and the periodic rediscovery and
-//! the uevents stay the fallback.
+//! come and go, so they miss an RSS table rewritten by someone else, and a channel change
+//! that keeps the queue count (a driver may still reset its vectors' affinities on it);
+//! this socket hears both and starts a rediscovery at once. (That rediscovery does not yet
+//! take a same-count reset as the driver's: its values then count as an external change.)
+//! On a kernel without ethtool netlink's channel messages (before 5.7) or without the
+//! group, [`EthtoolEvents::subscribe`] answers `Ok(None)` (or hears nothing) and the
+//! periodic rediscovery and the uevents stay the fallback.
 //!
 //! Only the command of each message is read (the first byte after `nlmsghdr`): discovery
 //! re-reads `sys/` after an event, so the message only has to say what kind of change came.
@@ -18,7 +20,7 @@
 //!
 //! Command numbers count `ETHTOOL_MSG_*` of the kernel-to-user enum in
 //! `include/uapi/linux/ethtool_netlink_generated.h` (`ethtool_netlink.h` before 6.14):
-//! `CHANNELS_NTF` is 19 since 5.6; after `RSS_GET_REPLY` (38, as `kernel::rss` uses) come
+//! `CHANNELS_NTF` is 19 since 5.7; after `RSS_GET_REPLY` (38, as `kernel::rss` uses) come
 //! `PLCA_GET_CFG_REPLY`, `PLCA_GET_STATUS_REPLY`, `PLCA_NTF`, `MM_GET_REPLY`, `MM_NTF`,
 //! `MODULE_FW_FLASH_NTF`, `PHY_GET_REPLY`, `PHY_NTF`, `TSCONFIG_GET_REPLY`,
 //! `TSCONFIG_SET_REPLY`, `PSE_NTF` (49), then `RSS_NTF` (50, 6.17), `RSS_CREATE_ACT_REPLY`,

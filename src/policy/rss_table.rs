@@ -84,7 +84,8 @@ impl Default for StepRules {
 /// which queues may receive entries (`usable[q]`: its IRQ on an allowed, NUMA-local CPU).
 /// Queues missing from `pps` or `usable` count as idle and unusable. `backoffs[q]` says
 /// whether hot queue `q` may give entries at `now_ns`, and how many of its steps were
-/// reverted: a retry moves other entries than the step that failed (missing: none yet).
+/// reverted: a retry shifts its pick (with as many entries as the failed step, it moves
+/// none of the same; with another count some may overlap) (missing: none yet).
 pub fn propose(
     table: &[u32],
     pps: &[f64],
@@ -96,9 +97,15 @@ pub fn propose(
     let backoff = |q: u32| backoffs.get(q as usize).copied().unwrap_or_default();
     let usable_queue = |q: u32| usable.get(q as usize).copied().unwrap_or(false);
     let rate = |q: u32| pps.get(q as usize).copied().unwrap_or(0.0).max(0.0);
-    let queues: Vec<u32> = (0..usable.len() as u32)
-        .filter(|&q| usable_queue(q))
+    // The queues that share the load: those the table sends to (usable or not: a hot
+    // queue on a forbidden CPU still gives entries away) and those that may receive.
+    let mut queues: Vec<u32> = table
+        .iter()
+        .copied()
+        .chain((0..usable.len() as u32).filter(|&q| usable_queue(q)))
         .collect();
+    queues.sort_unstable();
+    queues.dedup();
     if queues.len() < 2 {
         return Proposal::Balanced;
     }
@@ -107,14 +114,18 @@ pub fn propose(
     if total <= 0.0 {
         return Proposal::Balanced;
     }
-    // Hot queues, hottest first; cool ones, coolest first.
+    // Hot queues, hottest first; cool ones (usable only), coolest first.
     let mut hot: Vec<u32> = queues
         .iter()
         .copied()
         .filter(|&q| table.contains(&q) && rate(q) > even * (1.0 + rules.min_gain))
         .collect();
     hot.sort_by(|&a, &b| rate(b).total_cmp(&rate(a)).then(a.cmp(&b)));
-    let mut cool: Vec<u32> = queues.iter().copied().filter(|&q| rate(q) < even).collect();
+    let mut cool: Vec<u32> = queues
+        .iter()
+        .copied()
+        .filter(|&q| usable_queue(q) && rate(q) < even)
+        .collect();
     cool.sort_by(|&a, &b| rate(a).total_cmp(&rate(b)).then(a.cmp(&b)));
     let Some(&hottest) = hot.first() else {
         return Proposal::Balanced;
@@ -122,16 +133,19 @@ pub fn propose(
     let mut next = table.to_vec();
     let mut moves = Vec::new();
     let mut first_refusal = None;
-    let mut cool = cool.into_iter();
+    let mut cool = cool.into_iter().peekable();
     for from in hot.into_iter().filter(|&q| backoff(q).may_step(now_ns)) {
         let entries: Vec<usize> = (0..table.len()).filter(|&i| table[i] == from).collect();
         if entries.len() < 2 {
             first_refusal.get_or_insert(Proposal::OneEntry { queue: from });
             continue;
         }
-        let Some(to) = cool.next() else { break };
+        // The partner is taken only when a move is made: a refused pair leaves it for the
+        // next hot queue.
+        let Some(&to) = cool.peek() else { break };
         match size_move(&entries, rate(from), rate(to), backoff(from).reverts, rules) {
             Some((moved, expected_pps)) => {
+                cool.next();
                 for &i in &moved {
                     next[i] = to;
                 }
@@ -162,7 +176,7 @@ pub fn propose(
 /// Which of a hot queue's `entries` to move to a queue at `cool_pps`: what would bring
 /// the two level, at most `max_share` of the entries, at least one, never all of them;
 /// `None` when the least move cannot gain `min_gain`. After `reverts` failed steps the
-/// pick is shifted, so a retry tries other entries.
+/// pick is shifted, so a retry of the same size tries other entries.
 fn size_move(
     entries: &[usize],
     hot_pps: f64,
@@ -224,6 +238,10 @@ pub fn judge(step: &Move, before: &[f64], after: &[f64], rules: StepRules) -> Ve
 /// The table after a step's verdicts: the kept moves stay, the others go back to their
 /// hot queue. `None` when every move is kept (nothing to write).
 pub fn revert(before: &[u32], step: &TableStep, verdicts: &[Verdict]) -> Option<Vec<u32>> {
+    if before.len() != step.table.len() {
+        // Not the table the step was made on: the whole old table, to be safe.
+        return Some(before.to_vec());
+    }
     let mut table = step.table.clone();
     let mut changed = false;
     for (m, v) in step.moves.iter().zip(verdicts) {
@@ -281,7 +299,7 @@ impl Backoff {
         match verdict {
             Verdict::Keep => *self = Backoff::default(),
             Verdict::RevertNoEffect | Verdict::RevertMovedHot => {
-                self.reverts += 1;
+                self.reverts = self.reverts.saturating_add(1);
                 let factor = 1u64 << self.reverts.min(16);
                 self.until_ns = now_ns.saturating_add(dwell_ns.saturating_mul(factor));
             }
@@ -368,6 +386,28 @@ mod tests {
         ));
         assert_eq!(s.moves.len(), 1);
         assert_eq!(s.moves[0].to, 3);
+    }
+
+    #[test]
+    fn a_hot_queue_on_a_forbidden_cpu_still_gives_entries_away() {
+        // Queue 0's IRQ sits on a forbidden CPU: it may not receive entries, but its load
+        // counts and it is relieved like any other.
+        let table = default_table(128, 4);
+        let s = step(first_try(
+            &table,
+            &[500.0, 100.0, 100.0, 50.0],
+            &[false, true, true, true],
+        ));
+        assert_eq!((s.moves[0].from, s.moves[0].to), (0, 3));
+    }
+
+    #[test]
+    fn a_revert_on_another_table_size_goes_back_whole() {
+        let table = default_table(128, 4);
+        let s = step(first_try(&table, &[500.0, 480.0, 10.0, 10.0], &[true; 4]));
+        let shorter = default_table(64, 4);
+        let verdicts = [Verdict::Keep, Verdict::RevertNoEffect];
+        assert_eq!(revert(&shorter, &s, &verdicts), Some(shorter.clone()));
     }
 
     #[test]
