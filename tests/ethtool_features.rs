@@ -60,22 +60,7 @@ fn real_kernel_veth_gro_ntuple_and_flow_hash() -> TestResult {
     netns::require()?;
     Requirement::tool("ethtool", "apt-get install ethtool").check()?;
     let ns = netns::Netns::create("ef");
-    netns::ip(&[
-        "-n",
-        &ns.name,
-        "link",
-        "add",
-        "ef-a",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "ef-b",
-    ]);
+    ns.add_veth("ef-a", "ef-b", 4);
     netns::ip(&["-n", &ns.name, "link", "set", "ef-a", "up"]);
     netns::ip(&["-n", &ns.name, "link", "set", "ef-b", "up"]);
 
@@ -199,22 +184,7 @@ fn real_kernel_eth0_reads_as_ethtool_shows() -> TestResult {
 fn real_kernel_veth_has_no_rss_table() -> TestResult {
     netns::require()?;
     let ns = netns::Netns::create("rss");
-    netns::ip(&[
-        "-n",
-        &ns.name,
-        "link",
-        "add",
-        "rss-a",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "rss-b",
-    ]);
+    ns.add_veth("rss-a", "rss-b", 4);
     netns::ip(&["-n", &ns.name, "link", "set", "rss-a", "up"]);
     let errors = ns
         .spawn(None, || {

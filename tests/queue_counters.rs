@@ -341,26 +341,7 @@ fn real_kernel_veth_in_a_namespace() -> TestResult {
     netns::require()?;
     // Deleted (with both veth ends) by its Drop, also when an assertion below fails.
     let ns = netns::Netns::create("qc");
-    netns::ip(&[
-        "-n",
-        &ns.name,
-        "link",
-        "add",
-        "qc-a",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "qc-b",
-        "numrxqueues",
-        "4",
-        "numtxqueues",
-        "4",
-    ]);
+    ns.add_veth("qc-a", "qc-b", 4);
     netns::ip(&["-n", &ns.name, "link", "set", "qc-a", "up"]);
     netns::ip(&["-n", &ns.name, "link", "set", "qc-b", "up"]);
 

@@ -31,30 +31,9 @@ fn a_channel_count_change_is_a_queue_event_not_a_link_event() -> TestResult {
     netns::require()?;
     Requirement::tool("ethtool", "apt-get install ethtool").check()?;
     let ns = netns::Netns::create("queues");
-    let name = ns.name.clone();
+    ns.add_veth("steerd-a", "steerd-b", 4);
     let (queue_events, link_events) = ns
         .spawn(None, move || {
-            let q = "4";
-            netns::ip(&[
-                "-n",
-                &name,
-                "link",
-                "add",
-                "steerd-a",
-                "numrxqueues",
-                q,
-                "numtxqueues",
-                q,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "steerd-b",
-                "numrxqueues",
-                q,
-                "numtxqueues",
-                q,
-            ]);
             let mut queues = QueueEvents::subscribe().expect("subscribe to uevents");
             let mut links = LinkEvents::subscribe().expect("subscribe to link events");
             assert_eq!(queues.drain().expect("drain"), 0, "quiet before any change");
@@ -84,25 +63,9 @@ fn a_channel_count_change_is_an_ethtool_notification() -> TestResult {
     netns::require()?;
     Requirement::tool("ethtool", "apt-get install ethtool").check()?;
     let ns = netns::Netns::create("ethntf");
-    let name = ns.name.clone();
+    ns.add_veth("steerd-a", "steerd-b", 4);
     let (quiet, heard) = ns
         .spawn(None, move || {
-            netns::ip(&[
-                "-n",
-                &name,
-                "link",
-                "add",
-                "steerd-a",
-                "numrxqueues",
-                "4",
-                "numtxqueues",
-                "4",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "steerd-b",
-            ]);
             let mut events = EthtoolEvents::subscribe()
                 .expect("subscribe to ethtool notifications")
                 .expect("this kernel has ethtool netlink and its monitor group");

@@ -55,6 +55,32 @@ pub struct Netns {
 }
 
 impl Netns {
+    /// Adds a veth pair `a`/`b` inside this namespace, each end with `queues` receive and
+    /// transmit queues (left down).
+    pub fn add_veth(&self, a: &str, b: &str, queues: u32) {
+        let q = queues.to_string();
+        ip(&[
+            "-n",
+            &self.name,
+            "link",
+            "add",
+            a,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "numrxqueues",
+            &q,
+            "numtxqueues",
+            &q,
+        ]);
+    }
+
     pub fn create(tag: &str) -> Netns {
         let name = format!("steerd-{tag}-{}", std::process::id());
         ip(&["netns", "add", &name]);
