@@ -77,6 +77,27 @@ impl Machine {
         (CpuSet::parse_mask(&text).unwrap(), text)
     }
 
+    /// CPUs a (fake) thread may run on: `Cpus_allowed_list` of its `proc/PID/status`.
+    fn thread_cpus(&self, pid: u32) -> CpuSet {
+        let status = read_file(self.root(), &format!("proc/{pid}/status"));
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        CpuSet::parse_list(&list).unwrap()
+    }
+
+    /// Whether each of the first NIC's receive threads (`pids`, in queue order) is allowed
+    /// on exactly the one CPU its queue's IRQ is pinned to.
+    fn threads_beside_irqs(&self, pids: &[u32]) -> bool {
+        self.queue_irqs(0).iter().zip(pids).all(|(&irq, &pid)| {
+            let cpus = self.irq_cpus(irq);
+            cpus.len() == 1 && self.thread_cpus(pid) == cpus
+        })
+    }
+
     fn queue_irqs(&self, nic: usize) -> Vec<u32> {
         self.tree.queue_irqs[nic].clone()
     }
@@ -1368,22 +1389,7 @@ fn pins_threaded_napi_threads_beside_their_irqs_and_restores_them() {
         pids = tree.make_threaded(0, 4000).unwrap();
     });
     let tx_thread = format!("proc/{}/status", pids[3] + 1);
-    let allowed = |pid: u32| {
-        let status = read_file(m.root(), &format!("proc/{pid}/status"));
-        let list = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        CpuSet::parse_list(&list).unwrap()
-    };
-    let pinned = || {
-        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
-            let cpus = m.irq_cpus(irq);
-            cpus.len() == 1 && allowed(pid) == cpus
-        })
-    };
+    let pinned = || m.threads_beside_irqs(&pids);
     let kernel = FakeKernel::start(m.tree.clone(), busy());
     let mut first = Steerd::start(m.root(), None);
     wait_until(
@@ -1417,7 +1423,7 @@ fn pins_threaded_napi_threads_beside_their_irqs_and_restores_them() {
     assert_eq!(status.code(), Some(0), "{}", second.stderr_text());
     m.assert_all_restored(&second);
     for &pid in &pids {
-        assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
+        assert_eq!(m.thread_cpus(pid), CpuSet::parse_list("0-7").unwrap());
     }
 }
 
@@ -1501,22 +1507,7 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
         pids = tree.make_threaded(0, 4000).unwrap();
     });
     let status = |pid: u32| format!("proc/{pid}/status");
-    let allowed = |pid: u32| {
-        let text = read_file(m.root(), &status(pid));
-        let list = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        CpuSet::parse_list(&list).unwrap()
-    };
-    let pinned = || {
-        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
-            let cpus = m.irq_cpus(irq);
-            cpus.len() == 1 && allowed(pid) == cpus
-        })
-    };
+    let pinned = || m.threads_beside_irqs(&pids);
     let kernel = FakeKernel::start(m.tree.clone(), busy());
     let mut daemon = Steerd::start(m.root(), None);
     wait_until(
@@ -1555,7 +1546,7 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
     );
     daemon.wait_ticks(10);
     assert_eq!(
-        allowed(theirs),
+        m.thread_cpus(theirs),
         elsewhere,
         "moved back:\n{}",
         daemon.stderr_text()
@@ -1586,7 +1577,7 @@ fn a_napi_thread_the_operator_pins_elsewhere_is_respected_and_kept_on_exit() {
     );
     assert_eq!(read_file(m.root(), &status(theirs)), operator_text);
     for &pid in pids.iter().filter(|&&p| p != theirs) {
-        assert_eq!(allowed(pid), CpuSet::parse_list("0-7").unwrap());
+        assert_eq!(m.thread_cpus(pid), CpuSet::parse_list("0-7").unwrap());
     }
 }
 
@@ -1612,22 +1603,7 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
     daemon.wait_ticks(3);
 
     let pids = m.tree.make_threaded(0, 5000).unwrap();
-    let allowed = |pid: u32| {
-        let status = read_file(m.root(), &format!("proc/{pid}/status"));
-        let list = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        CpuSet::parse_list(&list).unwrap()
-    };
-    let pinned = || {
-        m.queue_irqs(0).iter().zip(&pids).all(|(&irq, &pid)| {
-            let cpus = m.irq_cpus(irq);
-            cpus.len() == 1 && allowed(pid) == cpus
-        })
-    };
+    let pinned = || m.threads_beside_irqs(&pids);
     // The tick notices `threaded` at once; 2 s is twenty 100 ms ticks.
     wait_until(
         Duration::from_secs(2),
