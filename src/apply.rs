@@ -313,6 +313,14 @@ impl Actuator {
 
     /// Reads a knob's current value.
     pub fn read(&self, knob: &Knob) -> Result<(String, KnobValue), WriteFailure> {
+        if let Knob::RssIndirection { device } = knob {
+            let reading = crate::kernel::rss::knob::read(&self.root, device)
+                .map_err(|error| rss_failure(knob, &error))?;
+            let value = KnobValue::Table {
+                indirection: reading.indirection,
+            };
+            return Ok((reading.restore_text, value));
+        }
         let path = self.root.path(knob.relative_path());
         let text = match crate::limits::read_text_bounded(&path, MAX_KNOB_BYTES) {
             Ok(text) => text,
@@ -407,10 +415,10 @@ impl Actuator {
             });
         }
         self.crash_point(knob, CrashPoint::AfterIntent)?;
-        if let Err(err) = write_knob(&self.root, knob, &text) {
+        if let Err(failure) = write_knob(&self.root, knob, &text, "write") {
             self.forget_intent(knob, created);
             let _ = self.save();
-            return Err(failure(knob, &err, "write"));
+            return Err(failure);
         }
         self.crash_point(knob, CrashPoint::AfterKernelWrite)?;
         let after = match self.read(knob) {
@@ -529,8 +537,7 @@ impl Actuator {
             self.remembered.remove(knob);
             return Ok(false);
         }
-        write_knob(&self.root, knob, &entry.original)
-            .map_err(|err| failure(knob, &err, "restore"))?;
+        write_knob(&self.root, knob, &entry.original, "restore")?;
         self.remembered.remove(knob);
         Ok(true)
     }
@@ -626,16 +633,30 @@ impl Actuator {
     }
 }
 
-/// Writes a knob's text form: a file under the root, or for a NAPI thread its affinity
-/// (`kernel::napi_threads::set_affinity`).
-fn write_knob(root: &Root, knob: &Knob, text: &str) -> io::Result<()> {
-    match knob {
-        Knob::NapiThread { pid, name } => {
-            let cpus = crate::cpuset::CpuSet::parse_list(text)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            crate::kernel::napi_threads::set_affinity(root, *pid, name, &cpus)
+/// Writes a knob's text form: a file under the root, for a NAPI thread its affinity
+/// (`kernel::napi_threads::set_affinity`), for an RSS table the ethtool request
+/// (`kernel::rss::knob`). `what` names the operation in the failure's message.
+fn write_knob(root: &Root, knob: &Knob, text: &str, what: &str) -> Result<(), WriteFailure> {
+    let written = match knob {
+        Knob::NapiThread { pid, name } => crate::cpuset::CpuSet::parse_list(text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+            .and_then(|cpus| crate::kernel::napi_threads::set_affinity(root, *pid, name, &cpus)),
+        Knob::RssIndirection { device } => {
+            return crate::kernel::rss::knob::write(root, device, text)
+                .map_err(|error| rss_failure(knob, &error));
         }
         _ => write_file(&root.path(knob.relative_path()), text),
+    };
+    written.map_err(|err| failure(knob, &err, what))
+}
+
+/// A failed read or write of an RSS table, classified by the ethtool request's errno.
+fn rss_failure(knob: &Knob, error: &crate::kernel::rss::RssError) -> WriteFailure {
+    WriteFailure {
+        knob: knob.clone(),
+        kind: error.failure_kind(),
+        errno: error.errno().map(|e| e as i32),
+        message: error.to_string(),
     }
 }
 

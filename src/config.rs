@@ -48,6 +48,8 @@ pub struct Config {
     pub irq: IrqConfig,
     pub rps: RpsConfig,
     pub rfs: RfsConfig,
+    /// The RSS indirection table lever.
+    pub rss: RssConfig,
     /// What to do with a value someone else changed after steerd wrote it.
     pub on_external_change: ExternalChange,
     /// On SIGTERM/SIGINT, put back every value steerd changed (and nobody changed since).
@@ -204,6 +206,32 @@ pub struct RfsConfig {
     pub off_when_rps_off: bool,
 }
 
+/// The RSS indirection table lever: moving table entries from hot receive queues to cool
+/// ones (`policy::rss`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RssConfig {
+    /// off, advise (say in the plan what it would move, write nothing) or auto.
+    pub mode: RssMode,
+    /// At most this share of a hot queue's entries moves in one step (0 < step <= 1).
+    pub step: f64,
+    /// How long a step's effect is measured before it is kept or reverted.
+    #[serde(with = "values::duration")]
+    pub dwell: Duration,
+}
+
+/// Whether steerd changes RSS indirection tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RssMode {
+    /// Tables are never read on a tick or written.
+    Off,
+    /// The plan says which entries steerd would move and why; nothing is written.
+    Advise,
+    /// steerd moves entries, measures, and keeps or reverts each step.
+    Auto,
+}
+
 /// What to do with a value that changed since steerd last wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -249,6 +277,7 @@ impl Default for Config {
             irq: IrqConfig::default(),
             rps: RpsConfig::default(),
             rfs: RfsConfig::default(),
+            rss: RssConfig::default(),
             on_external_change: ExternalChange::Respect,
             restore_on_exit: true,
             devices: BTreeMap::new(),
@@ -313,6 +342,16 @@ impl Default for RpsConfig {
         RpsConfig {
             mode: RpsMode::Auto,
             exclude_busy_irq_cpus: true,
+        }
+    }
+}
+
+impl Default for RssConfig {
+    fn default() -> Self {
+        RssConfig {
+            mode: RssMode::Advise,
+            step: 0.5,
+            dwell: Duration::from_secs(3),
         }
     }
 }

@@ -89,6 +89,7 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
 
     attribute_by_netdev_netlink(root, &mut inventory, &mut warnings);
     attach_napi_threads(root, &mut inventory, &mut warnings);
+    read_rss_tables(root, &mut inventory, &mut warnings);
 
     for device in &mut inventory.devices {
         device.irqs.sort_unstable();
@@ -99,6 +100,23 @@ pub fn discover(root: &Root) -> Result<Machine, Error> {
         inventory,
         warnings,
     })
+}
+
+/// Reads the RSS indirection table of every device with several receive queues, for the
+/// table lever (`policy::rss`). A device without one (veth, virtio-net without RSS) is
+/// simply left without; any other failure is a warning, and the device is left without
+/// too, so the lever never acts on a table it could not read.
+fn read_rss_tables(root: &Root, inventory: &mut Inventory, warnings: &mut Vec<String>) {
+    for device in &mut inventory.devices {
+        if device.rx_queues.len() < 2 || device.kind == DeviceKind::Loopback {
+            continue;
+        }
+        match crate::kernel::rss::knob::read(root, &device.name) {
+            Ok(reading) => device.rss_table = Some(reading.indirection),
+            Err(error) if error.is_not_settable() => {}
+            Err(error) => warnings.push(format!("RSS table not read: {error}")),
+        }
+    }
 }
 
 /// **Plug-in point** for the netdev generic-netlink attribution (`queue-get` gives each
@@ -634,6 +652,7 @@ mod tests {
             threaded_mode: None,
             napi_defer_hard_irqs: None,
             gro_flush_timeout_ns: None,
+            rss_table: None,
         };
         let irq = Irq {
             irq: 40,

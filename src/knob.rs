@@ -26,6 +26,13 @@ pub const RPS_FLOW_CNT: &str = "rps_flow_cnt";
 pub const RPS_SOCK_FLOW_ENTRIES: &str = "rps_sock_flow_entries";
 /// [`Knob::kind`] of a threaded NAPI's polling thread's CPU affinity.
 pub const NAPI_THREAD_AFFINITY: &str = "napi_thread_affinity";
+/// [`Knob::kind`] of a NIC's RSS indirection table (default context).
+pub const RSS_INDIRECTION: &str = "rss_indirection";
+
+/// The text a default-spread RSS table is remembered as: restoring it resets the table
+/// (`ethtool -X DEV default`), so the driver spreads it again after a channel change, as
+/// it did before steerd wrote one.
+pub const RSS_DEFAULT_TEXT: &str = "default";
 
 /// Whether `name` can be a network interface's name, by the kernel's own rule
 /// (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`, no `/`, `:` or white space. Names
@@ -63,6 +70,9 @@ pub enum KnobError {
     /// A `proc/PID/status` without the lines steerd reads.
     #[error("{0}")]
     Status(String),
+    /// An RSS indirection table's text that is not entries (queue numbers) or `default`.
+    #[error("not an indirection table: {0:?}")]
+    NotATable(String),
 }
 
 /// A writable kernel value. Serialised tagged by `knob` (`{"knob": "rps_cpus", "device":
@@ -84,6 +94,11 @@ pub enum Knob {
     /// thread's name (`napi/eth0-8193`) is part of the knob: a pid whose name differs is
     /// another process, never written (`kernel::napi_threads`).
     NapiThread { pid: u32, name: String },
+    /// The RSS indirection table of a NIC's default context: read with
+    /// `ETHTOOL_GRXFHINDIR`, written with `ETHTOOL_SRXFHINDIR` (`kernel::rss`). In a fake
+    /// root (tests) it stands in as the file `sys/class/net/<device>/rss_indirection`,
+    /// the entries separated by spaces.
+    RssIndirection { device: String },
 }
 
 /// A value for a knob: a CPU set (affinity, RPS mask) or a count (flow tables).
@@ -97,6 +112,11 @@ pub enum Knob {
 pub enum KnobValue {
     Cpus(CpuSet),
     Count(u32),
+    /// An RSS indirection table: entry i sends hash bucket i to queue `indirection[i]`.
+    /// Serialised as `{"indirection": [0, 1, ...]}`, which no other form parses as.
+    Table {
+        indirection: Vec<u32>,
+    },
 }
 
 impl KnobValue {
@@ -104,7 +124,7 @@ impl KnobValue {
     pub fn cpus(&self) -> Option<&CpuSet> {
         match self {
             KnobValue::Cpus(set) => Some(set),
-            KnobValue::Count(_) => None,
+            _ => None,
         }
     }
 
@@ -112,7 +132,15 @@ impl KnobValue {
     pub fn count(&self) -> Option<u32> {
         match self {
             KnobValue::Count(n) => Some(*n),
-            KnobValue::Cpus(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The indirection table, if this is one.
+    pub fn table(&self) -> Option<&[u32]> {
+        match self {
+            KnobValue::Table { indirection } => Some(indirection),
+            _ => None,
         }
     }
 }
@@ -130,6 +158,9 @@ impl Knob {
             }
             Knob::RpsSockFlowEntries => "proc/sys/net/core/rps_sock_flow_entries".into(),
             Knob::NapiThread { pid, .. } => format!("proc/{pid}/status").into(),
+            Knob::RssIndirection { device } => {
+                format!("sys/class/net/{device}/rss_indirection").into()
+            }
         }
     }
 
@@ -141,13 +172,16 @@ impl Knob {
             Knob::RpsFlowCnt { .. } => RPS_FLOW_CNT,
             Knob::RpsSockFlowEntries => RPS_SOCK_FLOW_ENTRIES,
             Knob::NapiThread { .. } => NAPI_THREAD_AFFINITY,
+            Knob::RssIndirection { .. } => RSS_INDIRECTION,
         }
     }
 
     /// The network device this knob belongs to, if any.
     pub fn device(&self) -> Option<&str> {
         match self {
-            Knob::RpsCpus { device, .. } | Knob::RpsFlowCnt { device, .. } => Some(device),
+            Knob::RpsCpus { device, .. }
+            | Knob::RpsFlowCnt { device, .. }
+            | Knob::RssIndirection { device } => Some(device),
             _ => None,
         }
     }
@@ -175,6 +209,9 @@ impl Knob {
                     Err(reason) => Err(KnobError::Status(reason)),
                 }
             }
+            Knob::RssIndirection { .. } => {
+                parse_table(text).map(|indirection| KnobValue::Table { indirection })
+            }
             Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries => text
                 .trim()
                 .parse::<u32>()
@@ -199,6 +236,12 @@ impl Knob {
             }
             (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
                 Ok(n.to_string())
+            }
+            (Knob::RssIndirection { .. }, KnobValue::Table { indirection }) => {
+                if indirection.is_empty() {
+                    return Err(KnobError::NotATable(String::new()));
+                }
+                Ok(table_text(indirection))
             }
             _ => Err(KnobError::WrongKind {
                 kind: self.kind(),
@@ -232,6 +275,7 @@ impl fmt::Display for Knob {
             Knob::RpsFlowCnt { device, queue } => write!(f, "{device} rx-{queue} rps_flow_cnt"),
             Knob::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
             Knob::NapiThread { pid, name } => write!(f, "{name} (pid {pid}) affinity"),
+            Knob::RssIndirection { device } => write!(f, "{device} rss indirection"),
         }
     }
 }
@@ -244,6 +288,67 @@ impl fmt::Display for KnobValue {
             KnobValue::Cpus(cpus) if cpus.is_empty() => f.write_str("none"),
             KnobValue::Cpus(cpus) => f.write_str(&cpus.to_list()),
             KnobValue::Count(n) => write!(f, "{n}"),
+            KnobValue::Table { indirection } => f.write_str(&table_summary(indirection)),
+        }
+    }
+}
+
+/// The most entries an indirection table may have: the kernel's tables hold at most a
+/// few thousand (mlx5: 2048; `ETH_RXFH_INDIR_NO_CHANGE` aside), and a text that claims
+/// more is not a table.
+pub const MAX_TABLE_ENTRIES: usize = 65_536;
+
+/// Reads a table's text: entries separated by white space.
+fn parse_table(text: &str) -> Result<Vec<u32>, KnobError> {
+    let bad = || KnobError::NotATable(text.trim().chars().take(64).collect());
+    let entries: Vec<u32> = text
+        .split_whitespace()
+        .take(MAX_TABLE_ENTRIES + 1)
+        .map(|word| word.parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if entries.is_empty() || entries.len() > MAX_TABLE_ENTRIES {
+        return Err(bad());
+    }
+    Ok(entries)
+}
+
+/// A table's text: its entries separated by spaces (the state file's and a fake root's
+/// form).
+fn table_text(entries: &[u32]) -> String {
+    let mut text = String::with_capacity(entries.len() * 3);
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            text.push(' ');
+        }
+        text.push_str(&e.to_string());
+    }
+    text
+}
+
+/// A table for people: its size and how many entries each queue holds
+/// (`128 entries: q0 32 q1 32 q2 32 q3 32`), which is what a move changes.
+fn table_summary(entries: &[u32]) -> String {
+    let queues = entries.iter().map(|&q| q as usize + 1).max().unwrap_or(0);
+    let mut counts = vec![0usize; queues.min(MAX_TABLE_ENTRIES)];
+    for &q in entries {
+        if let Some(c) = counts.get_mut(q as usize) {
+            *c += 1;
+        }
+    }
+    let mut text = format!("{} entries:", entries.len());
+    for (q, c) in counts.iter().enumerate() {
+        text.push_str(&format!(" q{q} {c}"));
+    }
+    text
+}
+
+impl KnobValue {
+    /// The order of kinds of value, for sorting values of different kinds.
+    fn rank(&self) -> u8 {
+        match self {
+            KnobValue::Cpus(_) => 0,
+            KnobValue::Count(_) => 1,
+            KnobValue::Table { .. } => 2,
         }
     }
 }
@@ -259,8 +364,8 @@ impl Ord for KnobValue {
         match (self, other) {
             (KnobValue::Count(a), KnobValue::Count(b)) => a.cmp(b),
             (KnobValue::Cpus(a), KnobValue::Cpus(b)) => a.iter().cmp(b.iter()),
-            (KnobValue::Cpus(_), KnobValue::Count(_)) => Ordering::Less,
-            (KnobValue::Count(_), KnobValue::Cpus(_)) => Ordering::Greater,
+            (KnobValue::Table { indirection: a }, KnobValue::Table { indirection: b }) => a.cmp(b),
+            (a, b) => a.rank().cmp(&b.rank()),
         }
     }
 }

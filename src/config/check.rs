@@ -287,6 +287,7 @@ top_level_keys!(
     irq,
     rps,
     rfs,
+    rss,
     on_external_change,
     restore_on_exit,
     devices,
@@ -440,6 +441,24 @@ impl Config {
             fail(
                 "hysteresis.min_gain",
                 format!("{} must be in [0, 1)", h.min_gain),
+            );
+        }
+        if !(self.rss.step > 0.0 && self.rss.step <= 1.0) {
+            fail(
+                "rss.step",
+                format!(
+                    "{} must be in (0, 1]: the share of a hot queue's table entries one step moves",
+                    self.rss.step
+                ),
+            );
+        }
+        if self.rss.dwell < self.interval {
+            fail(
+                "rss.dwell",
+                format!(
+                    "{:?} is shorter than interval ({:?}): a step needs at least one sample to be judged",
+                    self.rss.dwell, self.interval
+                ),
             );
         }
         let entries = self.rfs.sock_flow_entries;

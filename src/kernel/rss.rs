@@ -33,6 +33,7 @@
 //!
 //! Nothing here runs on a daemon tick: the table is read when `steerd inspect` runs.
 
+pub mod knob;
 pub mod netlink;
 
 use std::fmt;

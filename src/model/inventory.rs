@@ -65,6 +65,10 @@ pub struct NetDevice {
     pub napi_defer_hard_irqs: Option<u32>,
     /// `gro_flush_timeout` in ns: the timer that ends a deferral and flushes GRO (0: none).
     pub gro_flush_timeout_ns: Option<u64>,
+    /// The RSS indirection table of the default context (entry i: the rx queue hash
+    /// bucket i goes to), where the NIC has one and discovery read it
+    /// (`kernel::rss::knob`); `None` for devices without one.
+    pub rss_table: Option<Vec<u32>>,
 }
 
 /// How a NAPI instance polls (`threaded` in sysfs, per device; netdev netlink `threaded`,

@@ -76,6 +76,8 @@ pub struct Placement {
     pub rps_sock_flow_entries: Option<u32>,
     /// Threaded NAPI polling threads by pid: their name and where they may run.
     pub napi_threads: HashMap<u32, NapiThreadValues>,
+    /// RSS indirection tables (default context) by device, where read.
+    pub rss_tables: HashMap<String, Vec<u32>>,
 }
 
 /// A NAPI thread's current affinity, with the name that identifies it.
@@ -138,11 +140,17 @@ impl Placement {
                 )
             })
             .collect();
+        let rss_tables = inventory
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.name.clone(), d.rss_table.clone()?)))
+            .collect();
         Placement {
             irqs,
             rx_queues,
             rps_sock_flow_entries: inventory.rps_sock_flow_entries,
             napi_threads,
+            rss_tables,
         }
     }
 
@@ -172,6 +180,11 @@ impl Placement {
                 .get(pid)
                 .filter(|t| t.name == *name)
                 .map(|t| KnobValue::Cpus(t.affinity.clone())),
+            Knob::RssIndirection { device } => {
+                self.rss_tables.get(device).map(|t| KnobValue::Table {
+                    indirection: t.clone(),
+                })
+            }
         }
     }
 
@@ -192,6 +205,9 @@ impl Placement {
             (Knob::NapiThread { pid, name }, KnobValue::Cpus(cpus)) => {
                 let thread = self.napi_threads.get(pid).filter(|t| t.name == *name)?;
                 thread.affinity == *cpus
+            }
+            (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
+                self.rss_tables.get(device)? == indirection
             }
             _ => false,
         })
@@ -231,6 +247,9 @@ impl Placement {
                         affinity: cpus.clone(),
                     },
                 );
+            }
+            (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
+                self.rss_tables.insert(device.clone(), indirection.clone());
             }
             _ => {}
         }

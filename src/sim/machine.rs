@@ -477,8 +477,8 @@ impl SimMachine {
                 .get(*queue as usize)
                 .map(|&n| KnobValue::Count(n)),
             Knob::RpsSockFlowEntries => Some(KnobValue::Count(self.sock_flow_entries)),
-            // The simulated machine has no threaded NAPI.
-            Knob::NapiThread { .. } => None,
+            // The simulated machine has no threaded NAPI, and (yet) no RSS tables.
+            Knob::NapiThread { .. } | Knob::RssIndirection { .. } => None,
         }
     }
 

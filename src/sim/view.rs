@@ -81,6 +81,7 @@ impl SimMachine {
                 threaded_mode: None,
                 napi_defer_hard_irqs: None,
                 gro_flush_timeout_ns: None,
+                rss_table: None,
             });
         }
         for other in &self.others {
@@ -150,6 +151,8 @@ impl SimMachine {
             rx_queues,
             rps_sock_flow_entries: Some(self.sock_flow_entries),
             napi_threads: Default::default(),
+            // Not modelled yet: the simulated NICs have no indirection table.
+            rss_tables: Default::default(),
         }
     }
 

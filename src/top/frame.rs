@@ -348,6 +348,7 @@ mod tests {
             threaded_mode: None,
             napi_defer_hard_irqs: None,
             gro_flush_timeout_ns: None,
+            rss_table: None,
         };
         Machine {
             topology: Topology {

@@ -181,6 +181,7 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             threaded_mode,
             napi_defer_hard_irqs,
             gro_flush_timeout_ns,
+            rss_table: None,
         },
         msi_irqs,
         virtio_device,
