@@ -37,7 +37,13 @@ impl Bench {
     }
 
     fn decide(&self, state: &mut PolicyState) -> Plan {
-        let placement = self.sim.placement();
+        self.decide_with(state, |_| {})
+    }
+
+    /// Decides with the simulated placement changed by `change` first.
+    fn decide_with(&self, state: &mut PolicyState, change: impl FnOnce(&mut Placement)) -> Plan {
+        let mut placement = self.sim.placement();
+        change(&mut placement);
         let input = DecideInput {
             topology: &self.sim.topology,
             inventory: &self.inventory,
@@ -244,17 +250,9 @@ fn rfs_without_its_global_table_is_a_note_not_an_error() {
     sim.set_rate("eth0", 700_000.0);
     let mut bench = Bench::new(sim, Config::default());
     bench.run(1);
-    let mut placement = bench.sim.placement();
-    placement.rps_sock_flow_entries = None;
-    let input = DecideInput {
-        topology: &bench.sim.topology,
-        inventory: &bench.inventory,
-        load: &bench.load,
-        config: &bench.config,
-        placement: &placement,
-        now_ns: bench.sim.now_ns(),
-    };
-    let plan = decide(&input, &mut PolicyState::new());
+    let plan = bench.decide_with(&mut PolicyState::new(), |placement| {
+        placement.rps_sock_flow_entries = None;
+    });
     assert!(
         plan.actions
             .iter()
@@ -359,6 +357,11 @@ fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
 
 // ---------------------------------------------------------------------------------------
 // Placement on real vector layouts (issue 14)
+
+/// Whether a plan writes any knob `is` picks.
+fn writes_any(plan: &Plan, is: impl Fn(&Knob) -> bool) -> bool {
+    plan.actions.iter().any(|a| is(&a.target))
+}
 
 fn four_cpus(nics: Vec<NicSpec>) -> SimMachine {
     SimMachine::new(&Shape::new(1, 4, 1, Siblings::Split), nics, 7)
@@ -548,9 +551,7 @@ fn driver_defaults_with_one_heavy_flow_move_no_vector() {
     for _ in 0..5 {
         let plan = bench.decide(&mut state);
         assert!(
-            plan.actions
-                .iter()
-                .all(|a| !matches!(a.target, Knob::IrqAffinity { .. })),
+            !writes_any(&plan, |k| matches!(k, Knob::IrqAffinity { .. })),
             "{plan}"
         );
         bench.apply(&plan, &mut state);
@@ -695,9 +696,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         "RFS alongside: {plan}"
     );
     assert!(
-        plan.actions
-            .iter()
-            .all(|a| !matches!(a.target, Knob::IrqAffinity { .. })),
+        !writes_any(&plan, |k| matches!(k, Knob::IrqAffinity { .. })),
         "{plan}"
     );
 }
@@ -719,19 +718,11 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
         device: "eth0".into(),
     };
     let decide = |bench: &Bench, table: &[u32], state: &mut PolicyState| {
-        let mut placement = bench.sim.placement();
-        placement
-            .rss_tables
-            .insert("eth0".to_string(), table.to_vec());
-        let input = DecideInput {
-            topology: &bench.sim.topology,
-            inventory: &bench.inventory,
-            load: &bench.load,
-            config: &bench.config,
-            placement: &placement,
-            now_ns: bench.sim.now_ns(),
-        };
-        decide(&input, state)
+        bench.decide_with(state, |placement| {
+            placement
+                .rss_tables
+                .insert("eth0".to_string(), table.to_vec());
+        })
     };
 
     let mut config = Config::default();
@@ -786,9 +777,7 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
         }
         if let Some((_, ReasonKind::RssStep, _)) = steps.last() {
             assert!(
-                plan.actions
-                    .iter()
-                    .all(|a| !matches!(a.target, Knob::RpsCpus { .. })),
+                !writes_any(&plan, |k| matches!(k, Knob::RpsCpus { .. })),
                 "RPS waits for the table step: {plan}"
             );
         }
