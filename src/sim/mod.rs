@@ -4,10 +4,10 @@
 //! IRQs, flows hashed to buckets and buckets to queues by an RSS indirection table (skewed
 //! buckets, one heavy bucket, a table the policy or the operator writes), the cost of
 //! receive work on the interrupting CPU and on the RPS target, an IPI cost per RPS batch
-//! on the sending CPU, CPU capacity, and drops when a CPU is over capacity; it publishes the counters the readers would read
-//! (`proc/stat`, softnet, `intr`, per-queue packets) for whatever placement the policy
-//! chose, and applies the policy's writes as the kernel would. Runs are seeded and the
-//! same on every machine.
+//! on the sending CPU, CPU capacity, and drops when a CPU is over capacity; it publishes
+//! the counters the readers would read (`proc/stat`, softnet, `intr`, per-queue packets)
+//! for whatever placement the policy chose, and applies the policy's writes as the kernel
+//! would. Runs are seeded and the same on every machine.
 //!
 //! The scenarios of issues 3 and 18 live in [`scenarios`]; [`table`] runs them under
 //! steerd and an irqbalance-like [`baseline`] side by side.
