@@ -153,13 +153,6 @@ impl Run {
         tail.iter().sum::<f64>() / tail.len().max(1) as f64
     }
 
-    /// Accepted writes of one kind of knob (`Knob::kind`) over the whole run.
-    pub fn actions_on(&self, kind: &str) -> usize {
-        self.changes()
-            .filter(|(_, c)| c.target.kind() == kind)
-            .count()
-    }
-
     /// Decision time per tick: mean and maximum, in nanoseconds.
     pub fn decide_time(&self) -> (u64, u64) {
         let n = self.ticks.len().max(1) as u64;
