@@ -112,11 +112,34 @@ fn read_rss_tables(root: &Root, inventory: &mut Inventory, warnings: &mut Vec<St
             continue;
         }
         match crate::kernel::rss::knob::read(root, &device.name) {
-            Ok(reading) => device.rss_table = Some(reading.indirection),
+            Ok(reading) => {
+                device.rss_table = Some(reading.indirection);
+                if root.is_host() {
+                    device.udp_hashed_on_addresses = udp_hashed_on_addresses(&device.name);
+                }
+            }
             Err(error) if error.is_not_settable() => {}
             Err(error) => warnings.push(format!("RSS table not read: {error}")),
         }
     }
+}
+
+/// The UDP families a NIC hashes on addresses only (`ETHTOOL_GRXFH`); none when it cannot
+/// be read (the hash fields are advice, never a reason to fail discovery).
+fn udp_hashed_on_addresses(device: &str) -> Vec<String> {
+    use crate::kernel::ethtool::{Ethtool, UDP_V4_FLOW, UDP_V6_FLOW};
+    let Ok(ethtool) = Ethtool::new() else {
+        return Vec::new();
+    };
+    [("udp4", UDP_V4_FLOW), ("udp6", UDP_V6_FLOW)]
+        .into_iter()
+        .filter(|(_, flow)| {
+            ethtool
+                .rx_flow_hash(device, *flow)
+                .is_ok_and(|hash| hash.has_addresses() && !hash.has_ports())
+        })
+        .map(|(family, _)| family.to_string())
+        .collect()
 }
 
 /// **Plug-in point** for the netdev generic-netlink attribution (`queue-get` gives each
@@ -653,6 +676,7 @@ mod tests {
             napi_defer_hard_irqs: None,
             gro_flush_timeout_ns: None,
             rss_table: None,
+            udp_hashed_on_addresses: Vec::new(),
         };
         let irq = Irq {
             irq: 40,

@@ -42,6 +42,13 @@ pub struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UdpHashLabels {
+    pub device: String,
+    /// `udp4` or `udp6`.
+    pub family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RssStepLabels {
     pub device: String,
     /// `taken` (a step written), `kept` or `reverted` (a move of a judged step).
@@ -97,6 +104,7 @@ pub struct Metrics {
     pub rx_queue_rps_cpus: Family<QueueLabels, Gauge>,
     pub rss_table_entries: Family<QueueLabels, Gauge>,
     pub rss_steps: Family<RssStepLabels, Counter>,
+    pub udp_hash_addresses_only: Family<UdpHashLabels, Gauge>,
     pub actions: Family<ActionLabels, Counter>,
     pub write_errors: Family<WriteErrorLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
@@ -143,6 +151,7 @@ impl Metrics {
             rx_queue_rps_cpus: Family::default(),
             rss_table_entries: Family::default(),
             rss_steps: Family::default(),
+            udp_hash_addresses_only: Family::default(),
             actions: Family::default(),
             write_errors: Family::default(),
             config_reloads: Family::default(),
@@ -196,6 +205,11 @@ impl Metrics {
             "rss_steps",
             "RSS table lever: steps written (taken), and moves of judged steps kept or reverted",
             metrics.rss_steps.clone(),
+        );
+        registry.register(
+            "udp_hash_addresses_only",
+            "1 for a NIC with an RSS table that hashes the UDP family on IP addresses only (no ports)",
+            metrics.udp_hash_addresses_only.clone(),
         );
         registry.register(
             "actions",
@@ -513,6 +527,13 @@ mod reference {
         };
         metrics.rx_queue_rps_cpus.get_or_create(&queue).set(0);
         metrics.rss_table_entries.get_or_create(&queue).set(0);
+        metrics
+            .udp_hash_addresses_only
+            .get_or_create(&UdpHashLabels {
+                device: "eth0".into(),
+                family: "udp4".into(),
+            })
+            .set(1);
         metrics
             .rss_steps
             .get_or_create(&RssStepLabels {

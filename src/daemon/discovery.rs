@@ -23,13 +23,16 @@ impl Daemon {
         if let Some(events) = self.queue_events.as_mut() {
             let _ = events.drain();
         }
-        if let Some(events) = self.ethtool_events.as_mut() {
-            let _ = events.drain();
+        if let Some(events) = self.ethtool_events.as_mut()
+            && let Ok(heard) = events.drain()
+        {
+            self.channels_set.hear(&heard);
         }
+        let channels_set = std::mem::take(&mut self.channels_set);
         match discover(&self.options.root) {
             Ok(machine) => {
                 let old = self.engine.machine();
-                let renewed = devices_made_anew(&old.inventory, &machine.inventory);
+                let renewed = devices_made_anew(&old.inventory, &machine.inventory, &channels_set);
                 let changed = machine.inventory.devices.len() != old.inventory.devices.len()
                     || machine.topology.online != old.topology.online;
                 if changed {
@@ -88,6 +91,15 @@ impl Daemon {
                 .filter(|i| i.device.as_deref() == Some(device))
             {
                 targets.push(Knob::IrqAffinity { irq: irq.irq });
+            }
+            // A channel change may re-spread a table nobody configured.
+            if inventory
+                .device(device)
+                .is_some_and(|d| d.rss_table.is_some())
+            {
+                targets.push(Knob::RssIndirection {
+                    device: device.to_string(),
+                });
             }
             for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {
                 for target in [
@@ -149,6 +161,14 @@ impl Daemon {
                 reset,
                 "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
             ),
+            Renewal::ChannelsSet if reset > 0 => info!(
+                device,
+                rx_queues = rx,
+                tx_queues = tx,
+                reset,
+                "{device}: channels set again ({rx} rx, {tx} tx, as before); its driver reset {reset} values: placing its queues again"
+            ),
+            Renewal::ChannelsSet => {}
             Renewal::Appeared if reset > 0 => info!(
                 device,
                 rx_queues = rx,
@@ -193,15 +213,44 @@ impl Daemon {
 enum Renewal {
     /// Same device (name and ifindex), another rx or tx queue set: a channel-count change.
     QueueSetChanged,
+    /// Same device and queue set, but an ethtool notification said its channels were set
+    /// (`ethtool -L` to the count it had): drivers may reset their vectors' affinities.
+    ChannelsSet,
     /// Not in the previous model, or under another ifindex: the device came (back).
     Appeared,
 }
 
-/// The devices made anew between two discoveries: those whose queue set changed, and
-/// those that came (back). A device that went is not listed: nothing is left to place.
+/// The devices ethtool notifications said had their channels set, since the last
+/// discovery.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct ChannelsSet {
+    ifindexes: Vec<u32>,
+    anywhere: bool,
+}
+
+impl ChannelsSet {
+    pub(super) fn hear(&mut self, heard: &crate::kernel::ethtool_events::Heard) {
+        for &ifindex in &heard.channel_devices {
+            if !self.ifindexes.contains(&ifindex) {
+                self.ifindexes.push(ifindex);
+            }
+        }
+        self.anywhere |= heard.channels_anywhere
+            || self.ifindexes.len() > crate::kernel::ethtool_events::MAX_NAMED_DEVICES;
+    }
+
+    fn includes(&self, ifindex: Option<u32>) -> bool {
+        self.anywhere || ifindex.is_some_and(|i| self.ifindexes.contains(&i))
+    }
+}
+
+/// The devices made anew between two discoveries: those whose queue set changed, those
+/// whose channels were set again (`channels_set`), and those that came (back). A device
+/// that went is not listed: nothing is left to place.
 fn devices_made_anew(
     before: &crate::model::inventory::Inventory,
     after: &crate::model::inventory::Inventory,
+    channels_set: &ChannelsSet,
 ) -> Vec<(String, Renewal)> {
     after
         .devices
@@ -217,6 +266,13 @@ fn devices_made_anew(
                 rx(was) == rx(now) && tx(was) == tx(now)
             };
             let renewal = match before.device(&now.name) {
+                Some(was)
+                    if was.ifindex == now.ifindex
+                        && same_queues(was)
+                        && channels_set.includes(now.ifindex) =>
+                {
+                    Renewal::ChannelsSet
+                }
                 Some(was) if was.ifindex == now.ifindex && same_queues(was) => return None,
                 Some(was) if was.ifindex == now.ifindex => Renewal::QueueSetChanged,
                 _ => Renewal::Appeared,
@@ -236,4 +292,67 @@ pub(super) fn online_cpus_changed(previous: &Snapshot, current: &Snapshot) -> bo
             .iter()
             .zip(&current.softnet)
             .any(|(a, b)| a.cpu != b.cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ethtool_events::Heard;
+    use crate::model::inventory::Inventory;
+
+    fn inventory(rx: u32) -> Inventory {
+        let mut machine = crate::fakeroot::FakeMachine::new(2);
+        machine.nics.push(crate::fakeroot::FakeNic {
+            name: "eth0".into(),
+            driver: "virtio_net".into(),
+            node: None,
+            queues: rx,
+        });
+        let dir = tempfile::tempdir().unwrap();
+        machine.write(dir.path()).unwrap();
+        let mut inventory = discover(&crate::root::Root::new(dir.path()))
+            .unwrap()
+            .inventory;
+        inventory.devices[0].ifindex = Some(2);
+        inventory
+    }
+
+    #[test]
+    fn a_channel_set_to_the_same_count_is_a_renewal_only_when_heard() {
+        let (before, same, more) = (inventory(4), inventory(4), inventory(2));
+        let none = ChannelsSet::default();
+        assert!(devices_made_anew(&before, &same, &none).is_empty());
+        assert_eq!(
+            devices_made_anew(&before, &more, &none),
+            [("eth0".to_string(), Renewal::QueueSetChanged)]
+        );
+        let mut heard = ChannelsSet::default();
+        heard.hear(&Heard {
+            channels: 1,
+            channel_devices: vec![2],
+            ..Default::default()
+        });
+        assert_eq!(
+            devices_made_anew(&before, &same, &heard),
+            [("eth0".to_string(), Renewal::ChannelsSet)]
+        );
+        let mut other = ChannelsSet::default();
+        other.hear(&Heard {
+            channels: 1,
+            channel_devices: vec![9],
+            ..Default::default()
+        });
+        assert!(devices_made_anew(&before, &same, &other).is_empty());
+        let mut anywhere = ChannelsSet::default();
+        anywhere.hear(&Heard {
+            channels: 1,
+            channels_anywhere: true,
+            ..Default::default()
+        });
+        // Every device then (its other devices have nothing steerd wrote to take over).
+        assert!(
+            devices_made_anew(&before, &same, &anywhere)
+                .contains(&("eth0".to_string(), Renewal::ChannelsSet))
+        );
+    }
 }

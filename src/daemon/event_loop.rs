@@ -97,8 +97,11 @@ impl Daemon {
                             .unwrap_or(crate::kernel::ethtool_events::Heard {
                                 channels: 1,
                                 rss: 1,
+                                channels_anywhere: true,
+                                ..Default::default()
                             })
                     });
+                self.channels_set.hear(&heard);
                 if heard.any() {
                     let why = match (heard.channels > 0, heard.rss > 0) {
                         (true, true) => "channels and RSS changed (ethtool notification)",

@@ -51,6 +51,7 @@ use crate::metrics::CpuLoadGauges;
 use crate::model::snapshot::Snapshot;
 use crate::policy::PolicyState;
 use crate::root::Root;
+use discovery::ChannelsSet;
 
 pub use error::StartError;
 use reload::{check_config_text, read_config_text};
@@ -131,6 +132,9 @@ struct Daemon {
     queue_events: Option<QueueEvents>,
     /// The ethtool `monitor` group: channel and RSS changes as the kernel makes them.
     ethtool_events: Option<EthtoolEvents>,
+    /// Devices (by ifindex) whose channels were set since the last discovery, from ethtool
+    /// notifications: their driver may have reset their values even at the same count.
+    channels_set: ChannelsSet,
     tick: u64,
     started: Instant,
     last_discovery: Instant,
@@ -235,6 +239,7 @@ impl Daemon {
             link_events,
             queue_events,
             ethtool_events,
+            channels_set: ChannelsSet::default(),
             tick: 0,
             started: now,
             last_discovery: now,

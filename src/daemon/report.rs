@@ -82,7 +82,17 @@ impl Daemon {
             }
         }
         metrics.rss_table_entries.clear();
+        metrics.udp_hash_addresses_only.clear();
         for device in &self.engine.machine().inventory.devices {
+            for family in &device.udp_hashed_on_addresses {
+                metrics
+                    .udp_hash_addresses_only
+                    .get_or_create(&crate::metrics::UdpHashLabels {
+                        device: device.name.clone(),
+                        family: family.clone(),
+                    })
+                    .set(1);
+            }
             let Some(table) = &device.rss_table else {
                 continue;
             };

@@ -7,14 +7,17 @@
 //! Why beside the kobject uevents of `queue_events`: those announce queue directories that
 //! come and go, so they miss an RSS table rewritten by someone else, and a channel change
 //! that keeps the queue count (a driver may still reset its vectors' affinities on it);
-//! this socket hears both and starts a rediscovery at once. (That rediscovery does not yet
-//! take a same-count reset as the driver's: its values then count as an external change.)
+//! this socket hears both and starts a rediscovery at once. A channel notification names
+//! its device (`ETHTOOL_A_CHANNELS_HEADER` → `ETHTOOL_A_HEADER_DEV_INDEX`), so that
+//! rediscovery takes the values a same-count channel set reset as the driver's, not as
+//! someone else's change to respect.
 //! On a kernel without ethtool netlink's channel messages (before 5.7) or without the
 //! group, [`EthtoolEvents::subscribe`] answers `Ok(None)` (or hears nothing) and the
 //! periodic rediscovery and the uevents stay the fallback.
 //!
-//! Only the command of each message is read (the first byte after `nlmsghdr`): discovery
-//! re-reads `sys/` after an event, so the message only has to say what kind of change came.
+//! Only the command of each message is read (the first byte after `nlmsghdr`), and for a
+//! channel notification its device's ifindex: discovery re-reads `sys/` after an event, so
+//! the message only has to say what kind of change came, and where.
 //! No crate covers the ethtool family's notifications, hence this small walk over
 //! netlink-packet-core's framing.
 //!
@@ -45,13 +48,27 @@ const RSS_NTFS: [u8; 3] = [50, 52, 53];
 const NLMSG_HEADER_LEN: usize = 16;
 
 /// What the notifications drained so far said.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Heard {
     /// Channel-count changes.
     pub channels: usize,
     /// RSS table, key or context changes.
     pub rss: usize,
+    /// The ifindexes the channel notifications named (each once, at most
+    /// [`MAX_NAMED_DEVICES`]).
+    pub channel_devices: Vec<u32>,
+    /// Some channel notification's device is unknown (an overrun, a message without its
+    /// header, more devices than are kept): every device may have had its channels set.
+    pub channels_anywhere: bool,
 }
+
+/// The most devices one drain remembers by ifindex; beyond, `channels_anywhere`.
+pub const MAX_NAMED_DEVICES: usize = 64;
+/// `ETHTOOL_A_CHANNELS_HEADER`, and in it `ETHTOOL_A_HEADER_DEV_INDEX`.
+const CHANNELS_HEADER: u16 = 1;
+const HEADER_DEV_INDEX: u16 = 1;
+/// `sizeof(struct genlmsghdr)`.
+const GENL_HEADER_LEN: usize = 4;
 
 impl Heard {
     /// Whether anything steerd acts on changed.
@@ -103,6 +120,7 @@ impl EthtoolEvents {
                 Err(e) if e.raw_os_error() == Some(nix::libc::ENOBUFS) => {
                     heard.channels += 1;
                     heard.rss += 1;
+                    heard.channels_anywhere = true;
                 }
                 Err(e) => return Err(e),
             }
@@ -155,6 +173,14 @@ fn count(datagram: &[u8], family: u16, heard: &mut Heard) {
         {
             if command == CHANNELS_NTF {
                 heard.channels += 1;
+                let attrs = message.payload().get(GENL_HEADER_LEN..).unwrap_or_default();
+                match nested(attrs, CHANNELS_HEADER).and_then(|h| u32_attr(h, HEADER_DEV_INDEX)) {
+                    Some(ifindex) if heard.channel_devices.contains(&ifindex) => {}
+                    Some(ifindex) if heard.channel_devices.len() < MAX_NAMED_DEVICES => {
+                        heard.channel_devices.push(ifindex);
+                    }
+                    _ => heard.channels_anywhere = true,
+                }
             } else if RSS_NTFS.contains(&command) {
                 heard.rss += 1;
             }
@@ -163,6 +189,32 @@ fn count(datagram: &[u8], family: u16, heard: &mut Heard) {
         let step = (length.max(NLMSG_HEADER_LEN) + 3) & !3;
         offset = offset.saturating_add(step);
     }
+}
+
+/// The payload of the first attribute of `kind` among netlink attributes (length u16,
+/// type u16 with the nested and byte-order flags masked off, payload, 4-byte aligned).
+fn attribute(mut attrs: &[u8], kind: u16) -> Option<&[u8]> {
+    while attrs.len() >= 4 {
+        let length = usize::from(u16::from_ne_bytes([attrs[0], attrs[1]]));
+        let found = u16::from_ne_bytes([attrs[2], attrs[3]]) & 0x3fff;
+        if length < 4 || length > attrs.len() {
+            return None;
+        }
+        if found == kind {
+            return Some(&attrs[4..length]);
+        }
+        attrs = attrs.get((length + 3) & !3..)?;
+    }
+    None
+}
+
+fn nested(attrs: &[u8], kind: u16) -> Option<&[u8]> {
+    attribute(attrs, kind)
+}
+
+fn u32_attr(attrs: &[u8], kind: u16) -> Option<u32> {
+    let bytes: [u8; 4] = attribute(attrs, kind)?.get(..4)?.try_into().ok()?;
+    Some(u32::from_ne_bytes(bytes))
 }
 
 #[cfg(test)]
@@ -187,13 +239,51 @@ mod tests {
         datagram.extend(message(31, CHANNELS_NTF)); // another family
         let mut heard = Heard::default();
         count(&datagram, 30, &mut heard);
-        assert_eq!(
-            heard,
-            Heard {
-                channels: 1,
-                rss: 1
-            }
-        );
+        assert_eq!((heard.channels, heard.rss), (1, 1));
+        assert!(heard.channels_anywhere, "a notification without its header");
+    }
+
+    /// A CHANNELS_NTF as the kernel sends it: genl header, then the nested header
+    /// attribute with the device's ifindex and name.
+    fn channels_ntf(ifindex: u32) -> Vec<u8> {
+        let mut index = Vec::new();
+        index.extend_from_slice(&8u16.to_ne_bytes());
+        index.extend_from_slice(&HEADER_DEV_INDEX.to_ne_bytes());
+        index.extend_from_slice(&ifindex.to_ne_bytes());
+        let mut name = Vec::new();
+        name.extend_from_slice(&9u16.to_ne_bytes());
+        name.extend_from_slice(&2u16.to_ne_bytes());
+        name.extend_from_slice(b"eth0\0\0\0\0");
+        let mut header = Vec::new();
+        let inner = [name, index].concat();
+        header.extend_from_slice(&((4 + inner.len()) as u16).to_ne_bytes());
+        header.extend_from_slice(&(CHANNELS_HEADER | 0x8000).to_ne_bytes());
+        header.extend(inner);
+        let mut m = message(30, CHANNELS_NTF);
+        m.extend(header);
+        let length = m.len() as u32;
+        m[..4].copy_from_slice(&length.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn a_channel_notification_names_its_device() {
+        let mut datagram = channels_ntf(2);
+        datagram.extend(channels_ntf(7));
+        datagram.extend(channels_ntf(2));
+        let mut heard = Heard::default();
+        count(&datagram, 30, &mut heard);
+        assert_eq!(heard.channels, 3);
+        assert_eq!(heard.channel_devices, [2, 7]);
+        assert!(!heard.channels_anywhere);
+        // A header cut short names nothing: every device may have changed.
+        let mut cut = channels_ntf(2);
+        let len = cut.len() - 2;
+        cut.truncate(len);
+        cut[..4].copy_from_slice(&(len as u32).to_ne_bytes());
+        let mut heard = Heard::default();
+        count(&cut, 30, &mut heard);
+        assert!(heard.channels_anywhere && heard.channel_devices.is_empty());
     }
 
     #[test]

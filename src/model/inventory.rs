@@ -69,6 +69,10 @@ pub struct NetDevice {
     /// bucket i goes to), where the NIC has one and discovery read it
     /// (`kernel::rss::knob`); `None` for devices without one.
     pub rss_table: Option<Vec<u32>>,
+    /// The UDP families (`udp4`, `udp6`) the NIC hashes on IP addresses only, without
+    /// ports (`ETHTOOL_GRXFH`), read with the table: every flow between two hosts then
+    /// shares one queue, which no table step can split.
+    pub udp_hashed_on_addresses: Vec<String>,
 }
 
 /// How a NAPI instance polls (`threaded` in sysfs, per device; netdev netlink `threaded`,

@@ -177,6 +177,9 @@ pub enum NoteKind {
     /// What the RSS table lever would do (`rss.mode: advise`), or why it leaves a table
     /// alone.
     RssTable,
+    /// A hot queue's UDP flows are hashed on IP addresses only: `ethtool -N DEV
+    /// rx-flow-hash udp4 sdfn` would spread flows between the same two hosts.
+    UdpHash,
 }
 
 impl NoteKind {
@@ -191,6 +194,7 @@ impl NoteKind {
             NoteKind::CannotRelieve => "cannot_relieve",
             NoteKind::ForeignMask => "foreign_mask",
             NoteKind::RssTable => "rss_table",
+            NoteKind::UdpHash => "udp_hash",
         }
     }
 }

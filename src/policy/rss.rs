@@ -209,6 +209,12 @@ fn balance_device(p: &mut Planner, d: usize) {
     } else {
         rss_table::propose(&table, &pps, &usable, &lever.backoffs, now, rules)
     };
+    if matches!(
+        proposal,
+        Proposal::OneEntry { .. } | Proposal::GaveUp { .. }
+    ) {
+        note_udp_hash(p, d);
+    }
     let Proposal::Step(step) = proposal else {
         lever.streak = 0;
         lever.refusal = (proposal != Proposal::Balanced).then_some(proposal);
@@ -360,6 +366,33 @@ fn record(
             lever.counts.reverted += 1;
         }
     }
+}
+
+/// The advice for a hot queue whose load sits in few buckets on a NIC that hashes UDP on
+/// addresses only: if those are several flows between the same two hosts, hashing on the
+/// ports too spreads them where no table step can. Advice only: the hash fields change
+/// which queue every flow lands on, and that is the operator's call.
+fn note_udp_hash(p: &mut Planner, d: usize) {
+    let dev = p.devices[d].dev;
+    if dev.udp_hashed_on_addresses.is_empty() {
+        return;
+    }
+    let name = dev.name.clone();
+    let families = dev.udp_hashed_on_addresses.join(" and ");
+    let fix: Vec<String> = dev
+        .udp_hashed_on_addresses
+        .iter()
+        .map(|family| format!("ethtool -N {name} rx-flow-hash {family} sdfn"))
+        .collect();
+    p.note(
+        NoteKind::UdpHash,
+        None,
+        format!("{name} udp hash"),
+        format!(
+            "{name}: a hot queue's load sits in one table entry or a few, and {families} is hashed on IP addresses only: if these are several UDP flows between the same hosts, `{}` spreads them over the queues (advice; steerd does not change hash fields)",
+            fix.join("; ")
+        ),
+    );
 }
 
 /// Each queue's packet rate, or `None` (and a note) when a queue has no counter: the lever

@@ -765,12 +765,19 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
     }]);
     sim.set_rate("eth0", 40_000.0);
     let mut bench = Bench::new(sim, config);
+    bench.inventory.devices[0].udp_hashed_on_addresses = vec!["udp4".to_string()];
     let mut state = PolicyState::new();
     let mut table = default_table.clone();
     let mut steps = Vec::new();
+    let mut udp_advice = None;
     for tick in 0..60 {
         bench.run(1);
         let plan = decide(&bench, &table, &mut state);
+        udp_advice = udp_advice.or(plan
+            .notes
+            .iter()
+            .find(|n| n.kind == NoteKind::UdpHash)
+            .map(|n| (tick, n.text.clone())));
         for action in plan.actions.iter().filter(|a| a.target == target) {
             steps.push((tick, action.reason.kind, action.new.clone()));
             table = action.new.table().unwrap().to_vec();
@@ -817,6 +824,16 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
         "{steps:?}"
     );
     assert!(steps[2].0 - steps[1].0 >= 6, "backed off: {steps:?}");
+    // Given up: the load sits in few entries, and UDP is hashed on addresses only.
+    let (advice_tick, text) = udp_advice.expect("the udp hash advice");
+    assert!(
+        advice_tick > steps[3].0,
+        "only once the table lever gave up"
+    );
+    assert!(
+        text.contains("ethtool -N eth0 rx-flow-hash udp4 sdfn"),
+        "{text}"
+    );
     let (_, tally) = state.rss_counts().next().unwrap();
     assert_eq!((tally.taken, tally.kept, tally.reverted), (2, 0, 4));
 }

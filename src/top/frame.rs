@@ -349,6 +349,7 @@ mod tests {
             napi_defer_hard_irqs: None,
             gro_flush_timeout_ns: None,
             rss_table: None,
+            udp_hashed_on_addresses: Vec::new(),
         };
         Machine {
             topology: Topology {

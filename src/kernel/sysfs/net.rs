@@ -182,6 +182,7 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             napi_defer_hard_irqs,
             gro_flush_timeout_ns,
             rss_table: None,
+            udp_hashed_on_addresses: Vec::new(),
         },
         msi_irqs,
         virtio_device,
