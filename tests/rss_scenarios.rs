@@ -114,6 +114,16 @@ fn rss_elephant_the_lever_gives_up_after_two_undone_steps_and_rps_takes_it() {
         auto.machine.rss_table("eth0"),
         Some(default_table().as_slice())
     );
+    // Once the lever gave the queue up, the plan gives the real fix: hash UDP on ports.
+    let advice = auto
+        .ticks
+        .iter()
+        .flat_map(|t| &t.notes)
+        .find(|n| n.kind == NoteKind::UdpHash && n.new);
+    assert!(
+        advice.is_some_and(|n| n.text.contains("sdfn")),
+        "no udp_hash advice: {advice:?}"
+    );
     for result in [&auto, &with_mode(&scenario, RssMode::Off)] {
         assert!(
             result.reaction().is_some_and(|r| r <= 10),

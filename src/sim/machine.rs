@@ -105,6 +105,10 @@ pub struct NicSpec {
     /// Entries of the RSS indirection table; `None` for a NIC without a settable table
     /// (its buckets are its queues). At least `queues` entries are kept.
     pub rss_table_size: Option<u32>,
+    /// The UDP families (`udp4`, `udp6`) the NIC hashes on addresses only, as discovery
+    /// reports them (`ETHTOOL_GRXFH`); shown to the policy, not used by the traffic model
+    /// (an elephant stands for what such a hash makes of one host pair).
+    pub udp_hashed_on_addresses: Vec<String>,
     /// Separate receive and transmit vectors per queue (virtio_net's `input.N` and
     /// `output.N`) instead of one combined `TxRx` vector.
     pub separate_tx: bool,
@@ -126,6 +130,7 @@ impl NicSpec {
             flows: 1024,
             elephant: None,
             rss_table_size: (queues > 1).then_some(DEFAULT_TABLE_SIZE),
+            udp_hashed_on_addresses: Vec::new(),
             separate_tx: false,
         }
     }
@@ -158,6 +163,7 @@ impl NicSpec {
             flows: 256,
             elephant: None,
             rss_table_size: None,
+            udp_hashed_on_addresses: Vec::new(),
             separate_tx: false,
         }
     }

@@ -82,7 +82,7 @@ impl SimMachine {
                 napi_defer_hard_irqs: None,
                 gro_flush_timeout_ns: None,
                 rss_table: nic.has_table().then(|| nic.table.clone()),
-                udp_hashed_on_addresses: Vec::new(),
+                udp_hashed_on_addresses: spec.udp_hashed_on_addresses.clone(),
             });
         }
         for other in &self.others {
