@@ -1,5 +1,6 @@
 //! Prints the side-by-side table of steerd and an irqbalance-like baseline on every
-//! simulated scenario, as shown in docs/policy.md:
+//! simulated scenario (the RSS lever's with steerd under `rss.mode: auto` and `off`), as
+//! shown in docs/policy.md:
 //!
 //!     cargo run --release --example policy_table
 //!
@@ -13,7 +14,8 @@ fn main() {
     print!("{}", table::markdown(&comparisons));
     println!();
     for c in &comparisons {
-        let (mean, max) = c.steerd.decide_time();
+        // For an RSS scenario, the run with every lever on.
+        let (mean, max) = c.rss_auto.as_ref().unwrap_or(&c.steerd).decide_time();
         println!(
             "scenario {:>2}: steerd decide() mean {:>7.1} µs, max {:>7.1} µs per tick",
             c.scenario.id,

@@ -190,6 +190,7 @@ impl Controller for IrqbalanceLike {
         TickActions {
             changes,
             notes: Vec::new(),
+            idle_reason: None,
             decide_ns: 0,
         }
     }

@@ -1,9 +1,12 @@
 //! The simulated machine: CPUs, NICs with queues and IRQs, flows, and the counters the
 //! readers would read.
 //!
-//! Each tick, every NIC's offered packets are hashed to queues (RSS, optionally skewed),
-//! each queue interrupts the CPU its IRQ fires on, and each flow's protocol work runs on
-//! that CPU or, with RPS, on `mask[hash * len >> 32]` as the kernel picks it. Costs (per
+//! Each tick, every NIC's offered packets are hashed to queues by RSS: each flow falls in
+//! a hash bucket, and the NIC's indirection table sends the bucket to a queue (NICs
+//! without a table map buckets to queues one to one). Buckets may be skewed (most flows in
+//! the buckets of a few queues) and one flow may carry most packets (an elephant, one
+//! heavy bucket). Each queue interrupts the CPU its IRQ fires on, and each flow's protocol
+//! work runs on that CPU or, with RPS, on `mask[hash * len >> 32]` as the kernel picks it. Costs (per
 //! packet on the interrupting CPU, per packet of protocol work, an IPI batch per NAPI poll
 //! that sends to another CPU) add up per CPU; a CPU asked for more than a second of work
 //! per second serves a share of it and the rest is dropped: at the NIC ring for packets it
@@ -13,7 +16,9 @@
 //! totals, per-queue packet counts where the "driver" has them.
 //!
 //! Writes go through [`SimMachine::write`], which behaves like the kernel: managed IRQs
-//! refuse (EPERM), RPS masks lose isolated CPUs, flow tables round up to powers of two.
+//! refuse (EPERM), RPS masks lose isolated CPUs, flow tables round up to powers of two,
+//! indirection tables of the wrong size or naming a queue that does not exist are refused
+//! (EINVAL) and a table written steers the next ticks' packets.
 //! The tick itself is in `traffic.rs`; what the policy sees (inventory, placement,
 //! snapshot) in `view.rs`.
 
@@ -69,6 +74,10 @@ impl Costs {
     }
 }
 
+/// The indirection table size of a simulated physical NIC (i40e, ixgbe and mlx5 use 128
+/// or more; ethtool's default spread fills it `i % queues`).
+pub const DEFAULT_TABLE_SIZE: u32 = 128;
+
 /// A NIC to simulate.
 #[derive(Debug, Clone)]
 pub struct NicSpec {
@@ -84,10 +93,22 @@ pub struct NicSpec {
     pub managed_queues: Vec<u32>,
     /// For veth: the CPU the sender runs on (all receive work starts there).
     pub sender_cpu: Option<u32>,
-    /// RSS weight per queue; `None` for an even hash.
+    /// RSS weight per queue; `None` for an even hash. It sets how many flows fall in the
+    /// hash buckets of each queue (the buckets the default table sends to it), so a table
+    /// that moves buckets moves the skew with them.
     pub skew: Option<Vec<f64>>,
     /// Number of flows.
     pub flows: u32,
+    /// The share of the NIC's packets one flow carries (an elephant: one heavy hash
+    /// bucket, which no table change can split); `None` when all flows are equal.
+    pub elephant: Option<f64>,
+    /// Entries of the RSS indirection table; `None` for a NIC without a settable table
+    /// (its buckets are its queues). At least `queues` entries are kept.
+    pub rss_table_size: Option<u32>,
+    /// The UDP families (`udp4`, `udp6`) the NIC hashes on addresses only, as discovery
+    /// reports them (`ETHTOOL_GRXFH`); shown to the policy, not used by the traffic model
+    /// (an elephant stands for what such a hash makes of one host pair).
+    pub udp_hashed_on_addresses: Vec<String>,
     /// Separate receive and transmit vectors per queue (virtio_net's `input.N` and
     /// `output.N`) instead of one combined `TxRx` vector.
     pub separate_tx: bool,
@@ -107,6 +128,9 @@ impl NicSpec {
             sender_cpu: None,
             skew: None,
             flows: 1024,
+            elephant: None,
+            rss_table_size: (queues > 1).then_some(DEFAULT_TABLE_SIZE),
+            udp_hashed_on_addresses: Vec::new(),
             separate_tx: false,
         }
     }
@@ -119,6 +143,7 @@ impl NicSpec {
             driver: "virtio_net".to_string(),
             node: None,
             separate_tx: true,
+            rss_table_size: None,
             ..NicSpec::physical(name, 0, queues)
         }
     }
@@ -136,6 +161,9 @@ impl NicSpec {
             sender_cpu: Some(sender_cpu),
             skew: None,
             flows: 256,
+            elephant: None,
+            rss_table_size: None,
+            udp_hashed_on_addresses: Vec::new(),
             separate_tx: false,
         }
     }
@@ -149,11 +177,57 @@ pub(super) struct Nic {
     /// comes last.
     pub(super) first_irq: Option<u32>,
     pub(super) rate_pps: f64,
-    /// Per queue: each flow's RPS hash and share of the NIC's traffic.
+    /// Every flow, in the order they were made.
+    pub(super) flows: Vec<Flow>,
+    /// Hash bucket -> queue: the indirection table of a NIC that has one, else bucket q is
+    /// queue q.
+    pub(super) table: Vec<u32>,
+    /// Per queue: each flow's RPS hash and share of the NIC's traffic, as the table sends
+    /// them (derived from `flows` and `table` by [`Nic::route`]).
     pub(super) queue_flows: Vec<Vec<(u32, f64)>>,
+    /// Packets offered to each queue in the last tick (ground truth, before drops).
+    pub(super) last_queue_packets: Vec<f64>,
     pub(super) rps: Vec<CpuSet>,
     pub(super) flow_cnt: Vec<u32>,
     pub(super) queue_packets: Vec<u64>,
+}
+
+/// One flow: its RPS hash (the kernel's `skb->hash`), the hash bucket the NIC's RSS hash
+/// puts it in, and its weight (its share of the NIC's packets is its weight over the sum).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flow {
+    pub(super) hash: u32,
+    pub(super) bucket: u32,
+    pub(super) weight: f64,
+}
+
+impl Nic {
+    /// Whether the NIC has an indirection table a write can change.
+    pub(super) fn has_table(&self) -> bool {
+        self.spec.rss_table_size.is_some()
+    }
+
+    /// The queue the default table sends a bucket to: the queue a bucket "belongs to"
+    /// for skew and [`SimMachine::set_queue_shares`].
+    fn home_queue(&self, bucket: u32) -> u32 {
+        bucket % self.spec.queues.max(1)
+    }
+
+    /// Sorts the flows into queues through the table.
+    pub(super) fn route(&mut self) {
+        let queues = self.spec.queues.max(1) as usize;
+        let total: f64 = self.flows.iter().map(|f| f.weight).sum();
+        let mut by_queue = vec![Vec::new(); queues];
+        if total > 0.0 {
+            for flow in &self.flows {
+                let queue = self.table.get(flow.bucket as usize).copied();
+                if let Some(list) = queue.and_then(|q| by_queue.get_mut(q as usize)) {
+                    list.push((flow.hash, flow.weight / total));
+                }
+            }
+        }
+        self.queue_flows = by_queue;
+    }
 }
 
 /// A non-NIC IRQ (timer, storage...).
@@ -176,6 +250,8 @@ pub struct TickTruth {
     pub dropped: f64,
     /// Packets offered this tick.
     pub offered: f64,
+    /// RPS IPIs sent this tick (each costs its sending CPU `Costs::ipi_batch_ns`).
+    pub ipis: f64,
 }
 
 impl TickTruth {
@@ -267,17 +343,22 @@ impl SimMachine {
                 next_irq += vectors * spec.queues + 1;
                 Some(first)
             };
-            let queue_flows = make_flows(&spec, &mut rng);
+            let flows = make_flows(&spec, &mut rng);
             let queues = spec.queues as usize;
-            built.push(Nic {
+            let mut nic = Nic {
                 first_irq,
                 rate_pps: 0.0,
-                queue_flows,
+                flows,
+                table: default_table(&spec),
+                queue_flows: Vec::new(),
+                last_queue_packets: vec![0.0; queues],
                 rps: vec![CpuSet::new(); queues],
                 flow_cnt: vec![0; queues],
                 queue_packets: vec![0; queues],
                 spec,
-            });
+            };
+            nic.route();
+            built.push(nic);
         }
         let mut machine = SimMachine {
             costs: Costs::default(),
@@ -423,6 +504,79 @@ impl SimMachine {
         }
     }
 
+    /// Sets each queue's share of a NIC's packets, as the default table would split them
+    /// (`shares[q]` for the flows in the buckets the default table sends to queue q,
+    /// shared evenly among them; shares are relative): a change of traffic, say a burst
+    /// of new flows that hash to one queue. Replaces any elephant.
+    pub fn set_queue_shares(&mut self, nic: &str, shares: &[f64]) {
+        let Some(index) = self.nic_index(nic) else {
+            return;
+        };
+        let nic = &mut self.nics[index];
+        let mut per_queue = vec![0u32; nic.spec.queues as usize];
+        for flow in &nic.flows {
+            if let Some(n) = per_queue.get_mut(nic.home_queue(flow.bucket) as usize) {
+                *n += 1;
+            }
+        }
+        for i in 0..nic.flows.len() {
+            let home = nic.home_queue(nic.flows[i].bucket) as usize;
+            let share = shares.get(home).copied().unwrap_or(0.0).max(0.0);
+            let flows = per_queue.get(home).copied().unwrap_or(1).max(1);
+            nic.flows[i].weight = share / f64::from(flows);
+        }
+        nic.route();
+    }
+
+    /// Sets a NIC's indirection table as someone other than steerd would (`ethtool -X`
+    /// by the operator; set-up, not a policy write). Same rules as a write.
+    pub fn set_rss_table(&mut self, nic: &str, table: &[u32]) -> Result<(), WriteError> {
+        let knob = Knob::RssIndirection {
+            device: nic.to_string(),
+        };
+        let value = KnobValue::Table {
+            indirection: table.to_vec(),
+        };
+        self.write(&knob, &value)
+    }
+
+    /// A NIC's indirection table, if it has one.
+    pub fn rss_table(&self, nic: &str) -> Option<&[u32]> {
+        let nic = &self.nics[self.nic_index(nic)?];
+        nic.has_table().then_some(nic.table.as_slice())
+    }
+
+    /// Packets offered to each queue of a NIC in the last tick (ground truth).
+    pub fn queue_packets(&self, nic: &str) -> Option<&[f64]> {
+        Some(&self.nics[self.nic_index(nic)?].last_queue_packets)
+    }
+
+    /// The busiest queue's share of a NIC's packets in the last tick (0 when idle).
+    pub fn busiest_queue_share(&self, nic: &str) -> f64 {
+        let Some(packets) = self.queue_packets(nic) else {
+            return 0.0;
+        };
+        let total: f64 = packets.iter().sum();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        packets.iter().copied().fold(0.0, f64::max) / total
+    }
+
+    /// Each hash bucket's share of a NIC's packets (ground truth the kernel does not
+    /// show; for tests).
+    pub fn bucket_shares(&self, nic: &str) -> Option<Vec<f64>> {
+        let nic = &self.nics[self.nic_index(nic)?];
+        let total: f64 = nic.flows.iter().map(|f| f.weight).sum();
+        let mut shares = vec![0.0; nic.table.len()];
+        for flow in &nic.flows {
+            if let Some(s) = shares.get_mut(flow.bucket as usize) {
+                *s += flow.weight / total.max(f64::MIN_POSITIVE);
+            }
+        }
+        Some(shares)
+    }
+
     /// Sets every queue IRQ of a NIC to fire on `cpus` (set-up, not a policy write).
     pub fn pin_queues(&mut self, nic: &str, cpus: &[u32]) {
         let Some(index) = self.nic_index(nic) else {
@@ -477,8 +631,13 @@ impl SimMachine {
                 .get(*queue as usize)
                 .map(|&n| KnobValue::Count(n)),
             Knob::RpsSockFlowEntries => Some(KnobValue::Count(self.sock_flow_entries)),
-            // The simulated machine has no threaded NAPI, and (yet) no RSS tables.
-            Knob::NapiThread { .. } | Knob::RssIndirection { .. } => None,
+            Knob::RssIndirection { device } => {
+                self.rss_table(device).map(|table| KnobValue::Table {
+                    indirection: table.to_vec(),
+                })
+            }
+            // The simulated machine has no threaded NAPI.
+            Knob::NapiThread { .. } => None,
         }
     }
 
@@ -499,7 +658,7 @@ impl SimMachine {
 
     /// Writes a value, as the kernel would accept or refuse it.
     pub fn write(&mut self, target: &Knob, value: &KnobValue) -> Result<(), WriteError> {
-        use nix::errno::Errno::{EINVAL, ENOENT, EOVERFLOW, EPERM};
+        use nix::errno::Errno::{EINVAL, ENOENT, EOPNOTSUPP, EOVERFLOW, EPERM};
         let fail = |errno, why| Err(WriteError { errno, why });
         match (target, value) {
             (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
@@ -554,6 +713,24 @@ impl SimMachine {
                 self.sock_flow_entries = if *n == 0 { 0 } else { n.next_power_of_two() };
                 Ok(())
             }
+            (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
+                let Some(index) = self.nic_index(device) else {
+                    return fail(ENOENT, "no such device");
+                };
+                let nic = &mut self.nics[index];
+                if !nic.has_table() {
+                    return fail(EOPNOTSUPP, "no settable indirection table");
+                }
+                if indirection.len() != nic.table.len() {
+                    return fail(EINVAL, "table size differs from the device's");
+                }
+                if indirection.iter().any(|&q| q >= nic.spec.queues) {
+                    return fail(EINVAL, "entry names a queue the device does not have");
+                }
+                nic.table.clone_from(indirection);
+                nic.route();
+                Ok(())
+            }
             _ => fail(EINVAL, "wrong kind of value"),
         }
     }
@@ -572,10 +749,11 @@ impl SimMachine {
     }
 }
 
-/// Flows of a NIC, by queue: an RPS hash each and an even share of the traffic; the queue
-/// is picked by RSS, weighted by the skew if any (independently of the RPS hash, as a NIC's
-/// Toeplitz hash and the kernel's flow hash are).
-fn make_flows(spec: &NicSpec, rng: &mut Rng) -> Vec<Vec<(u32, f64)>> {
+/// The flows of a NIC: an RPS hash each and, for the RSS hash, a queue picked weighted by
+/// the skew if any (independently of the RPS hash, as a NIC's Toeplitz hash and the
+/// kernel's flow hash are), then one of the buckets the default table sends to that queue,
+/// from a mix of the flow's hash. All flows weigh the same but an elephant.
+fn make_flows(spec: &NicSpec, rng: &mut Rng) -> Vec<Flow> {
     let n = spec.flows.max(1);
     let queues = spec.queues.max(1) as usize;
     let weights: Vec<f64> = match &spec.skew {
@@ -583,7 +761,8 @@ fn make_flows(spec: &NicSpec, rng: &mut Rng) -> Vec<Vec<(u32, f64)>> {
         _ => vec![1.0; queues],
     };
     let total: f64 = weights.iter().sum();
-    let mut by_queue = vec![Vec::new(); queues];
+    let entries = table_size(spec);
+    let mut flows = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let hash = rng.next_u32();
         let mut pick = rng.unit() * total;
@@ -595,7 +774,202 @@ fn make_flows(spec: &NicSpec, rng: &mut Rng) -> Vec<Vec<(u32, f64)>> {
             }
             pick -= w;
         }
-        by_queue[queue].push((hash, 1.0 / f64::from(n)));
+        let queue = queue as u32;
+        let queues = queues as u32;
+        // Buckets queue, queue + queues, ... below the table size.
+        let buckets = (entries - queue).div_ceil(queues).max(1);
+        let bucket = queue + queues * (mix(hash) % buckets);
+        flows.push(Flow {
+            hash,
+            bucket,
+            weight: 1.0,
+        });
     }
-    by_queue
+    if let (Some(share), Some(first)) = (spec.elephant, flows.first_mut())
+        && n > 1
+    {
+        let share = share.clamp(0.0, 0.999);
+        first.weight = share / (1.0 - share) * f64::from(n - 1);
+    }
+    flows
+}
+
+/// The number of hash buckets: the table size (at least one entry per queue), or one per
+/// queue for a NIC without a table.
+fn table_size(spec: &NicSpec) -> u32 {
+    let queues = spec.queues.max(1);
+    spec.rss_table_size.map_or(queues, |size| size.max(queues))
+}
+
+/// ethtool's default spread: entry i sends to queue i % queues (`ethtool_rxfh_indir_default`).
+fn default_table(spec: &NicSpec) -> Vec<u32> {
+    let queues = spec.queues.max(1);
+    (0..table_size(spec)).map(|i| i % queues).collect()
+}
+
+/// A 32-bit finaliser (murmur3's fmix32): which of its queue's buckets a flow falls in,
+/// from its hash's low bits mixed, independent of the high bits RPS uses.
+fn mix(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::topo::Siblings;
+    use nix::errno::Errno;
+
+    fn machine(spec: NicSpec) -> SimMachine {
+        SimMachine::new(&Shape::new(1, 4, 2, Siblings::Split), vec![spec], 7)
+    }
+
+    fn table_knob() -> Knob {
+        Knob::RssIndirection {
+            device: "eth0".to_string(),
+        }
+    }
+
+    fn table(indirection: Vec<u32>) -> KnobValue {
+        KnobValue::Table { indirection }
+    }
+
+    fn shares(sim: &SimMachine) -> Vec<f64> {
+        let packets = sim.queue_packets("eth0").unwrap_or_default();
+        let total: f64 = packets.iter().sum();
+        packets.iter().map(|p| p / total).collect()
+    }
+
+    #[test]
+    fn physical_multi_queue_nics_have_the_default_spread_and_others_no_table() {
+        let sim = machine(NicSpec::physical("eth0", 0, 4));
+        let expected: Vec<u32> = (0..128).map(|i| i % 4).collect();
+        assert_eq!(sim.rss_table("eth0"), Some(expected.as_slice()));
+        assert_eq!(sim.value(&table_knob()), Some(table(expected.clone())));
+        let inventory = sim.inventory();
+        assert_eq!(inventory.devices[0].rss_table.as_ref(), Some(&expected));
+        assert_eq!(sim.placement().rss_tables.get("eth0"), Some(&expected));
+        for spec in [
+            NicSpec::physical("eth0", 0, 1),
+            NicSpec::virtio("eth0", 4),
+            NicSpec::veth("eth0", 4, 0),
+        ] {
+            let mut sim = machine(spec);
+            assert_eq!(sim.rss_table("eth0"), None);
+            assert_eq!(sim.value(&table_knob()), None);
+            assert!(sim.placement().rss_tables.is_empty());
+            let refused = sim.write(&table_knob(), &table(vec![0; 128]));
+            assert_eq!(refused.map_err(|e| e.errno), Err(Errno::EOPNOTSUPP));
+        }
+    }
+
+    #[test]
+    fn a_table_of_the_wrong_size_or_naming_a_missing_queue_is_refused() {
+        let mut sim = machine(NicSpec::physical("eth0", 0, 4));
+        let before = sim.rss_table("eth0").map(<[u32]>::to_vec);
+        for bad in [vec![0; 64], vec![0; 129], vec![4; 128], vec![]] {
+            let refused = sim.write(&table_knob(), &table(bad));
+            assert_eq!(refused.map_err(|e| e.errno), Err(Errno::EINVAL));
+        }
+        let wrong_kind = sim.write(&table_knob(), &KnobValue::Count(3));
+        assert_eq!(wrong_kind.map_err(|e| e.errno), Err(Errno::EINVAL));
+        let missing = Knob::RssIndirection {
+            device: "eth9".to_string(),
+        };
+        let refused = sim.write(&missing, &table(vec![0; 128]));
+        assert_eq!(refused.map_err(|e| e.errno), Err(Errno::ENOENT));
+        assert_eq!(sim.rss_table("eth0").map(<[u32]>::to_vec), before);
+    }
+
+    #[test]
+    fn skewed_buckets_fill_two_of_four_queues_and_a_table_write_spreads_them() {
+        let mut spec = NicSpec::physical("eth0", 0, 4);
+        spec.skew = Some(vec![0.475, 0.475, 0.025, 0.025]);
+        let mut sim = machine(spec);
+        sim.set_rate("eth0", 400_000.0);
+        sim.step();
+        let before = shares(&sim);
+        assert!(before[0] + before[1] > 0.9, "{before:?}");
+        // Every other entry of queues 0 and 1 goes to queues 2 and 3: the load follows.
+        let spread: Vec<u32> = (0..128u32)
+            .map(|i| match (i % 4, (i / 4) % 2) {
+                (0, 1) => 2,
+                (1, 1) => 3,
+                (q, _) => q,
+            })
+            .collect();
+        sim.write(&table_knob(), &table(spread.clone()))
+            .expect("a valid table");
+        assert_eq!(sim.value(&table_knob()), Some(table(spread)));
+        sim.step();
+        let after = shares(&sim);
+        assert!(after.iter().all(|&s| s < 0.4), "{after:?}");
+        assert!(sim.busiest_queue_share("eth0") < 0.4);
+        let buckets = sim.bucket_shares("eth0").unwrap_or_default();
+        assert_eq!(buckets.len(), 128);
+        assert!((buckets.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_elephant_is_one_heavy_bucket_and_moves_whole() {
+        let mut spec = NicSpec::physical("eth0", 0, 4);
+        spec.flows = 256;
+        spec.elephant = Some(0.6);
+        let mut sim = machine(spec);
+        let buckets = sim.bucket_shares("eth0").unwrap_or_default();
+        let (heavy, share) = buckets
+            .iter()
+            .copied()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or_default();
+        assert!(share >= 0.6, "{share}");
+        sim.set_rate("eth0", 100_000.0);
+        sim.step();
+        let home = heavy % 4;
+        assert!(shares(&sim)[home] > 0.6);
+        // Sending only the heavy bucket elsewhere moves the imbalance with it.
+        let mut moved: Vec<u32> = (0..128).map(|i| i % 4).collect();
+        let to = (home as u32 + 1) % 4;
+        moved[heavy] = to;
+        sim.write(&table_knob(), &table(moved)).expect("valid");
+        sim.step();
+        assert!(shares(&sim)[to as usize] > 0.6);
+    }
+
+    #[test]
+    fn queue_shares_change_the_traffic_without_a_table_write() {
+        let mut sim = machine(NicSpec::physical("eth0", 0, 4));
+        sim.set_rate("eth0", 100_000.0);
+        sim.step();
+        assert!(shares(&sim).iter().all(|&s| (s - 0.25).abs() < 0.05));
+        sim.set_queue_shares("eth0", &[0.05, 0.05, 0.85, 0.05]);
+        sim.step();
+        let now = shares(&sim);
+        assert!((now[2] - 0.85).abs() < 1e-9, "{now:?}");
+    }
+
+    #[test]
+    fn rps_ipis_are_counted_and_charged_to_the_sending_cpu() {
+        let mut sim = machine(NicSpec::physical("eth0", 0, 1));
+        sim.set_rate("eth0", 200_000.0);
+        sim.step();
+        let alone = sim.truth().busy[0];
+        assert_eq!(sim.truth().ipis, 0.0);
+        let rps = Knob::RpsCpus {
+            device: "eth0".to_string(),
+            queue: 0,
+        };
+        sim.write(&rps, &KnobValue::Cpus(CpuSet::from_iter([1, 2])))
+            .expect("valid");
+        sim.step();
+        let truth = sim.truth();
+        assert!(truth.ipis > 0.0);
+        // CPU 0 keeps the driver work (0.4 µs a packet) plus an IPI batch per poll.
+        let driver = 200_000.0 * 400e-9;
+        assert!(truth.busy[0] > driver && truth.busy[0] < alone, "{truth:?}");
+    }
 }

@@ -31,6 +31,8 @@ pub struct TickRecord {
     pub tick: u32,
     pub changes: Vec<Change>,
     pub notes: Vec<Note>,
+    /// Why the policy did nothing this tick, if it said.
+    pub idle_reason: Option<String>,
     /// The busiest CPU and its busy share.
     pub hottest: (u32, f64),
     /// Mean busy share of CPUs doing at least 5 % work.
@@ -39,6 +41,8 @@ pub struct TickRecord {
     pub offered: f64,
     /// Packets processed per CPU.
     pub processed: Vec<f64>,
+    /// RPS IPIs sent.
+    pub ipis: f64,
     pub goal: bool,
     pub decide_ns: u64,
 }
@@ -68,11 +72,13 @@ pub fn run(scenario: &Scenario, controller: &mut dyn Controller) -> Run {
             tick,
             changes: actions.changes,
             notes: actions.notes,
+            idle_reason: actions.idle_reason,
             hottest: truth.hottest(),
             mean_loaded: truth.mean_loaded(),
             dropped: truth.dropped,
             offered: truth.offered,
             processed: truth.processed,
+            ipis: truth.ipis,
             goal,
             decide_ns: actions.decide_ns,
         });
@@ -132,6 +138,19 @@ impl Run {
         let max = tail.iter().map(|t| t.hottest.1).sum::<f64>() / n;
         let mean = tail.iter().map(|t| t.mean_loaded).sum::<f64>() / n;
         (max, mean)
+    }
+
+    /// Mean RPS IPIs per tick over the scenario's window (each costs its sending CPU an
+    /// IPI batch, `Costs::ipi_batch_ns`).
+    pub fn window_ipis(&self) -> f64 {
+        let (start, end) = self.window;
+        let tail: Vec<f64> = self
+            .ticks
+            .iter()
+            .filter(|t| t.tick >= start && t.tick < end)
+            .map(|t| t.ipis)
+            .collect();
+        tail.iter().sum::<f64>() / tail.len().max(1) as f64
     }
 
     /// Decision time per tick: mean and maximum, in nanoseconds.

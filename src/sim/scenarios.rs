@@ -1,5 +1,6 @@
-//! The scenarios of issue 3, shared by `tests/scenarios.rs` (which asserts on them), the
-//! policy table (`examples/policy_table.rs`) and the benchmark.
+//! The scenarios of issue 3 ([`all`]) and of the RSS table lever, issue 18 ([`rss`]),
+//! shared by `tests/scenarios.rs` (which asserts on them), the policy table
+//! (`examples/policy_table.rs`) and the benchmark.
 //!
 //! Costs are the simulator's defaults: 0.4 µs per packet on the interrupting CPU, 1.6 µs
 //! of protocol work, 7 µs per RPS IPI batch, so one CPU handles 500k pkt/s without RPS.
@@ -7,7 +8,7 @@
 use super::machine::{NicSpec, SimMachine};
 use super::run::Scenario;
 use super::topo::{Shape, Siblings};
-use crate::config::Config;
+use crate::config::{Config, RssMode};
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
 use crate::model::inventory::DeviceKind;
@@ -28,6 +29,17 @@ pub fn all() -> Vec<Scenario> {
         managed_and_external(),
         huge_machine(),
         veth_sender(),
+    ]
+}
+
+/// The scenarios of issue 18 (the RSS table lever), in order. Their config has
+/// `rss.mode: auto`; the table also runs them with `off` (RPS only).
+pub fn rss() -> Vec<Scenario> {
+    vec![
+        rss_skew_2of4(),
+        rss_elephant(),
+        rss_burst_after_idle(),
+        rss_operator_table(),
     ]
 }
 
@@ -438,5 +450,118 @@ pub fn virtio_idle_then_burst() -> Scenario {
         goal: |sim| virtio_spread(sim, "eth0", 4) && sim.truth().dropped < 1.0,
         goal_text: "placement kept, no drops",
         window: (350, 500),
+    }
+}
+
+/// The machine of the RSS scenarios: 8 CPUs (4 cores x 2 threads, siblings 0 and 4), one
+/// i40e-like 4-queue NIC with a 128-entry indirection table, queue q's IRQ on CPU q (one
+/// queue per core), `flows` flows.
+fn rss_machine(flows: u32, setup: impl FnOnce(&mut NicSpec)) -> SimMachine {
+    let shape = Shape::new(1, 4, 2, Siblings::Split);
+    let mut eth0 = NicSpec::physical("eth0", 0, 4);
+    eth0.driver = "i40e".to_string();
+    eth0.flows = flows;
+    setup(&mut eth0);
+    SimMachine::new(&shape, vec![eth0], SEED)
+}
+
+/// The config of the RSS scenarios: the table lever on.
+fn rss_auto() -> Config {
+    let mut config = Config::default();
+    config.rss.mode = RssMode::Auto;
+    config
+}
+
+/// The operator's table in [`rss_operator_table`]: `ethtool -X eth0 weight 1 1 1 0`
+/// (queue 3 kept for something else), entry i to queue i % 3.
+pub fn operator_table() -> Vec<u32> {
+    (0..128).map(|i| i % 3).collect()
+}
+
+/// 14. 1024 flows whose hash buckets are those of queues 0 and 1 for 95 % of the packets
+///     (the RSS hash fills 2 of 4 queues under the default table), 1.2M pkt/s: each hot
+///     queue alone would need 1.14 CPUs.
+pub fn rss_skew_2of4() -> Scenario {
+    let machine = rss_machine(1024, |nic| {
+        nic.skew = Some(vec![0.475, 0.475, 0.025, 0.025]);
+    });
+    Scenario {
+        id: 14,
+        name: "rss-skew-2of4: 95% of the hash in 2 of 4 queues",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: rss_auto(),
+        script: |_, sim| sim.set_rate("eth0", 1_200_000.0),
+        goal: |sim| relieved(sim) && sim.busiest_queue_share("eth0") <= 0.30,
+        goal_text: "busiest queue <= 30% of packets, no drops, no CPU above 80%",
+        window: (200, 300),
+    }
+}
+
+/// 15. 256 flows of which one carries 55 % of 800k pkt/s: its queue alone would need 1.06
+///     CPUs. Moving table entries cannot split one flow (its bucket moves whole); RPS
+///     moves its protocol work off the interrupting CPU. The NIC hashes UDP on addresses
+///     only, as many drivers do (the advice to hash on ports too is the real fix).
+pub fn rss_elephant() -> Scenario {
+    let machine = rss_machine(256, |nic| {
+        nic.elephant = Some(0.55);
+        nic.udp_hashed_on_addresses = vec!["udp4".to_string()];
+    });
+    Scenario {
+        id: 15,
+        name: "rss-elephant: one flow carries 55%",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: rss_auto(),
+        script: |_, sim| sim.set_rate("eth0", 800_000.0),
+        goal: relieved,
+        goal_text: "no drops, no CPU above 80%",
+        window: (200, 300),
+    }
+}
+
+/// 16. 1024 evenly hashed flows idle (1k pkt/s) for 300 ticks, then 700k pkt/s of which
+///     85 % hash to queue 2's buckets: queue 2 alone would need 1.19 CPUs.
+pub fn rss_burst_after_idle() -> Scenario {
+    let machine = rss_machine(1024, |_| {});
+    Scenario {
+        id: 16,
+        name: "rss-burst-after-idle: one queue bursts",
+        ticks: 450,
+        event: 300,
+        machine,
+        config: rss_auto(),
+        script: |tick, sim| {
+            if tick == 300 {
+                sim.set_queue_shares("eth0", &[0.05, 0.05, 0.85, 0.05]);
+            }
+            let rate = if tick < 300 { 1_000.0 } else { 700_000.0 };
+            sim.set_rate("eth0", rate);
+        },
+        goal: relieved,
+        goal_text: "no drops, no CPU above 80%",
+        window: (350, 450),
+    }
+}
+
+/// 17. The operator set the table before steerd started (entry i to queue i % 3, queue 3
+///     out of the hash); 1024 even flows at 1.35M pkt/s put 0.9 CPUs of work on each of
+///     queues 0-2 and none on queue 3.
+pub fn rss_operator_table() -> Scenario {
+    let mut machine = rss_machine(1024, |_| {});
+    let _ = machine.set_rss_table("eth0", &operator_table());
+    Scenario {
+        id: 17,
+        name: "rss-operator-table: a table the operator set",
+        ticks: 300,
+        event: 0,
+        machine,
+        config: rss_auto(),
+        script: |_, sim| sim.set_rate("eth0", 1_350_000.0),
+        goal: |sim| relieved(sim) && sim.rss_table("eth0") == Some(operator_table().as_slice()),
+        goal_text: "the operator's table untouched, no drops, no CPU above 80%",
+        window: (200, 300),
     }
 }

@@ -29,6 +29,8 @@ pub struct Change {
 pub struct TickActions {
     pub changes: Vec<Change>,
     pub notes: Vec<Note>,
+    /// Why nothing was done, when the policy decided and did nothing (steerd's plan says).
+    pub idle_reason: Option<String>,
     /// Time spent deciding, in nanoseconds of wall time.
     pub decide_ns: u64,
 }
@@ -45,6 +47,8 @@ pub trait Controller {
 /// steerd: the engine, started on the simulated machine's model.
 #[derive(Debug)]
 pub struct Steerd {
+    /// The policy's name in tables ("steerd" unless [`Steerd::named`]).
+    name: &'static str,
     config: Config,
     engine: Option<Engine>,
     /// Skip `decide` on ticks where `policy::can_skip` allows it, as the daemon does
@@ -59,12 +63,20 @@ pub struct Steerd {
 impl Steerd {
     pub fn new(config: Config) -> Self {
         Steerd {
+            name: "steerd",
             config,
             engine: None,
             skip_idle: true,
             skipped: 0,
             buffer: Snapshot::default(),
         }
+    }
+
+    /// The same policy under another name, for a table that runs steerd with several
+    /// configs (`rss.mode: off` and `auto`).
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
     }
 
     /// The engine, once started.
@@ -97,7 +109,7 @@ impl Steerd {
 
 impl Controller for Steerd {
     fn name(&self) -> &'static str {
-        "steerd"
+        self.name
     }
 
     fn start(&mut self, sim: &SimMachine, snapshot: &Snapshot) {
@@ -136,6 +148,7 @@ impl Controller for Steerd {
         TickActions {
             changes,
             notes: report.plan.notes,
+            idle_reason: report.plan.idle_reason,
             decide_ns: report.decide_ns,
         }
     }

@@ -36,6 +36,8 @@ struct Demand {
     interrupts: Vec<(u32, f64)>,
     /// (NIC, queue, interrupting CPU, packets arriving).
     arrivals: Vec<(usize, usize, u32, f64)>,
+    /// (NIC, queue, packets the hash sent it), for every queue with traffic.
+    offered: Vec<(usize, usize, f64)>,
 }
 
 /// Where the packets of a tick ended up.
@@ -54,12 +56,19 @@ impl SimMachine {
         let (served, busy) = self.serve(&demand);
         let outcome = account(&demand.streams, &served);
         self.publish(&demand, &served, &outcome);
+        for nic in &mut self.nics {
+            nic.last_queue_packets.iter_mut().for_each(|p| *p = 0.0);
+        }
+        for &(index, queue, packets) in &demand.offered {
+            self.nics[index].last_queue_packets[queue] = packets;
+        }
         self.now_ns += self.tick_ns;
         self.last = TickTruth {
             busy,
             processed: outcome.processed,
             dropped: outcome.dropped,
             offered: outcome.offered,
+            ipis: demand.ipis.iter().map(|(_, n)| n).sum(),
         };
         self.snapshot()
     }
@@ -118,6 +127,7 @@ impl SimMachine {
             return;
         }
         let packets = pps * secs;
+        demand.offered.push((index, queue, packets));
         let (source, veth) = match (nic.first_irq, nic.spec.sender_cpu) {
             (Some(first), _) => {
                 let irq = first + queue as u32;

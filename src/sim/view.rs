@@ -81,8 +81,8 @@ impl SimMachine {
                 threaded_mode: None,
                 napi_defer_hard_irqs: None,
                 gro_flush_timeout_ns: None,
-                rss_table: None,
-                udp_hashed_on_addresses: Vec::new(),
+                rss_table: nic.has_table().then(|| nic.table.clone()),
+                udp_hashed_on_addresses: spec.udp_hashed_on_addresses.clone(),
             });
         }
         for other in &self.others {
@@ -152,8 +152,12 @@ impl SimMachine {
             rx_queues,
             rps_sock_flow_entries: Some(self.sock_flow_entries),
             napi_threads: Default::default(),
-            // Not modelled yet: the simulated NICs have no indirection table.
-            rss_tables: Default::default(),
+            rss_tables: self
+                .nics
+                .iter()
+                .filter(|nic| nic.has_table())
+                .map(|nic| (nic.spec.name.clone(), nic.table.clone()))
+                .collect(),
         }
     }
 
