@@ -7,7 +7,11 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let id: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let limit: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(40);
-    let Some(scenario) = scenarios::all().into_iter().find(|s| s.id == id) else {
+    let Some(scenario) = scenarios::all()
+        .into_iter()
+        .chain(scenarios::rss())
+        .find(|s| s.id == id)
+    else {
         eprintln!("no scenario {id}");
         return;
     };
