@@ -95,6 +95,11 @@ impl Lab {
                 }
             }
         }
+        // The RSS scenarios: each flow on the tap queue its default-table queue (see
+        // LabNetns::steer_by_source_port), once the guest's driver is up.
+        if scenario.rss_watch {
+            ns.steer_by_source_port()?;
+        }
         let t0 = Instant::now();
         let echo = self.echo;
         let sent = std::thread::scope(|scope| {
