@@ -740,6 +740,51 @@ mod tests {
         );
     }
 
+    /// An RSS table (a fake root's stand-in file for the ethtool request): the default
+    /// spread is remembered as `default` in the state file before the first write, and
+    /// comes back by a reset after a crash, as the spread over the queues there are.
+    #[test]
+    fn an_rss_table_is_remembered_as_default_and_restored_after_a_crash() {
+        let (dir, mut actuator) = setup();
+        for q in 1..4 {
+            fs::create_dir_all(dir.path().join(format!("sys/class/net/eth0/queues/rx-{q}")))
+                .unwrap();
+        }
+        let file = dir.path().join("sys/class/net/eth0/rss_indirection");
+        let default: Vec<u32> = (0..16).map(|i| i % 4).collect();
+        let text = |t: &[u32]| t.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
+        fs::write(&file, text(&default) + "\n").unwrap();
+        let knob = Knob::RssIndirection {
+            device: "eth0".into(),
+        };
+        let skewed: Vec<u32> = (0..16).map(|i| [0, 1, 2, 3, 2, 3][i % 6]).collect();
+        let value = KnobValue::Table {
+            indirection: skewed.clone(),
+        };
+        let written = actuator.write(&knob, &value, 1).unwrap();
+        assert_eq!(written.after, value);
+        assert_eq!(fs::read_to_string(&file).unwrap().trim(), text(&skewed));
+        let state: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(actuator.state_path()).unwrap()).unwrap();
+        let entry = &state["entries"][0];
+        assert_eq!(entry["knob"]["knob"], "rss_indirection");
+        assert_eq!(entry["original"], "default");
+        drop(actuator); // a crash
+        let root = Root::new(dir.path());
+        let mut again = Actuator::open(root.clone(), root.path(DEFAULT_STATE_FILE)).unwrap();
+        assert_eq!(again.last_written(&knob), Some(&value));
+        let (restored, failures) = again.restore_all(false);
+        assert_eq!((restored, failures.len()), (vec![knob.clone()], 0));
+        assert_eq!(fs::read_to_string(&file).unwrap().trim(), text(&default));
+        // A table of another size is refused before anything is written.
+        let short = KnobValue::Table {
+            indirection: vec![0, 1],
+        };
+        let failure = again.write(&knob, &short, 1).unwrap_err();
+        assert!(failure.message.contains("16"), "{}", failure.message);
+        assert_eq!(fs::read_to_string(&file).unwrap().trim(), text(&default));
+    }
+
     #[test]
     fn an_ended_napi_thread_is_forgotten_and_a_living_one_kept() {
         let (dir, mut actuator) = setup();

@@ -262,6 +262,7 @@ impl Knob {
                 Knob::RpsCpus { .. } => r.is_subset(w) && (w.is_empty() || !r.is_empty()),
                 _ => r == w,
             },
+            (KnobValue::Table { .. }, KnobValue::Table { .. }) => wanted == read_back,
             _ => false,
         }
     }

@@ -42,6 +42,16 @@ pub struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RssStepLabels {
+    pub device: String,
+    /// `taken` (a step written), `kept` or `reverted` (a move of a judged step).
+    pub verdict: String,
+}
+
+/// The `verdict` label values of `steerd_rss_steps_total`.
+pub const RSS_STEP_VERDICTS: [&str; 3] = ["taken", "kept", "reverted"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
     pub action: String,
     pub reason: String,
@@ -85,6 +95,8 @@ pub struct Metrics {
     pub cpu_softirq_share: Family<CpuLabels, FloatGauge>,
     pub irq_effective_cpu: Family<IrqLabels, Gauge>,
     pub rx_queue_rps_cpus: Family<QueueLabels, Gauge>,
+    pub rss_table_entries: Family<QueueLabels, Gauge>,
+    pub rss_steps: Family<RssStepLabels, Counter>,
     pub actions: Family<ActionLabels, Counter>,
     pub write_errors: Family<WriteErrorLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
@@ -129,6 +141,8 @@ impl Metrics {
             cpu_softirq_share: Family::default(),
             irq_effective_cpu: Family::default(),
             rx_queue_rps_cpus: Family::default(),
+            rss_table_entries: Family::default(),
+            rss_steps: Family::default(),
             actions: Family::default(),
             write_errors: Family::default(),
             config_reloads: Family::default(),
@@ -172,6 +186,16 @@ impl Metrics {
             "rx_queue_rps_cpus",
             "Number of CPUs in a receive queue's RPS mask (0 = RPS off)",
             metrics.rx_queue_rps_cpus.clone(),
+        );
+        registry.register(
+            "rss_table_entries",
+            "RSS indirection table entries (default context) that send to the receive queue",
+            metrics.rss_table_entries.clone(),
+        );
+        registry.register(
+            "rss_steps",
+            "RSS table lever: steps written (taken), and moves of judged steps kept or reverted",
+            metrics.rss_steps.clone(),
         );
         registry.register(
             "actions",
@@ -488,6 +512,14 @@ mod reference {
             queue: 0,
         };
         metrics.rx_queue_rps_cpus.get_or_create(&queue).set(0);
+        metrics.rss_table_entries.get_or_create(&queue).set(0);
+        metrics
+            .rss_steps
+            .get_or_create(&RssStepLabels {
+                device: "eth0".into(),
+                verdict: "taken".into(),
+            })
+            .inc();
         let text = metrics.encode();
         let families: Vec<&str> = text
             .lines()

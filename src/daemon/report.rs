@@ -81,6 +81,45 @@ impl Daemon {
                 }
             }
         }
+        metrics.rss_table_entries.clear();
+        for device in &self.engine.machine().inventory.devices {
+            let Some(table) = &device.rss_table else {
+                continue;
+            };
+            for queue in &device.rx_queues {
+                let entries = table.iter().filter(|&&q| q == queue.index).count();
+                metrics
+                    .rss_table_entries
+                    .get_or_create(&QueueLabels {
+                        device: device.name.clone(),
+                        queue: queue.index,
+                    })
+                    .set(entries as i64);
+            }
+        }
+    }
+
+    /// Brings `steerd_rss_steps_total` up to the lever's tallies.
+    pub(super) fn export_rss_steps(&self) {
+        let metrics = &self.shared.metrics;
+        for (device, counts) in self.engine.policy().rss_counts() {
+            for (verdict, count) in crate::metrics::RSS_STEP_VERDICTS.iter().zip([
+                counts.taken,
+                counts.kept,
+                counts.reverted,
+            ]) {
+                let counter = metrics
+                    .rss_steps
+                    .get_or_create(&crate::metrics::RssStepLabels {
+                        device: device.to_string(),
+                        verdict: (*verdict).to_string(),
+                    });
+                let now = counter.get();
+                if count > now {
+                    counter.inc_by(count - now);
+                }
+            }
+        }
     }
 
     pub(super) fn export_load(&self) {

@@ -109,6 +109,7 @@ impl Daemon {
                 } else if !report.outcomes.is_empty() {
                     self.export_placement();
                 }
+                self.export_rss_steps();
                 self.export_load();
             }
         }

@@ -358,6 +358,11 @@ impl Engine {
                     thread.affinity = cpus.clone();
                 }
             }
+            (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
+                if let Some(d) = inventory.devices.iter_mut().find(|d| d.name == *device) {
+                    d.rss_table = Some(indirection.clone());
+                }
+            }
             _ => {}
         }
     }

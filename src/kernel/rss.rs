@@ -31,7 +31,8 @@
 //! checked against a cap before it sizes a buffer, and every reply is parsed by a function
 //! that never panics ([`parse_rxfh`], [`parse_rxfh_indir`], [`netlink::parse_reply`]).
 //!
-//! Nothing here runs on a daemon tick: the table is read when `steerd inspect` runs.
+//! Nothing here runs on a daemon tick: the table is read at discovery (`knob::read`), by
+//! `steerd inspect`, and around each write of the RSS table lever (`knob::write`).
 
 pub mod knob;
 pub mod netlink;

@@ -14,10 +14,12 @@
 //!    NAPI polling threads beside their queue's interrupt);
 //! 2. the distress fast path: IRQ moves, then RPS, for CPUs dropping packets;
 //! 3. relief of other hot CPUs by IRQ moves;
-//! 4. RPS on, widen, narrow, off (with RFS tables alongside);
-//! 5. the global RFS table off once RPS is off everywhere.
+//! 4. the RSS table lever: entries moved from hot receive queues to cool ones, one
+//!    measured step at a time, kept or undone (`rss`);
+//! 5. RPS on, widen, narrow, off (with RFS tables alongside);
+//! 6. the global RFS table off once RPS is off everywhere.
 //!
-//! Steps 2 to 5 share a budget of `hysteresis.max_actions_per_tick` action groups.
+//! Steps 2 to 6 share a budget of `hysteresis.max_actions_per_tick` action groups.
 //!
 //! See `docs/policy.md` for the reasoning and the comparison with irqbalance.
 
@@ -30,6 +32,7 @@ pub mod placement;
 pub mod plan;
 mod rfs;
 mod rps;
+pub mod rss;
 pub mod rss_table;
 pub mod state;
 
@@ -70,6 +73,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     irq::relieve(&mut p, true);
     rps::plan(&mut p, true);
     irq::relieve(&mut p, false);
+    rss::balance(&mut p);
     rps::plan(&mut p, false);
     irq::follow_rx(&mut p);
     napi::follow_irq(&mut p);
@@ -107,7 +111,7 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
             (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => *n > 0,
             _ => false,
         });
-    if temporary_in_place {
+    if temporary_in_place || rss_lever_may_act(input, state) {
         return false;
     }
     let w = &input.config.watermarks;
@@ -120,6 +124,26 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
             && load.squeezed_per_sec == 0.0
             && load.net_share < w.low
             && load.processed_pps < w.busy_pps
+    })
+}
+
+/// Whether the RSS table lever could act on this tick: it is on, and some device with a
+/// table has a queue carrying measured work (the lever evens queues out whether or not a
+/// CPU is hot), or a step is being measured.
+fn rss_lever_may_act(input: &DecideInput<'_>, state: &PolicyState) -> bool {
+    if input.config.rss.mode == crate::config::RssMode::Off {
+        return false;
+    }
+    if state.rss.values().any(rss::DeviceLever::busy) {
+        return true;
+    }
+    let floor = context::WORK_FLOOR_SHARE * input.config.watermarks.busy_pps;
+    input.placement.rss_tables.keys().any(|device| {
+        input
+            .load
+            .rx_queues
+            .get(device)
+            .is_some_and(|rates| rates.iter().flatten().any(|&pps| pps >= floor))
     })
 }
 

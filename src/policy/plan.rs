@@ -51,11 +51,15 @@ pub enum ReasonKind {
     RfsOn,
     /// RFS flow tables cleared: RPS is off.
     RfsOff,
+    /// RSS indirection entries moved from hot receive queues to cool ones (a measured step).
+    RssStep,
+    /// A table step that did not help, undone.
+    RssRevert,
 }
 
 impl ReasonKind {
     /// Every reason, so the metrics can export each action's series at 0 from the start.
-    pub const ALL: [ReasonKind; 17] = [
+    pub const ALL: [ReasonKind; 19] = [
         ReasonKind::ForbiddenCpu,
         ReasonKind::RemoteNode,
         ReasonKind::StackedVectors,
@@ -73,6 +77,8 @@ impl ReasonKind {
         ReasonKind::RpsStatic,
         ReasonKind::RfsOn,
         ReasonKind::RfsOff,
+        ReasonKind::RssStep,
+        ReasonKind::RssRevert,
     ];
 
     /// The kinds of knob ([`Knob::kind`](crate::knob::Knob::kind)) an action with this
@@ -80,6 +86,7 @@ impl ReasonKind {
     pub fn knob_kinds(self) -> &'static [&'static str] {
         use crate::knob::{
             IRQ_AFFINITY, NAPI_THREAD_AFFINITY, RPS_CPUS, RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES,
+            RSS_INDIRECTION,
         };
         match self {
             ReasonKind::ForbiddenCpu
@@ -98,6 +105,7 @@ impl ReasonKind {
             | ReasonKind::RpsOff
             | ReasonKind::RpsStatic => &[RPS_CPUS],
             ReasonKind::RfsOn | ReasonKind::RfsOff => &[RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES],
+            ReasonKind::RssStep | ReasonKind::RssRevert => &[RSS_INDIRECTION],
         }
     }
 
@@ -121,6 +129,8 @@ impl ReasonKind {
             ReasonKind::RpsStatic => "rps_static",
             ReasonKind::RfsOn => "rfs_on",
             ReasonKind::RfsOff => "rfs_off",
+            ReasonKind::RssStep => "rss_step",
+            ReasonKind::RssRevert => "rss_revert",
         }
     }
 }
@@ -164,6 +174,9 @@ pub enum NoteKind {
     CannotRelieve,
     /// An RPS mask steerd did not set is left alone in auto mode.
     ForeignMask,
+    /// What the RSS table lever would do (`rss.mode: advise`), or why it leaves a table
+    /// alone.
+    RssTable,
 }
 
 impl NoteKind {
@@ -177,6 +190,7 @@ impl NoteKind {
             NoteKind::RfsUnavailable => "rfs_unavailable",
             NoteKind::CannotRelieve => "cannot_relieve",
             NoteKind::ForeignMask => "foreign_mask",
+            NoteKind::RssTable => "rss_table",
         }
     }
 }

@@ -269,6 +269,12 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
         if hot_queues.is_empty() {
             return;
         }
+        // The table lever goes first: it evens the hash out at no per-packet cost.
+        if !distress && let Some(wait) = super::rss::holds_off_rps(p, &name) {
+            p.waiting.push(wait);
+            return;
+        }
+        let why = format!("{why}; {}", table_lever_cannot(p, &name));
         if one_per_core {
             // Every core already has a queue: only the hot queues spread, each over the
             // other cores, until the RSS indirection lever can even the hash out.
@@ -376,6 +382,21 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
         100.0 * super::context::RPS_INTERRUPT_SHARE
     );
     apply(p, d, changes, kind, why, expected, true);
+}
+
+/// Why the RSS table lever is not the answer for a device's hot queue, for RPS's reason:
+/// the plan says which of the three levers it chose and why the others could not help.
+fn table_lever_cannot(p: &Planner, name: &str) -> String {
+    if let Some(why) = super::rss::why_not_table(p, name) {
+        return format!("the RSS table cannot help: {why}");
+    }
+    if !p.placement.rss_tables.contains_key(name) {
+        return format!("{name} has no RSS table steerd can set");
+    }
+    match p.config.rss.mode {
+        crate::config::RssMode::Auto => "the RSS table is not the answer now".to_string(),
+        mode => format!("the RSS table lever is {mode:?} (rss.mode)").to_lowercase(),
+    }
 }
 
 /// RPS for the hot queues of a NIC with a hardware queue per local core (issue 14): moving

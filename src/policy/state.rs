@@ -28,6 +28,8 @@ pub struct PolicyState {
     pub(crate) reported: HashSet<(NoteKind, String)>,
     /// Ticks decided so far.
     pub(crate) ticks: u64,
+    /// The RSS table lever's memory, by device.
+    pub(crate) rss: super::rss::Levers,
     /// The last decision had no action and nothing waiting (a dwell time, the action
     /// budget): deciding again on the same model could differ only through the load.
     pub(crate) settled: bool,
@@ -68,6 +70,13 @@ impl PolicyState {
         self.streaks
             .iter()
             .any(|s| s.hot > 0 && s.hot < confirm_ticks)
+    }
+
+    /// The RSS table lever's tallies by device: steps written, moves kept and undone.
+    pub fn rss_counts(&self) -> impl Iterator<Item = (&str, super::rss::StepCounts)> {
+        self.rss
+            .iter()
+            .map(|(name, lever)| (name.as_str(), lever.counts))
     }
 
     /// The value steerd last wrote to a target.

@@ -701,3 +701,122 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         "{plan}"
     );
 }
+
+/// The RSS table lever on a NIC whose hash fills 2 of 4 queues (the table is put in the
+/// placement by hand: this checks the rule, not a model of the hash). In `advise` mode
+/// the plan says what it would move and writes nothing; in `auto` mode the first step
+/// moves entries from the two hot queues to the two cool ones in one write, RPS waits
+/// while the step is measured, and a step that did not help (the simulated load does not
+/// follow the table) is undone after `rss.dwell`, in one write.
+#[test]
+fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.skew = Some(vec![0.5, 0.5, 0.0, 0.0]);
+    let mut sim = four_cpus(vec![virtio]);
+    sim.set_rate("eth0", 40_000.0);
+    let default_table: Vec<u32> = (0..128).map(|i| i % 4).collect();
+    let target = Knob::RssIndirection {
+        device: "eth0".into(),
+    };
+    let decide = |bench: &Bench, table: &[u32], state: &mut PolicyState| {
+        let mut placement = bench.sim.placement();
+        placement
+            .rss_tables
+            .insert("eth0".to_string(), table.to_vec());
+        let input = DecideInput {
+            topology: &bench.sim.topology,
+            inventory: &bench.inventory,
+            load: &bench.load,
+            config: &bench.config,
+            placement: &placement,
+            now_ns: bench.sim.now_ns(),
+        };
+        decide(&input, state)
+    };
+
+    let mut config = Config::default();
+    assert_eq!(config.rss.mode, crate::config::RssMode::Advise);
+    let mut bench = Bench::new(sim, config.clone());
+    let mut state = PolicyState::new();
+    let mut advice = None;
+    for _ in 0..10 {
+        bench.run(1);
+        let plan = decide(&bench, &default_table, &mut state);
+        assert!(plan.actions.iter().all(|a| a.target != target), "{plan}");
+        bench.apply(&plan, &mut state);
+        advice = advice.or(plan
+            .notes
+            .iter()
+            .find(|n| n.kind == NoteKind::RssTable)
+            .cloned());
+    }
+    let advice = advice.expect("advise mode says what it would move");
+    assert!(
+        advice.text.contains("would move RSS table entries") && advice.text.contains("rx-0"),
+        "{}",
+        advice.text
+    );
+
+    config.rss.mode = crate::config::RssMode::Auto;
+    let mut sim = four_cpus(vec![{
+        let mut v = NicSpec::virtio("eth0", 4);
+        v.skew = Some(vec![0.5, 0.5, 0.0, 0.0]);
+        v
+    }]);
+    sim.set_rate("eth0", 40_000.0);
+    let mut bench = Bench::new(sim, config);
+    let mut state = PolicyState::new();
+    let mut table = default_table.clone();
+    let mut steps = Vec::new();
+    for tick in 0..60 {
+        bench.run(1);
+        let plan = decide(&bench, &table, &mut state);
+        for action in plan.actions.iter().filter(|a| a.target == target) {
+            steps.push((tick, action.reason.kind, action.new.clone()));
+            table = action.new.table().unwrap().to_vec();
+            // The simulated NIC has no table to write: recorded as the engine would.
+            state.record_applied(action, bench.sim.now_ns());
+        }
+        if let Some((_, ReasonKind::RssStep, _)) = steps.last() {
+            assert!(
+                plan.actions
+                    .iter()
+                    .all(|a| !matches!(a.target, Knob::RpsCpus { .. })),
+                "RPS waits for the table step: {plan}"
+            );
+        }
+        bench.apply(&plan, &mut state);
+    }
+    let (first_tick, kind, first) = steps.first().cloned().expect("a table step");
+    assert_eq!(kind, ReasonKind::RssStep);
+    assert!(first_tick >= 1, "confirmed first");
+    let counts = |t: &[u32]| {
+        (0..4)
+            .map(|q| t.iter().filter(|&&x| x == q).count())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(first.table().unwrap()), [16, 16, 48, 48]);
+    let (undo_tick, kind, undone) = steps
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| panic!("the step judged: {steps:?} {:?}", state.rss));
+    assert_eq!(kind, ReasonKind::RssRevert, "{steps:?}");
+    assert!(undo_tick >= first_tick + 3, "after rss.dwell: {steps:?}");
+    assert_eq!(undone.table().unwrap(), default_table.as_slice());
+    // Each undone queue waits twice as long, and after MAX_REVERTS undone steps the lever
+    // leaves it to RPS: two steps, each undone, and nothing after (no oscillation).
+    let kinds: Vec<ReasonKind> = steps.iter().map(|s| s.1).collect();
+    assert_eq!(
+        kinds,
+        [
+            ReasonKind::RssStep,
+            ReasonKind::RssRevert,
+            ReasonKind::RssStep,
+            ReasonKind::RssRevert
+        ],
+        "{steps:?}"
+    );
+    assert!(steps[2].0 - steps[1].0 >= 6, "backed off: {steps:?}");
+    let (_, tally) = state.rss_counts().next().unwrap();
+    assert_eq!((tally.taken, tally.kept, tally.reverted), (2, 0, 4));
+}
