@@ -1,9 +1,11 @@
 //! The real-NIC lab's command line: runs scenarios with every balancer and prints the
 //! side-by-side table (`scripts/lab.sh` writes it into `docs/lab.md`).
 //!
-//! `cargo run --release --example lab -- [--reps N] [--idle SECS] [--balancers a,b]
-//! [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see docs/lab.md). `LAB_CONSOLE=DIR`
-//! keeps each run's guest console as `DIR/SCENARIO-BALANCER-N.log`.
+//! `cargo run --release --example lab -- [--reps N] [--idle SECS] [--rss-secs SECS]
+//! [--balancers a,b] [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see
+//! docs/lab.md). `--rss-secs` sets the traffic of `rss-skew` and `rss-elephant` (40 s by
+//! default; 300 for the lever's 5-minute oscillation check). `LAB_CONSOLE=DIR` keeps each
+//! run's guest console as `DIR/SCENARIO-BALANCER-N.log`.
 //!
 //! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
@@ -30,6 +32,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut reps = 3;
     let mut idle = 300;
+    let mut rss_secs = scenario::RSS_SECS.as_secs();
     let mut balancers = Balancer::ALL.to_vec();
     let mut steerd = PathBuf::from("target/release/steerd");
     let mut wanted = Vec::new();
@@ -40,6 +43,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         match arg.as_str() {
             "--reps" => reps = value()?.parse()?,
             "--idle" => idle = value()?.parse()?,
+            "--rss-secs" => rss_secs = value()?.parse()?,
             "--steerd" => steerd = PathBuf::from(value()?),
             "--cpus" => cpus = Some(value()?.parse::<u32>()?),
             "--queues" => queues = Some(value()?.parse::<u32>()?),
@@ -52,7 +56,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             "-h" | "--help" => {
                 println!(
-                    "lab [--reps N] [--idle SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]\n\
+                    "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]\n\
                      {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
@@ -66,9 +70,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(why) = lab::unavailable() {
         return Err(format!("the lab cannot run here: {why}").into());
     }
+    let rss_length = Duration::from_secs(rss_secs);
     let scenarios: Vec<_> = scenario::all(Duration::from_secs(idle))
         .into_iter()
         .filter(|s| wanted.is_empty() || wanted.iter().any(|w| w == s.name))
+        .map(|s| match s.name {
+            "rss-skew" => lab::rss::skew(rss_length),
+            "rss-elephant" => lab::rss::elephant(rss_length),
+            _ => s,
+        })
         .collect();
     let scenarios: Vec<_> = scenarios
         .into_iter()
@@ -152,6 +162,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         m.mapping_daemon_agrees
                     );
                 }
+                if let Some(rss) = &m.rss {
+                    eprintln!(
+                        "lab: {} {} #{}: {}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::rss::describe(&m, rss)
+                    );
+                }
                 match lab::doctor::DoctorRun::from_lines(&raw.lines) {
                     Some(Ok(doctor)) => {
                         eprintln!(
@@ -191,6 +210,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for table in [
         lab::report::table(&rows),
         lab::report::threaded_table(&rows),
+        lab::rss::table(&rows),
     ] {
         if !table.is_empty() {
             print!("{table}");

@@ -9,6 +9,11 @@
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
 #   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status
+# With RSS_WATCH=1 (the RSS lever's scenarios) each sample also carries the NIC's packets
+# per rx queue and its RSS table, the snapshot holds the table, and the end adds steerd's
+# steerd_rss_* metrics (scraped before SIGTERM) and the table before and after:
+#   QS q0_packets q1_packets ... / X entry0 entry1 ... / M metric line /
+#   XB entries... key KEY (before the balancer) / XA entries... key KEY (after SIGTERM)
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
 #   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
 # and the end adds LAB PANICS count (daemon log lines with "panicked").
@@ -65,8 +70,30 @@ napi_lines() { # tag
         }' $files 2>/dev/null
 }
 
+# The NIC's rx packets per queue (ethtool -S) and its RSS table (ethtool -x) in one pass:
+# "QS p0 p1 ..." and "X e0 e1 ...".
+rss_lines() {
+    { ethtool -S eth0; echo ---; ethtool -x eth0; } 2>/dev/null | awk '
+        $1 == "---" { t = 1; next }
+        !t { n = $1; sub(":", "", n)
+             if (n ~ /^rx_?(queue_)?[0-9]+_packets$/) { q = n; gsub(/[^0-9]/, "", q); p[q] = $2; if (q + 1 > nq) nq = q + 1 }
+             next }
+        $1 ~ /^[0-9]+:$/ { for (i = 2; i <= NF; i++) x = x " " $i }
+        END { s = "QS"; for (i = 0; i < nq; i++) s = s " " p[i]; print s; print "X" x }'
+}
+
+# The RSS table and key as ethtool -x shows them, on one line: "entries... key KEY".
+rss_table() {
+    ethtool -x eth0 2>/dev/null | awk '
+        $1 ~ /^[0-9]+:$/ { for (i = 2; i <= NF; i++) x = x " " $i; next }
+        /RSS hash key/ { k = 1; next }
+        k == 1 { key = $1; k = 2 }
+        END { print substr(x, 2), "key", key }'
+}
+
 snapshot() {
     napi_lines napi | cut -d' ' -f1-4
+    [ "$RSS_WATCH" = 1 ] && echo "rss-table $(rss_table)"
     for i in $(ls /proc/irq | grep '^[0-9]'); do
         [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list" && echo "irq $i $a"
     done
@@ -95,6 +122,7 @@ sample() {
         echo "R eth0 $q $v"
     done
     napi_lines T
+    [ "$RSS_WATCH" = 1 ] && rss_lines
     echo E
 }
 
@@ -185,6 +213,7 @@ echo "LAB KERNEL $(uname -r)"
 # The scenario's set-up (before the snapshot: it is the machine as the balancer finds it).
 eval "$SETUP"
 snapshot > /tmp/before
+[ "$RSS_WATCH" = 1 ] && echo "XB $(rss_table)"
 sample
 start_balancer
 read -r START _ < /proc/uptime
@@ -232,6 +261,9 @@ grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
 # ticks, a check of which thread polls which queue.
 ethtool -S eth0 2>/dev/null | awk '{ n = $1; sub(":", "", n) }
     n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print "Q", q, $2 }'
+if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
+    timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rss' | sed 's/^/M /'
+fi
 if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
     set -- $(cat "/proc/$BPID/stat" | sed 's/^.*) //')
     ticks=$(( ${12} + ${13} ))
@@ -246,6 +278,7 @@ fi
 sed 's/^/LOG /' /tmp/balancer.log
 [ "$DAEMON_STATS" = 1 ] && echo "LAB PANICS $(grep -c panicked /tmp/balancer.log)"
 snapshot > /tmp/after
+[ "$RSS_WATCH" = 1 ] && echo "XA $(rss_table)"
 if cmp -s /tmp/before /tmp/after; then
     echo "LAB RESTORED yes"
 else

@@ -15,6 +15,7 @@ pub mod doctor;
 pub mod image;
 pub mod netns;
 pub mod report;
+pub mod rss;
 pub mod run;
 pub mod scenario;
 pub mod soak;

@@ -27,6 +27,9 @@ struct Sample {
     effective: BTreeMap<u32, String>,
     /// By pid: every NAPI kernel thread.
     threads: BTreeMap<u32, NapiThread>,
+    /// The NIC's rx packets per queue and its RSS table (`QS`, `X`; RSS scenarios only).
+    queue_packets: Option<Vec<u64>>,
+    table: Option<Vec<u32>>,
 }
 
 /// A NAPI kernel thread in one sample (a `T` line).
@@ -103,6 +106,14 @@ pub struct Metrics {
     pub mapping_agrees: Option<bool>,
     /// Whether every queue-to-thread pair steerd logged is the mapping rule's.
     pub mapping_daemon_agrees: Option<bool>,
+    /// The CPU that took most input interrupts in the steady window (the IRQ CPU of the
+    /// busiest queue), and its share of softnet `processed` there.
+    pub irq_cpu: Option<u32>,
+    pub irq_cpu_processed: Option<f64>,
+    /// The receive queues' RPS masks at the end of the run (`rps_cpus`, queue order).
+    pub rps_masks: Vec<String>,
+    /// The RSS lever's figures (scenarios with `rss_watch`).
+    pub rss: Option<super::rss::RssFigures>,
 }
 
 fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) {
@@ -199,6 +210,25 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
                     );
                 }
             }
+            "QS" => {
+                if let Some(s) = cur.as_mut() {
+                    s.queue_packets = Some(f.iter().filter_map(|v| v.parse().ok()).collect());
+                }
+            }
+            "X" => {
+                if let Some(s) = cur.as_mut() {
+                    s.table = Some(f.iter().filter_map(|v| v.parse().ok()).collect());
+                }
+            }
+            "M" => other.entry("metric").or_default().push(rest.to_string()),
+            "XB" => other
+                .entry("table before")
+                .or_default()
+                .push(rest.to_string()),
+            "XA" => other
+                .entry("table after")
+                .or_default()
+                .push(rest.to_string()),
             "R" => {
                 if let (Some(s), Some(q), Some(mask)) = (cur.as_mut(), f.get(1), f.get(2)) {
                     s.values.insert(format!("rps {q}"), mask.to_string());
@@ -406,6 +436,26 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             .values()
             .filter(|&&n| all > 0 && n * 50 > all)
             .count();
+        m.irq_cpu = per_cpu
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .max_by_key(|(_, n)| **n)
+            .map(|(cpu, _)| *cpu);
+        if let (Some(cpu), true) = (m.irq_cpu, total > 0) {
+            let done = b
+                .softnet
+                .get(&cpu)
+                .map_or(0, |v| delta(&cpu, v.0, &a.softnet, |x| x.0));
+            m.irq_cpu_processed = Some(done as f64 / total as f64);
+        }
+    }
+    if let Some(last) = samples.last() {
+        m.rps_masks = last
+            .values
+            .iter()
+            .filter(|(k, _)| k.starts_with("rps "))
+            .map(|(_, v)| v.clone())
+            .collect();
     }
     if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
         m.softnet_dropped = b
@@ -458,6 +508,25 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     m.kernel = first("kernel");
     let queues = other.get("queue").cloned().unwrap_or_default();
     threads(&mut m, &samples, &queues, ready, start, end);
+    if s.rss_watch {
+        let counts: Vec<(f64, Vec<u64>)> = samples
+            .iter()
+            .filter_map(|x| Some((x.up, x.queue_packets.clone()?)))
+            .filter(|(_, q)| !q.is_empty())
+            .collect();
+        let tables: Vec<(f64, Vec<u32>)> = samples
+            .iter()
+            .filter_map(|x| Some((x.up, x.table.clone()?)))
+            .collect();
+        let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
+        m.rss = Some(super::rss::figures(
+            &counts,
+            &tables,
+            &other,
+            traffic,
+            (start, end),
+        ));
+    }
     m
 }
 
@@ -627,7 +696,10 @@ fn show(v: Option<f64>, digits: usize) -> String {
 /// threaded-NAPI scenarios are left to `threaded_table`).
 pub fn table(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> String {
     let mut out = String::new();
-    let rows: Vec<_> = rows.iter().filter(|(s, _, _)| !s.threaded).collect();
+    let rows: Vec<_> = rows
+        .iter()
+        .filter(|(s, _, _)| !s.threaded && !s.rss_watch)
+        .collect();
     if rows.is_empty() {
         return out;
     }
@@ -753,7 +825,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             .find(|(s, b, runs)| s.name == name && *b == balancer && !runs.is_empty())
     };
     for (s, b, runs) in rows {
-        if *b != "steerd" || runs.is_empty() {
+        if *b != "steerd" || runs.is_empty() || s.rss_watch {
             continue;
         }
         let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));
@@ -840,5 +912,6 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             ));
         }
     }
+    out.extend(super::rss::verdicts(rows));
     out
 }

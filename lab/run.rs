@@ -95,8 +95,22 @@ impl Lab {
                 }
             }
         }
+        // The RSS scenarios: each flow on the tap queue the guest's table sends it to (see
+        // LabNetns::steer_by_table), from the default table on, following every table the
+        // guest's samples show (`X` lines).
+        let steering = if scenario.rss_watch {
+            let steering = ns.steer_by_table()?;
+            let table: Vec<u32> = (0..super::rss::TABLE_SIZE)
+                .map(|i| i % scenario.vm.queues)
+                .collect();
+            super::rss::follow_table(&steering, scenario, &table)?;
+            Some((steering, table))
+        } else {
+            None
+        };
         let t0 = Instant::now();
         let echo = self.echo;
+        let mut steering = steering;
         let sent = std::thread::scope(|scope| {
             let senders: Vec<_> = scenario
                 .phases
@@ -114,6 +128,18 @@ impl Lab {
                         done = line == "LAB DONE";
                         if echo && (line.starts_with("D ") || line.starts_with("LAB ")) {
                             eprintln!("lab: {line}");
+                        }
+                        if let (Some((steer, last)), Some(x)) =
+                            (steering.as_mut(), line.strip_prefix("X "))
+                        {
+                            let table: Vec<u32> = x
+                                .split_whitespace()
+                                .filter_map(|v| v.parse().ok())
+                                .collect();
+                            if table.len() == super::rss::TABLE_SIZE as usize && table != *last {
+                                super::rss::follow_table(steer, scenario, &table)?;
+                                *last = table;
+                            }
                         }
                         lines.push(line);
                     }

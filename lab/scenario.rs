@@ -71,6 +71,11 @@ pub struct Scenario {
     /// Whether the set-up turns threaded NAPI on (`/sys/class/net/eth0/threaded`): the
     /// run's figures then go to the threaded-NAPI table, with its thread columns.
     pub threaded: bool,
+    /// Whether each sample carries the NIC's per-queue packet counters and its RSS table
+    /// (`QS`, `X`), the table is in the snapshot, and steerd's `steerd_rss_*` metrics are
+    /// scraped before SIGTERM: the RSS lever's scenarios (`lab/rss.rs`), whose figures go to
+    /// their own table.
+    pub rss_watch: bool,
 }
 
 /// The total UDP rate of the scenarios, packets/s: about what the host offers from 2 CPUs
@@ -105,6 +110,7 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
         steerd_args: String::new(),
         daemon_stats: false,
         threaded: false,
+        rss_watch: false,
     }
 }
 
@@ -112,6 +118,10 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
 /// in a kernel thread `napi/eth0-ID` that the scheduler places, not in the softirq of the
 /// CPU its IRQ fired on (Linux 5.12 and later; issue 20).
 pub const THREADED_ON: &str = "echo 1 > /sys/class/net/eth0/threaded";
+
+/// The traffic of the RSS lever's scenarios in the table (`examples/lab --rss-secs` for
+/// the 5-minute oscillation check).
+pub const RSS_SECS: Duration = Duration::from_secs(40);
 
 /// Every scenario; `idle` is the idle spell of `idle-burst` (5 minutes in the full table).
 pub fn all(idle: Duration) -> Vec<Scenario> {
@@ -307,6 +317,8 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
                 "every input on CPU0, the NIC's PCI function removed at 10 s and found again at 14 s, 8 UDP flows",
             )
         },
+        super::rss::skew(RSS_SECS),
+        super::rss::elephant(RSS_SECS),
     ]
 }
 
@@ -341,7 +353,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
          SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD={}\nSTEERD_ARGS={}\n\
-         DAEMON_STATS={}\n",
+         DAEMON_STATS={}\nRSS_WATCH={}\n",
         quote(&modules.join(" ")),
         super::netns::GUEST_ADDR,
         super::netns::HOST_ADDR,
@@ -354,5 +366,6 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         s.period,
         quote(&s.steerd_args),
         u8::from(s.daemon_stats),
+        u8::from(s.rss_watch),
     )
 }

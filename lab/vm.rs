@@ -85,7 +85,13 @@ impl Vm {
             "-netdev tap,id=n0,ifname={TAP},script=no,downscript=no,queues={q} \
              -device virtio-net-pci,netdev=n0,mq=on,vectors={},mac={GUEST_MAC}{}{dev_extra}",
             2 * q + 2,
-            if spec.rss { ",rss=on" } else { "" }
+            // With rss=on also the largest rx ring QEMU offers: 4 times the slack before a
+            // virtqueue the table newly points at fills (see LabNetns::steer_by_table).
+            if spec.rss {
+                ",rss=on,rx_queue_size=1024"
+            } else {
+                ""
+            }
         ));
         if let Some(n) = spec.blk_queues {
             push(&format!(

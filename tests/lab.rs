@@ -569,6 +569,101 @@ fn rss_table_in_the_guest() -> TestResult {
     Ok(())
 }
 
+/// The RSS table lever (issue 18) on a virtio-net with `rss=on`, steerd with `rss.mode:
+/// auto` (`lab/rss.rs`; about 2 minutes, two guests):
+/// - `rss-skew`: 32 UDP flows the default table puts on queues 0 and 1 only (the first
+///   second's busiest share about 0.5, queues 2 and 3 empty): the busiest queue's share per
+///   second at most 0.30 within 10 s of the traffic's start and over the last 12 s, with at
+///   most 3 table writes and none in those last 12 s; the table from before steerd
+///   (the driver's default) back after SIGTERM.
+/// - `rss-elephant`: one UDP flow, which no table can split: two steps, both undone, then
+///   no table write in the last 12 s; the table back after SIGTERM.
+///
+/// The 5-minute oscillation check is `examples/lab --rss-secs 300` (docs/lab.md).
+fn rss_lever_in_the_guest() -> TestResult {
+    if let Some(why) = lab::unavailable() {
+        return skip(why);
+    }
+    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
+        .expect("the guest image builds");
+    let mut rss_run = |s: &Scenario| {
+        let m = run(&mut lab, s, Balancer::Steerd);
+        let f = m.rss.clone().expect("RSS figures");
+        let text = format!(
+            "{}
+  {}",
+            s.name,
+            lab::rss::describe(&m, &f)
+        );
+        eprintln!("{text}");
+        (m, f, text)
+    };
+    let (skew_m, skew, text) = rss_run(&scenario("rss-skew"));
+    assert!(skew.before_is_default, "{text}");
+    // The flows were chosen well: before steerd's first write, half the packets on the
+    // busiest queue and none on queues 2 and 3.
+    let first = skew.shares.first().map(|(_, s)| *s).unwrap_or(0.0);
+    assert!(
+        first >= 0.45,
+        "first second's busiest share {first:.2}: {text}"
+    );
+    assert!(
+        skew.first_at_target
+            .is_some_and(|t| t <= lab::rss::TARGET_SECS),
+        "{text}"
+    );
+    assert!(
+        skew.steady_share
+            .is_some_and(|v| v <= lab::rss::TARGET_SHARE + 0.005),
+        "{text}"
+    );
+    assert!(skew.writes() <= lab::rss::MAX_WRITES, "{text}");
+    assert_eq!(skew.late_table_changes, 0, "{text}");
+    assert_eq!(skew.table_restored(), Some(true), "{text}");
+    assert!(skew_m.restored, "{text}");
+
+    // One elephant: every step moves it whole or carries nothing, so the lever undoes two
+    // steps and gives the queue up (no oscillation: nothing written after that), and the
+    // table comes back after SIGTERM. The issue's "RPS takes over, the IRQ CPU's share of
+    // processed at most 0.6" is not asserted: at the rate QEMU's software RSS survives here
+    // (20k pkt/s) no CPU reaches steerd's watermarks, so RPS has no cause to act
+    // (docs/lab.md, "The RSS lever"); `examples/lab` reports it as a verdict.
+    let (elephant_m, elephant, text) = rss_run(&scenario("rss-elephant"));
+    assert_eq!(elephant.steps.get("taken").copied(), Some(2.0), "{text}");
+    assert!(elephant.writes() <= 4, "{text}");
+    assert_eq!(elephant.late_table_changes, 0, "{text}");
+    assert_eq!(elephant.table_restored(), Some(true), "{text}");
+    assert!(elephant_m.restored, "{text}");
+    Ok(())
+}
+
+/// The hash the RSS scenarios choose their flows by, without a guest: Toeplitz as in
+/// Microsoft's verification suite, and the flows of `rss-skew` in 32 distinct buckets that
+/// the default table sends to queues 0 and 1, the elephant on queue 1.
+fn rss_flows_and_hash() {
+    use lab::rss::{KEY, bucket, default_queue, elephant_flow, skew_flows, toeplitz};
+    // 66.9.149.187:2794 -> 161.142.100.80:1766.
+    let mut input = vec![66, 9, 149, 187, 161, 142, 100, 80];
+    assert_eq!(toeplitz(&KEY, &input), 0x323e8fc2);
+    input.extend(2794u16.to_be_bytes());
+    input.extend(1766u16.to_be_bytes());
+    assert_eq!(toeplitz(&KEY, &input), 0x51ccc178);
+    let flows = skew_flows();
+    assert_eq!(flows.len(), 32);
+    let buckets: std::collections::BTreeSet<u32> =
+        flows.iter().map(|&(s, d)| bucket(s, d)).collect();
+    assert_eq!(buckets.len(), 32);
+    assert_eq!(buckets.iter().filter(|b| *b % 4 == 0).count(), 16);
+    assert_eq!(buckets.iter().filter(|b| *b % 4 == 1).count(), 16);
+    let (sport, dport) = elephant_flow();
+    assert_eq!(default_queue(sport, dport, 4), 1);
+    let s = scenario("rss-skew");
+    assert!(s.vm.rss && s.rss_watch);
+    assert!(scenario::guest_env(&s, Balancer::Steerd, &[]).contains("mode: auto"));
+}
+
 suite_main!(
     real_nic_lab_short_form,
     threaded_napi_pinned,
@@ -577,4 +672,6 @@ suite_main!(
     soak_five_minutes,
     soak_schedule,
     rss_table_in_the_guest,
+    rss_lever_in_the_guest,
+    rss_flows_and_hash,
 );
