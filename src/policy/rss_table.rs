@@ -221,11 +221,19 @@ pub enum Verdict {
 }
 
 /// Judges one move of a step from the queues' rates before it (`before`) and over the
-/// confirmed window after it (`after`).
+/// confirmed window after it (`after`). The rates after are scaled to the total before, so
+/// the verdict is on how the traffic is shared: a fall in total traffic during the window
+/// (seen in the lab: a stalled sender halved it) does not pass for a good step, nor a rise
+/// for a bad one.
 pub fn judge(step: &Move, before: &[f64], after: &[f64], rules: StepRules) -> Verdict {
     let at = |v: &[f64], q: u32| v.get(q as usize).copied().unwrap_or(0.0).max(0.0);
+    let total = |v: &[f64]| v.iter().map(|r| r.max(0.0)).sum::<f64>();
+    let scale = match (total(before), total(after)) {
+        (b, a) if b > 0.0 && a > 0.0 => b / a,
+        _ => 1.0,
+    };
     let old_hot = at(before, step.from);
-    let (from, to) = (at(after, step.from), at(after, step.to));
+    let (from, to) = (at(after, step.from) * scale, at(after, step.to) * scale);
     if from.max(to) <= old_hot * (1.0 - rules.min_gain) {
         Verdict::Keep
     } else if to > from {
@@ -408,6 +416,25 @@ mod tests {
         let shorter = default_table(64, 4);
         let verdicts = [Verdict::Keep, Verdict::RevertNoEffect];
         assert_eq!(revert(&shorter, &s, &verdicts), Some(shorter.clone()));
+    }
+
+    #[test]
+    fn a_fall_in_total_traffic_is_not_taken_for_a_good_step() {
+        let table = default_table(128, 4);
+        let s = step(first_try(&table, &[500.0, 480.0, 10.0, 10.0], &[true; 4]));
+        let before = [500.0, 480.0, 10.0, 10.0];
+        // Nothing moved with the entries, but the sender slowed to half.
+        let halved = [250.0, 240.0, 5.0, 5.0];
+        assert_eq!(
+            judge(&s.moves[0], &before, &halved, StepRules::default()),
+            Verdict::RevertNoEffect
+        );
+        // The step worked, and the sender doubled meanwhile.
+        let doubled = [500.0, 480.0, 500.0, 480.0];
+        assert_eq!(
+            judge(&s.moves[0], &before, &doubled, StepRules::default()),
+            Verdict::Keep
+        );
     }
 
     #[test]
