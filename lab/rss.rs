@@ -169,6 +169,13 @@ pub fn skew(length: Duration) -> Scenario {
         "rss=on, 32 UDP flows hashed by the default table onto queues 0-1 only; steerd's RSS lever on",
         length,
     );
+    // At 12 s, what steerd says of itself (its status, with the last tick's verdict and
+    // reason) and the counters it reads, into the daemon's log: when a run takes no step,
+    // the report shows why.
+    s.events = vec![(
+        12,
+        "wget -qO- http://127.0.0.1:9847/status >> /tmp/balancer.log 2>&1; wget -qO- http://127.0.0.1:9847/metrics | grep -E 'queue|rss|ticks|irq_eff' >> /tmp/balancer.log 2>&1; cat /proc/interrupts | grep -i virtio >> /tmp/balancer.log; ethtool -S eth0 | grep rx_queue >> /tmp/balancer.log",
+    )];
     s.phases = vec![Phase {
         start: Duration::from_secs(1),
         length: s.duration - Duration::from_secs(2),

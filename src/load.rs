@@ -40,6 +40,10 @@ pub struct Load {
     /// Received packets per second per rx queue, by device; `None` where the queue has no
     /// counter (smoothed).
     pub rx_queues: HashMap<String, Vec<Option<f64>>>,
+    /// The same over the last interval alone, unsmoothed: what the RSS table lever judges
+    /// a step by once it has dwelt (a smoothed rate still carries the time before the step,
+    /// and a rate that rises fast and falls slowly would flatter a step that moved the load).
+    pub rx_queues_last: HashMap<String, Vec<Option<f64>>>,
     #[serde(skip)]
     pub(crate) scratch: Scratch,
 }
@@ -191,6 +195,13 @@ impl Load {
     }
 
     /// Measured packets per second of an rx queue, if it has a counter.
+    /// A queue's packet rate over the last interval alone (unsmoothed).
+    pub fn rx_queue_pps_last(&self, device: &str, queue: u32) -> Option<f64> {
+        self.rx_queues_last
+            .get(device)
+            .and_then(|queues| queues.get(queue as usize).copied().flatten())
+    }
+
     pub fn rx_queue_pps(&self, device: &str, queue: u32) -> Option<f64> {
         self.rx_queues
             .get(device)
@@ -386,8 +397,23 @@ impl Load {
                 Some(value) => smooth_rising_fast(value, rate, alpha, true),
                 empty => *empty = Some(rate),
             }
+            let last = self.rx_queues_last.entry(q.device.clone()).or_default();
+            if last.len() <= slot {
+                last.resize(slot + 1, None);
+            }
+            last[slot] = Some(rate);
         }
         // Queues (and devices) that vanished have no rate any more.
+        for (device, last) in &mut self.rx_queues_last {
+            let marks = present.get(device.as_str());
+            for (slot, rate) in last.iter_mut().enumerate() {
+                if !marks.is_some_and(|m| m.get(slot).copied().unwrap_or(false)) {
+                    *rate = None;
+                }
+            }
+        }
+        self.rx_queues_last
+            .retain(|device, _| present.contains_key(device.as_str()));
         self.rx_queues.retain(|device, rates| {
             let Some(marks) = present.get(device.as_str()) else {
                 return false;

@@ -187,7 +187,12 @@ fn balance_device(p: &mut Planner, d: usize) {
             return;
         }
         if pending.step.table == table {
-            match judge(p, &mut lever, &pending, &pps, &target, dwell_ns) {
+            // Judged on the last interval's rates alone: every packet in it came after
+            // the step (the smoothed rates still carry the time before it).
+            let after: Vec<f64> = (0..queues as u32)
+                .map(|q| p.load.rx_queue_pps_last(&name, q).unwrap_or(0.0))
+                .collect();
+            match judge(p, &mut lever, &pending, &after, &target, dwell_ns) {
                 Judged::AllKept => {}
                 Judged::Undone(undone) => {
                     lever.seen = undone;
