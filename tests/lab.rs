@@ -625,15 +625,24 @@ fn rss_lever_in_the_guest() -> TestResult {
     assert!(skew_m.restored, "{text}");
 
     // One elephant: every step moves it whole or carries nothing, so the lever undoes two
-    // steps and gives the queue up (no oscillation: nothing written after that), and the
-    // table comes back after SIGTERM. The issue's "RPS takes over, the IRQ CPU's share of
-    // processed at most 0.6" is not asserted: at the rate QEMU's software RSS survives here
-    // (20k pkt/s) no CPU reaches steerd's watermarks, so RPS has no cause to act
-    // (docs/lab.md, "The RSS lever"); `examples/lab` reports it as a verdict.
+    // steps and gives the queue up (no oscillation: nothing written after that), RPS takes
+    // the queue (its IRQ CPU's share of softnet `processed` at most 0.6; the scenario's
+    // watermarks are scaled to this guest, `lab::rss::ELEPHANT_CONFIG`), and the table comes
+    // back after SIGTERM.
     let (elephant_m, elephant, text) = rss_run(&scenario("rss-elephant"));
     assert_eq!(elephant.steps.get("taken").copied(), Some(2.0), "{text}");
     assert!(elephant.writes() <= 4, "{text}");
     assert_eq!(elephant.late_table_changes, 0, "{text}");
+    assert!(
+        elephant_m
+            .irq_cpu_processed
+            .is_some_and(|share| share <= lab::rss::ELEPHANT_SHARE),
+        "{text}"
+    );
+    assert!(
+        elephant_m.rps_masks.get(1).is_some_and(|m| m != "0"),
+        "RPS on the elephant's queue: {text}"
+    );
     assert_eq!(elephant.table_restored(), Some(true), "{text}");
     assert!(elephant_m.restored, "{text}");
     Ok(())

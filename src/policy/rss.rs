@@ -65,11 +65,15 @@ struct Pending {
 }
 
 impl DeviceLever {
-    /// Whether the lever is at work on this device: a step measured now or a hot queue
-    /// still worth a step after its back-off. RPS waits meanwhile (outside distress), so
-    /// the two levers do not blur each other's measurements.
+    /// Whether the lever is at work on this device: a step being confirmed or measured, or
+    /// a hot queue waiting out its back-off before the next step. RPS waits meanwhile
+    /// (outside distress), so the two levers do not blur each other's measurements; and
+    /// just after an undo the smoothed rates still show load on the queue that briefly
+    /// had it, which RPS would take for a hot queue (seen in the lab's elephant run).
     pub fn busy(&self) -> bool {
-        self.pending.is_some() || self.streak > 0
+        self.pending.is_some()
+            || self.streak > 0
+            || matches!(self.refusal, Some(Proposal::BackingOff { .. }))
     }
 }
 
@@ -195,6 +199,10 @@ fn balance_device(p: &mut Planner, d: usize) {
             match judge(p, &mut lever, &pending, &after, &target, dwell_ns) {
                 Judged::AllKept => {}
                 Judged::Undone(undone) => {
+                    // The undo is written this tick and the queue backs off: RPS still
+                    // waits (the queue that briefly had the load looks hot right now).
+                    let queue = pending.step.moves.first().map_or(0, |m| m.from);
+                    lever.refusal = Some(Proposal::BackingOff { queue });
                     lever.seen = undone;
                     p.state.rss.insert(name, lever);
                     return;
