@@ -44,7 +44,8 @@ use serde::Serialize;
 
 use crate::apply::FailureKind;
 use crate::kernel::ethtool::{
-    Ethtool, Failure, FlowHash, Rxnfc, TCP_V4_FLOW, TCP_V6_FLOW, UDP_V4_FLOW, UDP_V6_FLOW,
+    ETHTOOL_GRXFH, Ethtool, Failure, FlowHash, Rxnfc, TCP_V4_FLOW, TCP_V6_FLOW, UDP_V4_FLOW,
+    UDP_V6_FLOW,
 };
 use crate::limits::MAX_QUEUES;
 
@@ -54,8 +55,7 @@ pub const MAX_INDIRECTION: u32 = 4096;
 /// The most hash-key bytes steerd accepts: Toeplitz keys are 40 or 52 bytes.
 pub const MAX_KEY: u32 = 256;
 
-/// Commands (`include/uapi/linux/ethtool.h`).
-const ETHTOOL_GRXFH: u32 = 0x0000_0029;
+/// Commands (`include/uapi/linux/ethtool.h`; `ETHTOOL_GRXFH` is `kernel::ethtool`'s).
 const ETHTOOL_GRXRINGS: u32 = 0x0000_002d;
 const ETHTOOL_GRXFHINDIR: u32 = 0x0000_0038;
 const ETHTOOL_SRXFHINDIR: u32 = 0x0000_0039;
