@@ -73,7 +73,10 @@ impl Lab {
         let mut lines = Vec::new();
         let boot_deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            match vm.next_line(boot_deadline)? {
+            match vm
+                .next_line(boot_deadline)
+                .map_err(|e| hung_after(e, &lines))?
+            {
                 Some(line) => {
                     let ready = line.starts_with("LAB READY");
                     if self.echo && ready {
@@ -144,7 +147,7 @@ impl Lab {
                         lines.push(line);
                     }
                     Ok(None) => break,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(hung_after(e, &lines)),
                 }
             }
             let mut total = Sent::default();
@@ -172,6 +175,17 @@ impl Lab {
             sent,
             tap_dropped,
         })
+    }
+}
+
+/// A hung guest's error with the last console lines it printed, so the failure says where
+/// the guest stopped (booting, in the set-up, under traffic).
+fn hung_after(error: LabError, lines: &[String]) -> LabError {
+    match error {
+        LabError::Guest(why) => {
+            LabError::Guest(format!("{why}; last console lines: {}", tail(lines)))
+        }
+        other => other,
     }
 }
 

@@ -47,10 +47,18 @@ fn show(m: &Metrics) -> String {
     )
 }
 
+/// One run; a guest that hangs (no console output before its deadline: seen once, in
+/// `threaded-cpu0` on 6.1 during a full CI run on 2026-11-26, not again when rerun) is run
+/// once more, saying so and where it stopped, and a second hang fails the test.
 fn run(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> Metrics {
-    let raw = lab
-        .run(s, b)
-        .unwrap_or_else(|e| panic!("{} with {}: {e}", s.name, b.name()));
+    let raw = match lab.run(s, b) {
+        Err(e) if e.to_string().contains("hung guest") => {
+            eprintln!("{} with {}: {e}; running it once more", s.name, b.name());
+            lab.run(s, b)
+        }
+        other => other,
+    }
+    .unwrap_or_else(|e| panic!("{} with {}: {e}", s.name, b.name()));
     let m = analyse(s, &raw);
     eprintln!("{} {}: {}", s.name, b.name(), show(&m));
     m
