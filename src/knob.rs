@@ -299,8 +299,25 @@ impl fmt::Display for KnobValue {
 /// more is not a table.
 pub const MAX_TABLE_ENTRIES: usize = 65_536;
 
+/// ethtool's default spread (`ethtool_rxfh_indir_default`): entry `i` sends to queue
+/// `i % queues`. What drivers set up and `ethtool -X DEV default` restores.
+pub fn default_spread(entries: usize, queues: u32) -> Vec<u32> {
+    (0..entries as u32).map(|i| i % queues.max(1)).collect()
+}
+
+/// Whether `table` is the [`default_spread`] over `queues` (a table that is not was set
+/// by someone, or by steerd).
+pub fn is_default_spread(table: &[u32], queues: u32) -> bool {
+    queues > 0
+        && !table.is_empty()
+        && table
+            .iter()
+            .enumerate()
+            .all(|(i, &q)| q as usize == i % queues as usize)
+}
+
 /// Reads a table's text: entries separated by white space.
-fn parse_table(text: &str) -> Result<Vec<u32>, KnobError> {
+pub(crate) fn parse_table(text: &str) -> Result<Vec<u32>, KnobError> {
     let bad = || KnobError::NotATable(text.trim().chars().take(64).collect());
     let entries: Vec<u32> = text
         .split_whitespace()
@@ -315,7 +332,7 @@ fn parse_table(text: &str) -> Result<Vec<u32>, KnobError> {
 
 /// A table's text: its entries separated by spaces (the state file's and a fake root's
 /// form).
-fn table_text(entries: &[u32]) -> String {
+pub(crate) fn table_text(entries: &[u32]) -> String {
     let mut text = String::with_capacity(entries.len() * 3);
     for (i, e) in entries.iter().enumerate() {
         if i > 0 {

@@ -174,7 +174,8 @@ fn count(datagram: &[u8], family: u16, heard: &mut Heard) {
             if command == CHANNELS_NTF {
                 heard.channels += 1;
                 let attrs = message.payload().get(GENL_HEADER_LEN..).unwrap_or_default();
-                match nested(attrs, CHANNELS_HEADER).and_then(|h| u32_attr(h, HEADER_DEV_INDEX)) {
+                match attribute(attrs, CHANNELS_HEADER).and_then(|h| u32_attr(h, HEADER_DEV_INDEX))
+                {
                     Some(ifindex) if heard.channel_devices.contains(&ifindex) => {}
                     Some(ifindex) if heard.channel_devices.len() < MAX_NAMED_DEVICES => {
                         heard.channel_devices.push(ifindex);
@@ -206,10 +207,6 @@ fn attribute(mut attrs: &[u8], kind: u16) -> Option<&[u8]> {
         attrs = attrs.get((length + 3) & !3..)?;
     }
     None
-}
-
-fn nested(attrs: &[u8], kind: u16) -> Option<&[u8]> {
-    attribute(attrs, kind)
 }
 
 fn u32_attr(attrs: &[u8], kind: u16) -> Option<u32> {

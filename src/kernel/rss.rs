@@ -178,13 +178,7 @@ impl RssState {
     /// (`ethtool_rxfh_indir_default`): what drivers set up and `ethtool -X DEV default`
     /// restores. A table that is not was set by someone (or by steerd).
     pub fn is_default_spread(&self) -> bool {
-        self.rx_rings > 0
-            && !self.indirection.is_empty()
-            && self
-                .indirection
-                .iter()
-                .enumerate()
-                .all(|(i, &ring)| ring as usize == i % self.rx_rings as usize)
+        crate::knob::is_default_spread(&self.indirection, self.rx_rings)
     }
 
     /// The key in lower-case hex, no separators.

@@ -801,10 +801,9 @@ fn table_size(spec: &NicSpec) -> u32 {
     spec.rss_table_size.map_or(queues, |size| size.max(queues))
 }
 
-/// ethtool's default spread: entry i sends to queue i % queues (`ethtool_rxfh_indir_default`).
+/// ethtool's default spread over the NIC's queues (`knob::default_spread`).
 fn default_table(spec: &NicSpec) -> Vec<u32> {
-    let queues = spec.queues.max(1);
-    (0..table_size(spec)).map(|i| i % queues).collect()
+    crate::knob::default_spread(table_size(spec) as usize, spec.queues)
 }
 
 /// A 32-bit finaliser (murmur3's fmix32): which of its queue's buckets a flow falls in,

@@ -16,9 +16,9 @@
 
 use std::path::PathBuf;
 
-use super::{RssError, RssState};
+use super::RssError;
 use crate::kernel::ethtool::Ethtool;
-use crate::knob::{Knob, RSS_DEFAULT_TEXT};
+use crate::knob::{self, Knob, RSS_DEFAULT_TEXT};
 use crate::root::Root;
 
 /// The largest stand-in file read (a table of [`super::MAX_INDIRECTION`] entries of up to
@@ -37,22 +37,13 @@ pub struct TableReading {
 
 impl TableReading {
     fn new(indirection: Vec<u32>, rx_rings: u32) -> Self {
-        let state = RssState {
-            rx_rings,
-            indirection,
-            key: Vec::new(),
-            hash_function: super::HashFunction(0),
-            input_xfrm: 0,
-            flow_hash: super::FlowHashes::default(),
-            source: super::RssSource::Grxfhindir,
-        };
-        let restore_text = if state.is_default_spread() {
+        let restore_text = if knob::is_default_spread(&indirection, rx_rings) {
             RSS_DEFAULT_TEXT.to_string()
         } else {
-            entries_text(&state.indirection)
+            knob::table_text(&indirection)
         };
         TableReading {
-            indirection: state.indirection,
+            indirection,
             rx_rings,
             restore_text,
         }
@@ -92,18 +83,11 @@ pub fn read(root: &Root, device: &str) -> Result<TableReading, RssError> {
             });
         }
     };
-    let knob = Knob::RssIndirection {
+    let indirection = knob::parse_table(&text).map_err(|error| RssError::Malformed {
         device: device.to_string(),
-    };
-    let indirection = knob
-        .parse(&text)
-        .ok()
-        .and_then(|value| value.table().map(<[u32]>::to_vec))
-        .ok_or_else(|| RssError::Malformed {
-            device: device.to_string(),
-            command: "read",
-            reason: format!("{}: not a table", path.display()),
-        })?;
+        command: "read",
+        reason: format!("{}: {error}", path.display()),
+    })?;
     Ok(TableReading::new(indirection, fake_rx_rings(root, device)))
 }
 
@@ -113,15 +97,11 @@ pub fn write(root: &Root, device: &str, text: &str) -> Result<(), RssError> {
     let table = if reset {
         None
     } else {
-        let knob = Knob::RssIndirection {
-            device: device.to_string(),
-        };
-        let value = knob.parse(text).map_err(|error| RssError::Rejected {
+        Some(knob::parse_table(text).map_err(|error| RssError::Rejected {
             device: device.to_string(),
             command: "ETHTOOL_SRXFHINDIR",
             reason: error.to_string(),
-        })?;
-        value.table().map(<[u32]>::to_vec)
+        })?)
     };
     if root.is_host() {
         let ethtool = open()?;
@@ -146,11 +126,9 @@ pub fn write(root: &Root, device: &str, text: &str) -> Result<(), RssError> {
             }
             table
         }
-        None => (0..current.indirection.len() as u32)
-            .map(|i| i % current.rx_rings.max(1))
-            .collect(),
+        None => knob::default_spread(current.indirection.len(), current.rx_rings),
     };
-    std::fs::write(fake_path(root, device), entries_text(&entries) + "\n").map_err(|error| {
+    std::fs::write(fake_path(root, device), knob::table_text(&entries) + "\n").map_err(|error| {
         RssError::Kernel {
             device: device.to_string(),
             command: "write",
@@ -189,14 +167,6 @@ fn fake_rx_rings(root: &Root, device: &str) -> u32 {
                 .count() as u32
         })
         .unwrap_or(0)
-}
-
-fn entries_text(entries: &[u32]) -> String {
-    entries
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[cfg(test)]
