@@ -503,69 +503,42 @@ pub fn verdicts(rows: &Rows) -> Vec<(String, bool)> {
         }
         let figs: Vec<&RssFigures> = runs.iter().filter_map(|m| m.rss.as_ref()).collect();
         let n = runs.len();
-        let restored = figs
-            .iter()
-            .filter(|x| x.table_restored() == Some(true))
-            .count();
-        out.push((
-            format!(
-                "{}: the table from before steerd back after SIGTERM in {restored} of {n} runs",
-                s.name
-            ),
-            restored == n,
-        ));
+        // A target holds when every run met it.
+        let mut every_run = |what: String, met: usize| {
+            out.push((format!("{}: {what} in {met} of {n} runs", s.name), met == n));
+        };
+        let count = |met: &dyn Fn(&RssFigures) -> bool| figs.iter().filter(|x| met(x)).count();
+        every_run(
+            "the table from before steerd back after SIGTERM".into(),
+            count(&|x| x.table_restored() == Some(true)),
+        );
         if s.name.starts_with("rss-skew") {
-            let fast = figs
-                .iter()
-                .filter(|x| x.first_at_target.is_some_and(|t| t <= TARGET_SECS))
-                .count();
-            out.push((
-                format!(
-                    "{}: busiest queue at most {TARGET_SHARE:.2} within {TARGET_SECS:.0} s in {fast} of {n} runs",
-                    s.name
-                ),
-                fast == n,
-            ));
-            let held = figs
-                .iter()
-                .filter(|x| x.steady_share.is_some_and(|v| v <= TARGET_SHARE + 0.005))
-                .count();
-            out.push((
-                format!(
-                    "{}: busiest queue at most {TARGET_SHARE:.2} over the steady window in {held} of {n} runs",
-                    s.name
-                ),
-                held == n,
-            ));
-            let few = figs.iter().filter(|x| x.writes() <= MAX_WRITES).count();
-            out.push((
-                format!(
-                    "{}: at most {MAX_WRITES} table writes in {few} of {n} runs",
-                    s.name
-                ),
-                few == n,
-            ));
-            let still = figs.iter().filter(|x| x.late_table_changes == 0).count();
-            out.push((
-                format!(
-                    "{}: no table change in the steady window in {still} of {n} runs",
-                    s.name
-                ),
-                still == n,
-            ));
+            every_run(
+                format!("busiest queue at most {TARGET_SHARE:.2} within {TARGET_SECS:.0} s"),
+                count(&|x| x.first_at_target.is_some_and(|t| t <= TARGET_SECS)),
+            );
+            every_run(
+                format!("busiest queue at most {TARGET_SHARE:.2} over the steady window"),
+                count(&|x| x.steady_share.is_some_and(|v| v <= TARGET_SHARE + 0.005)),
+            );
+            every_run(
+                format!("at most {MAX_WRITES} table writes"),
+                count(&|x| x.writes() <= MAX_WRITES),
+            );
+            every_run(
+                "no table change in the steady window".into(),
+                count(&|x| x.late_table_changes == 0),
+            );
         }
         if s.name.starts_with("rss-elephant") {
             let relieved = runs
                 .iter()
                 .filter(|m| m.irq_cpu_processed.is_some_and(|v| v <= ELEPHANT_SHARE))
                 .count();
-            out.push((
-                format!(
-                    "{}: the IRQ CPU's share of processed at most {ELEPHANT_SHARE:.2} in {relieved} of {n} runs",
-                    s.name
-                ),
-                relieved == n,
-            ));
+            every_run(
+                format!("the IRQ CPU's share of processed at most {ELEPHANT_SHARE:.2}"),
+                relieved,
+            );
         }
     }
     out

@@ -13,7 +13,7 @@ mod lab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::suite::{TestResult, skip};
@@ -25,6 +25,35 @@ use lab::scenario::{self, Balancer, Scenario};
 /// machine would slow each other past the timings the short form asserts (and each lab
 /// names its first namespace `steerd-lab-PID-1`).
 static ONE_GUEST: Mutex<()> = Mutex::new(());
+
+/// One test's guest lab: built by `build` (in a temporary work directory, with this build's
+/// steerd) while holding [`ONE_GUEST`], after checking the lab can run here at all. Fields
+/// drop in order: the lab, then its work directory, then the lock.
+struct GuestLab {
+    lab: lab::run::Lab,
+    _work: tempfile::TempDir,
+    _guest: MutexGuard<'static, ()>,
+}
+
+impl GuestLab {
+    /// The lab, or the test's result when it is skipped (the lab cannot run here).
+    fn open(
+        build: impl FnOnce(&Path, &Path) -> lab::Result<lab::run::Lab>,
+    ) -> Result<GuestLab, TestResult> {
+        if let Some(why) = lab::unavailable() {
+            return Err(skip(why));
+        }
+        let guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+        let work = tempfile::tempdir().expect("a temporary directory");
+        let lab = build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
+            .expect("the guest image builds");
+        Ok(GuestLab {
+            lab,
+            _work: work,
+            _guest: guest,
+        })
+    }
+}
 
 fn scenario(name: &str) -> Scenario {
     scenario::all(Duration::from_secs(60))
@@ -69,13 +98,11 @@ fn run(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> Metrics {
 fn real_nic_lab_short_form() -> TestResult {
     // The same list `examples/lab.rs` checks; each missing part is a prerequisite
     // `scripts/test` installs as root, so a failure under CI=true.
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-        .expect("the guest image builds");
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
 
     // Every input vector on CPU0: steerd spreads at least as well as irqbalance (one run
     // each, so 0.02 of slack), within 2 s, and then leaves things alone.
@@ -164,16 +191,15 @@ fn threaded_kernel() -> Result<lab::image::GuestKernel, lab::LabError> {
 /// thread's affinity is back after SIGTERM, also after kill -9 and a restart (two runs,
 /// about 2 minutes on 6.12).
 fn threaded_napi_pinned() -> TestResult {
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let kernel = threaded_kernel().expect("a guest kernel");
-    eprintln!("threaded NAPI on guest kernel {}", kernel.version);
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab =
-        lab::run::Lab::build_on(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")), kernel)
-            .expect("the guest image builds");
+    let guest = match GuestLab::open(|work, steerd| {
+        let kernel = threaded_kernel().expect("a guest kernel");
+        eprintln!("threaded NAPI on guest kernel {}", kernel.version);
+        lab::run::Lab::build_on(work, steerd, kernel)
+    }) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
     let threaded = |m: &Metrics| {
         format!(
             "{}\n  NAPI threads {} rx / {} tx, rx threads on their IRQ CPU after {:?} s (last seen elsewhere {:?} s), mapping agrees with steerd's {:?}",
@@ -212,13 +238,11 @@ fn threaded_napi_pinned() -> TestResult {
 /// (every flow then reaches one queue) it says so with the ethtool command that adds the
 /// ports. About a minute.
 fn doctor_in_the_guest() -> TestResult {
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-        .expect("the guest image builds");
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
     let mut doctor = |name: &str| {
         let s = scenario(name);
         let raw = lab
@@ -308,13 +332,11 @@ fn doctor_console_lines() {
 /// 2.9 %, above the first's). A leak still fails it: the window medians are 2 minutes
 /// apart (about 120 ticks), so 3 kB a tick is 360 kB, 7 %.
 fn soak_five_minutes() -> TestResult {
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-        .expect("the guest image builds");
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
     let s = lab::soak::scenario(5);
     let raw = lab
         .run(&s, Balancer::Steerd)
@@ -395,13 +417,11 @@ fn rss_example() -> PathBuf {
 /// the default back; a set table keeps `ethtool -L` from dropping a ring it names, the
 /// default does not. No traffic, no balancer.
 fn rss_table_in_the_guest() -> TestResult {
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-        .expect("the guest image builds");
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
     lab.add_program(&rss_example(), "usr/sbin/rss")
         .expect("the rss example goes into the guest");
     let inspect = "/usr/sbin/steerd inspect";
@@ -589,13 +609,11 @@ fn rss_table_in_the_guest() -> TestResult {
 ///
 /// The 5-minute oscillation check is `examples/lab --rss-secs 300` (docs/lab.md).
 fn rss_lever_in_the_guest() -> TestResult {
-    if let Some(why) = lab::unavailable() {
-        return skip(why);
-    }
-    let _guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let mut lab = lab::run::Lab::build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-        .expect("the guest image builds");
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
     let mut rss_run = |s: &Scenario| {
         let m = run(&mut lab, s, Balancer::Steerd);
         let f = m.rss.clone().expect("RSS figures");
