@@ -242,7 +242,7 @@ pub struct RssFigures {
     pub late_table_changes: usize,
     /// `steerd_rss_steps_total` by verdict, scraped before SIGTERM.
     pub steps: BTreeMap<String, f64>,
-    /// The daemon's log lines about the table (`rss indirection`).
+    /// The daemon's log lines about the table, its status and its warnings.
     pub log_lines: Vec<String>,
     /// The table (and key) before the balancer started and after SIGTERM, as `ethtool -x`
     /// shows them, and whether they are the same.
@@ -395,7 +395,16 @@ pub fn figures(
         .get("log")
         .into_iter()
         .flatten()
-        .filter(|l| l.contains("rss indirection") || l.contains("rss_table") || l.contains(" rss"))
+        .filter(|l| {
+            // The table's lines, and what steerd said of itself (its status, whose last
+            // reason says why no step was taken, and its warnings).
+            l.to_lowercase().contains("rss")
+                || l.contains("\"schema_version\"")
+                || l.contains(" WARN ")
+                || l.contains(" ERROR ")
+                || l.contains("rx_queue_")
+                || l.contains("virtio")
+        })
         .cloned()
         .collect();
     f.table_before = other.get("table before").and_then(|v| v.first()).cloned();

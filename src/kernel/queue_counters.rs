@@ -7,7 +7,10 @@
 //! which source worked, so a tick costs one netlink dump for the whole machine plus
 //! `SIOCETHTOOL` ioctls only for the devices that need them. Devices with neither
 //! (veth, bridges, totals-only drivers) are re-probed only every
-//! [`QueueCounterSource::REPROBE_TICKS`] ticks.
+//! [`QueueCounterSource::REPROBE_TICKS`] ticks. A probe that *failed* is another matter:
+//! it says nothing about the device, so it is tried again at the next tick, then after
+//! 1, 3, 7 ... ticks while it keeps failing ([`ProbeSchedule`]); a single failed probe at
+//! start must not blind the RSS lever and the queue-aware rules for a minute.
 
 use std::collections::HashMap;
 
@@ -39,8 +42,8 @@ pub struct DeviceId<'a> {
 #[derive(Debug)]
 struct DeviceState {
     source: CounterSource,
-    /// Ticks since the device was last probed with ethtool while `Unavailable`.
-    idle_ticks: u32,
+    /// When ethtool is asked again while the device is `Unavailable`.
+    schedule: ProbeSchedule,
     /// The raw name table of the last ethtool sample, and its classification: when the
     /// names did not change, the classification is reused.
     names: Vec<u8>,
@@ -52,7 +55,7 @@ impl DeviceState {
     fn new() -> Self {
         DeviceState {
             source: CounterSource::Unavailable,
-            idle_ticks: 0,
+            schedule: ProbeSchedule::default(),
             names: Vec::new(),
             keys: Vec::new(),
             mapped: Vec::new(),
@@ -136,8 +139,7 @@ impl QueueCounterSource {
                 state.source = CounterSource::Netlink;
                 continue;
             }
-            if state.source == CounterSource::Unavailable && state.idle_ticks > 0 {
-                state.idle_ticks = (state.idle_ticks + 1) % Self::REPROBE_TICKS;
+            if state.source == CounterSource::Unavailable && state.schedule.wait() {
                 continue;
             }
             let ethtool = match self.ethtool.as_mut() {
@@ -150,23 +152,71 @@ impl QueueCounterSource {
                     }
                 },
             };
-            match sample_ethtool(ethtool, device.name, state, out) {
-                Ok(()) => {}
+            let probe = match sample_ethtool(ethtool, device.name, state, out) {
+                Ok(()) if out.len() > start => Probe::Counters,
+                Ok(()) => Probe::NoCounters,
                 Err(error) => {
                     first_error.get_or_insert(error);
+                    Probe::Failed
                 }
-            }
-            state.source = if out.len() > start {
+            };
+            state.schedule.after(probe);
+            state.source = if probe == Probe::Counters {
                 CounterSource::Ethtool
             } else {
                 CounterSource::Unavailable
             };
-            state.idle_ticks = u32::from(state.source == CounterSource::Unavailable);
         }
         match first_error {
             Some(error) => Err(error),
             None => Ok(()),
         }
+    }
+}
+
+/// What one ethtool probe of a device found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Counters,
+    /// The device answered, without per-queue packet counters.
+    NoCounters,
+    /// The ioctl failed: nothing is known about the device.
+    Failed,
+}
+
+/// When a device without counters is probed again: an answer without counters holds for
+/// [`QueueCounterSource::REPROBE_TICKS`] ticks; a failure is retried at once, then after
+/// twice as many ticks each time it fails again, up to the same bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ProbeSchedule {
+    /// Ticks still to skip before the next probe.
+    skip: u32,
+    /// Failed probes in a row.
+    failures: u32,
+}
+
+impl ProbeSchedule {
+    /// Whether this tick goes without a probe (counting it).
+    fn wait(&mut self) -> bool {
+        if self.skip == 0 {
+            return false;
+        }
+        self.skip -= 1;
+        true
+    }
+
+    fn after(&mut self, probe: Probe) {
+        let most = QueueCounterSource::REPROBE_TICKS - 1;
+        (self.skip, self.failures) = match probe {
+            Probe::Counters => (0, 0),
+            Probe::NoCounters => (most, 0),
+            Probe::Failed => {
+                let skip = 1u32
+                    .checked_shl(self.failures)
+                    .map_or(most, |n| (n - 1).min(most));
+                (skip, self.failures.saturating_add(1))
+            }
+        };
     }
 }
 
@@ -272,6 +322,55 @@ mod tests {
             QueueDirection::Tx => s.tx_packets = Some(packets),
         }
         s
+    }
+
+    /// The ticks on which a device is probed, over `ticks` ticks, when every probe finds
+    /// `probe`.
+    fn probe_ticks(probe: Probe, ticks: u32) -> Vec<u32> {
+        let mut schedule = ProbeSchedule::default();
+        (0..ticks)
+            .filter(|_| {
+                if schedule.wait() {
+                    return false;
+                }
+                schedule.after(probe);
+                true
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_failed_probe_is_retried_soon_and_backs_off_while_it_keeps_failing() {
+        assert_eq!(probe_ticks(Probe::Failed, 64), vec![0, 1, 3, 7, 15, 31, 63]);
+        let far = probe_ticks(Probe::Failed, 1000);
+        let gaps: Vec<u32> = far.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g <= QueueCounterSource::REPROBE_TICKS));
+        assert_eq!(gaps.last(), Some(&QueueCounterSource::REPROBE_TICKS));
+    }
+
+    #[test]
+    fn a_device_without_counters_is_probed_every_reprobe_ticks() {
+        let every = QueueCounterSource::REPROBE_TICKS;
+        assert_eq!(
+            probe_ticks(Probe::NoCounters, 2 * every + 1),
+            vec![0, every, 2 * every]
+        );
+        assert_eq!(probe_ticks(Probe::Counters, 3), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn counters_after_failures_start_the_backoff_over() {
+        let mut schedule = ProbeSchedule::default();
+        for _ in 0..5 {
+            schedule.after(Probe::Failed);
+        }
+        schedule.after(Probe::Counters);
+        assert_eq!(schedule, ProbeSchedule::default());
+        schedule.after(Probe::Failed);
+        assert!(
+            !schedule.wait(),
+            "the first failure after counters is retried at once"
+        );
     }
 
     #[test]
