@@ -1657,3 +1657,67 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
     // `threaded` is back to 0 and the threads' directories are gone: as generated.
     m.assert_all_restored(&daemon);
 }
+
+/// 18. Threaded NAPI in busy-poll mode (`threaded` = 2, 6.19) with the operator's pin of
+///     rx-0's thread to CPU 5: a busy-polling thread never sleeps, so steerd leaves every
+///     busy-polling thread where it is (no `napi_thread` write), keeps every queue vector
+///     of both NICs and every RPS mask off CPU 5, and still spreads the vectors over the
+///     other CPUs; SIGTERM brings every original back.
+#[test]
+fn a_pinned_busy_polling_napi_thread_keeps_its_cpu_to_itself() {
+    const SPIN_CPU: u32 = 5;
+    let mut pids = Vec::new();
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        pids = tree.make_busy_poll(0, 4000).unwrap();
+        let status = format!("proc/{}/status", pids[0]);
+        let text = read_file(root, &status);
+        write_file(
+            root,
+            &status,
+            &steerd::kernel::napi_threads::with_affinity(&text, &CpuSet::from_iter([SPIN_CPU])),
+        );
+    });
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    let vectors: Vec<u32> = (0..2).flat_map(|nic| m.queue_irqs(nic)).collect();
+    wait_until(WAIT, "eth0's vectors spread", Some(&daemon), || {
+        m.queue_irqs(0)
+            .iter()
+            .map(|&irq| m.irq_cpus(irq).to_list())
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 4
+    });
+    daemon.wait_ticks(8);
+    let stderr = daemon.stderr_text();
+    for &irq in &vectors {
+        assert!(
+            !m.irq_cpus(irq).contains(SPIN_CPU),
+            "IRQ {irq} on the busy-poll CPU:\n{stderr}"
+        );
+    }
+    for (device, queues) in [("eth0", 4), ("eth1", 1)] {
+        for queue in 0..queues {
+            assert!(
+                !m.rps(device, queue).0.contains(SPIN_CPU),
+                "{device} rx-{queue}'s RPS mask uses the busy-poll CPU:\n{stderr}"
+            );
+        }
+    }
+    assert_eq!(m.thread_cpus(pids[0]), CpuSet::from_iter([SPIN_CPU]));
+    for &pid in &pids[1..] {
+        assert_eq!(m.thread_cpus(pid), CpuSet::parse_list("0-7").unwrap());
+    }
+    assert!(
+        !daemon
+            .decisions()
+            .iter()
+            .any(|d| d.action == "napi_thread_affinity"),
+        "a busy-polling thread was moved:\n{stderr}"
+    );
+    let status = daemon.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
+    m.assert_all_restored(&daemon);
+}

@@ -18,7 +18,7 @@ use crate::config::{Config, NonQueueIrqs, NumaPolicy, RpsMode};
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
 use crate::load::{Load, QueueVector};
-use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice};
+use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice, ThreadedMode};
 use crate::model::topology::Topology;
 
 use super::placement::{IrqAffinity, Placement};
@@ -134,8 +134,11 @@ pub struct Planner<'a> {
 
     /// Online CPUs steerd may place work on.
     pub allowed: CpuSet,
-    /// CPUs steerd moves its IRQs off: banned, isolated, nohz_full.
+    /// CPUs steerd moves its IRQs off: banned, isolated, nohz_full, and those a
+    /// busy-polling NAPI thread is pinned to ([`busy_poll_cpus`]).
     pub evict: CpuSet,
+    /// CPUs pinned busy-polling NAPI threads spin on.
+    pub busy_poll: CpuSet,
     pub core_of: Vec<u32>,
     pub node_of: Vec<Option<u32>>,
     pub heat: Vec<Heat>,
@@ -177,6 +180,31 @@ pub fn rps_capable(kind: DeviceKind) -> bool {
     )
 }
 
+/// The CPUs busy-polling NAPI threads (`threaded` busy-poll, 6.19) are pinned to.
+///
+/// Such a thread never sleeps: it keeps its CPU busy polling its queue, so any other
+/// queue's interrupt, NAPI thread or RPS work placed there competes with a thread that
+/// never yields, and the CPU looks hot whatever is moved (the NAPI documentation's
+/// "Threaded NAPI busy polling" leaves its affinity to user space). steerd leaves these
+/// threads where the operator pinned them and keeps everything else off their CPUs. A
+/// thread allowed on every online CPU says nothing about where it spins (`steerd doctor`
+/// flags it) and reserves nothing.
+pub fn busy_poll_cpus(inventory: &Inventory, online: &CpuSet) -> CpuSet {
+    let mut cpus = CpuSet::new();
+    for queue in inventory.devices.iter().flat_map(|d| &d.rx_queues) {
+        if queue.napi.threaded != Some(ThreadedMode::BusyPoll) {
+            continue;
+        }
+        if let Some(thread) = &queue.napi_thread {
+            let pinned = thread.affinity.intersection(online);
+            if !pinned.is_empty() && pinned != *online {
+                cpus = cpus.union(&pinned);
+            }
+        }
+    }
+    cpus
+}
+
 impl<'a> Planner<'a> {
     pub fn new(input: &DecideInput<'a>, state: &'a mut PolicyState) -> Self {
         let topology = input.topology;
@@ -192,15 +220,20 @@ impl<'a> Planner<'a> {
             }
             node_of[cpu.id as usize] = cpu.node;
         }
-        let evict = config
+        let mut evict = config
             .cpus
             .banned
             .union(&topology.isolated)
             .union(&topology.nohz_full);
-        let allowed = topology
+        let mut allowed = topology
             .online
             .difference(&evict)
             .difference(&config.cpus.reserved);
+        let busy_poll = busy_poll_cpus(input.inventory, &topology.online);
+        if !busy_poll.is_empty() && !allowed.difference(&busy_poll).is_empty() {
+            evict = evict.union(&busy_poll);
+            allowed = allowed.difference(&busy_poll);
+        }
         let mut work = vec![0.0; nr];
         let mut core_work = vec![0.0; nr];
         for (cpu, slot) in work.iter_mut().enumerate() {
@@ -221,6 +254,7 @@ impl<'a> Planner<'a> {
             state,
             allowed,
             evict,
+            busy_poll,
             core_of,
             node_of,
             heat,

@@ -27,7 +27,7 @@ use super::plan::{NoteKind, ReasonKind};
 use crate::config::NumaPolicy;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
-use crate::model::inventory::IrqRole;
+use crate::model::inventory::{IrqRole, ThreadedMode};
 
 /// An IRQ that breaks a placement rule.
 #[derive(Debug, Clone)]
@@ -103,6 +103,8 @@ fn forbidden_why(p: &Planner, cpu: u32) -> &'static str {
         "banned (cpus.banned)"
     } else if p.topology.isolated.contains(cpu) {
         "isolated (isolcpus=)"
+    } else if p.busy_poll.contains(cpu) {
+        "kept for a pinned busy-polling NAPI thread (threaded busy-poll)"
     } else {
         "nohz_full"
     }
@@ -510,9 +512,14 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
         .device
         .zip(view.irq.queue)
         .and_then(|(d, q)| p.devices[d].dev.rx_queues.iter().find(|rx| rx.index == q))
-        .and_then(|rx| rx.napi_thread.as_ref());
+        .and_then(|rx| Some((rx.napi_thread.as_ref()?, rx.napi.threaded)));
     let expected = match thread {
-        Some(thread) => format!(
+        Some((thread, Some(ThreadedMode::BusyPoll))) => format!(
+            "{serves}'s interrupt fires on CPU {to}; its work stays with {}, which polls \
+             without pause where it is pinned (threaded busy-poll, not moved by steerd)",
+            thread.name
+        ),
+        Some((thread, _)) => format!(
             "{expected}; the work moves with {} (threaded NAPI), pinned to CPU {to} in this plan",
             thread.name
         ),

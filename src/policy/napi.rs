@@ -7,12 +7,15 @@
 //! IRQ steerd places, after every IRQ rule of the tick, so a thread follows its IRQ in the
 //! same plan. Like a transmit vector following its receive vector, it is a placement
 //! fact, outside the action budget. A thread someone else pinned elsewhere after steerd is
-//! frozen like any external change (`on_external_change`).
+//! frozen like any external change (`on_external_change`). A busy-polling thread is not
+//! moved: it spins wherever the operator pinned it, and the planner keeps other work off
+//! that CPU.
 
 use super::context::Planner;
 use super::plan::ReasonKind;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
+use crate::model::inventory::ThreadedMode;
 
 pub fn follow_irq(p: &mut Planner) {
     for d in 0..p.devices.len() {
@@ -25,6 +28,11 @@ pub fn follow_irq(p: &mut Planner) {
             let Some(thread) = &queue.napi_thread else {
                 continue;
             };
+            // A busy-polling thread spins where the operator put it; its CPU is kept
+            // free of other work instead (`context::busy_poll_cpus`).
+            if queue.napi.threaded == Some(ThreadedMode::BusyPoll) {
+                continue;
+            }
             let rx = p.devices[d]
                 .vectors
                 .iter()

@@ -160,10 +160,7 @@ fn balance_device(p: &mut Planner, d: usize) {
     let usable = usable_queues(p, d, queues);
     let now = p.now_ns;
     let dwell_ns = p.config.rss.dwell.as_nanos() as u64;
-    let rules = StepRules {
-        max_share: p.config.rss.step,
-        min_gain: p.config.hysteresis.min_gain,
-    };
+    let rules = step_rules(p.config);
     let auto = p.config.rss.mode == RssMode::Auto;
     let mut lever = p.state.rss.remove(&name).unwrap_or_default();
     if lever.seen != table && lever.pending.as_ref().is_none_or(|s| s.step.table != table) && !ours
@@ -279,6 +276,15 @@ fn balance_device(p: &mut Planner, d: usize) {
     );
 }
 
+/// The step and gain rules of the configuration: how much of a queue's table one step may
+/// move, and the least gain that keeps a move.
+fn step_rules(config: &crate::config::Config) -> StepRules {
+    StepRules {
+        max_share: config.rss.step,
+        min_gain: config.hysteresis.min_gain,
+    }
+}
+
 /// What judging a measured step came to.
 enum Judged {
     /// Every move helped: the lever goes on from the new table.
@@ -299,10 +305,7 @@ fn judge(
     target: &Knob,
     dwell_ns: u64,
 ) -> Judged {
-    let rules = StepRules {
-        max_share: p.config.rss.step,
-        min_gain: p.config.hysteresis.min_gain,
-    };
+    let rules = step_rules(p.config);
     let verdicts: Vec<Verdict> = pending
         .step
         .moves
