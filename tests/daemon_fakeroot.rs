@@ -98,6 +98,15 @@ impl Machine {
         })
     }
 
+    /// How many distinct affinities a NIC's queue IRQs have (4 for 4 queues spread).
+    fn distinct_irq_cpus(&self, nic: usize) -> usize {
+        self.queue_irqs(nic)
+            .iter()
+            .map(|&irq| self.irq_cpus(irq).to_list())
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
+
     fn queue_irqs(&self, nic: usize) -> Vec<u32> {
         self.tree.queue_irqs[nic].clone()
     }
@@ -1593,12 +1602,7 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
     let kernel = FakeKernel::start(m.tree.clone(), busy());
     let mut daemon = Steerd::start(m.root(), None);
     wait_until(WAIT, "eth0's IRQs spread", Some(&daemon), || {
-        m.queue_irqs(0)
-            .iter()
-            .map(|&irq| m.irq_cpus(irq).to_list())
-            .collect::<BTreeSet<_>>()
-            .len()
-            == 4
+        m.distinct_irq_cpus(0) == 4
     });
     daemon.wait_ticks(3);
 
@@ -1682,12 +1686,7 @@ fn a_pinned_busy_polling_napi_thread_keeps_its_cpu_to_itself() {
     let mut daemon = Steerd::start(m.root(), None);
     let vectors: Vec<u32> = (0..2).flat_map(|nic| m.queue_irqs(nic)).collect();
     wait_until(WAIT, "eth0's vectors spread", Some(&daemon), || {
-        m.queue_irqs(0)
-            .iter()
-            .map(|&irq| m.irq_cpus(irq).to_list())
-            .collect::<BTreeSet<_>>()
-            .len()
-            == 4
+        m.distinct_irq_cpus(0) == 4
     });
     daemon.wait_ticks(8);
     let stderr = daemon.stderr_text();
