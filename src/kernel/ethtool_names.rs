@@ -282,14 +282,23 @@ fn key(direction: QueueDirection, index: u32, field: Field) -> QueueStatKey {
 
 /// `rx_queue_<n>_packets|bytes` (ixgbe, igb, igc, ice, virtio_net < 6.10, hv_netvsc).
 fn rx_queue_n_field(name: &str) -> Option<QueueStatKey> {
-    let (direction, rest) = direction_prefix(name, "rx_queue_", "tx_queue_")?;
+    prefix_n_underscore_field(name, "rx_queue_", "tx_queue_")
+}
+
+/// `<rx prefix><n>_packets|bytes` and the same with the tx prefix.
+fn prefix_n_underscore_field(name: &str, rx: &str, tx: &str) -> Option<QueueStatKey> {
+    let (direction, rest) = direction_prefix(name, rx, tx)?;
     let (index, rest) = number(rest)?;
-    let field = match rest {
-        "_packets" => Field::Packets,
-        "_bytes" => Field::Bytes,
-        _ => return None,
-    };
+    let field = packets_or_bytes(rest.strip_prefix('_')?)?;
     Some(key(direction, index, field))
+}
+
+fn packets_or_bytes(field: &str) -> Option<Field> {
+    match field {
+        "packets" => Some(Field::Packets),
+        "bytes" => Some(Field::Bytes),
+        _ => None,
+    }
 }
 
 /// `rx-<n>.packets`, `rx-<n>.rx_packets` (and bytes, and tx) — i40e, iavf, sfc.
@@ -301,25 +310,13 @@ fn dash_n_dot_field(name: &str) -> Option<QueueStatKey> {
         QueueDirection::Rx => "rx_",
         QueueDirection::Tx => "tx_",
     };
-    let field = field.strip_prefix(own).unwrap_or(field);
-    let field = match field {
-        "packets" => Field::Packets,
-        "bytes" => Field::Bytes,
-        _ => return None,
-    };
+    let field = packets_or_bytes(field.strip_prefix(own).unwrap_or(field))?;
     Some(key(direction, index, field))
 }
 
 /// `rx<n>_packets|bytes`, `tx<n>_packets|bytes` — mlx5_core, mlx4_en.
 fn rxn_field(name: &str) -> Option<QueueStatKey> {
-    let (direction, rest) = direction_prefix(name, "rx", "tx")?;
-    let (index, rest) = number(rest)?;
-    let field = match rest {
-        "_packets" => Field::Packets,
-        "_bytes" => Field::Bytes,
-        _ => return None,
-    };
-    Some(key(direction, index, field))
+    prefix_n_underscore_field(name, "rx", "tx")
 }
 
 /// `[<n>]: rx_ucast_packets`, `[<n>]: rx_bytes`, ... — bnxt_en, bnx2x (ring-indexed).
