@@ -102,8 +102,11 @@ pub enum Health {
 }
 
 /// The report `/status` serves (schema: docs/status-json.md).
+///
+/// `D` is the decision log: the records a client reads back, or, in the daemon, a borrow of
+/// the log itself, serialized in place (`http::Shared::status_json`) instead of cloned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatusReport {
+pub struct StatusReport<D = Vec<Decision>> {
     pub schema_version: u32,
     pub version: String,
     pub health: Health,
@@ -129,7 +132,7 @@ pub struct StatusReport {
     pub refusals: u64,
     pub last_write_error: Option<String>,
     /// The decision log, oldest first (the same records as `/decisions`).
-    pub decisions: Vec<Decision>,
+    pub decisions: D,
 }
 
 /// The last tick's verdict.
@@ -201,13 +204,13 @@ impl LiveStatus {
     }
 
     /// The report at wall-clock time `now_unix`, with the loop's health (`Err`: why it is
-    /// stalled) and the decision log.
-    pub fn report(
+    /// stalled) and the decision log (records, or a borrow of the log to serialize).
+    pub fn report<D>(
         &self,
         now_unix: f64,
         loop_health: Result<(), String>,
-        decisions: Vec<Decision>,
-    ) -> StatusReport {
+        decisions: D,
+    ) -> StatusReport<D> {
         let mut problems = Vec::new();
         if let Err(stalled) = loop_health
             && self.ticks > 0
