@@ -199,12 +199,13 @@ mod tests {
         }
         assert_eq!(ticks(&log), vec![2, 3, 4]);
         assert_eq!(log.bytes(), 3 * one);
-        // A long record pushes out as many old ones as it needs.
-        let long = with_detail(5, &"x".repeat(2 * one));
+        // A record twice as long pushes out two old ones.
+        let long = with_detail(5, &"x".repeat(one + 16));
         let long_bytes = long.footprint();
+        assert!(long_bytes >= 2 * one);
         log.push(long);
-        assert_eq!(ticks(&log), vec![5]);
-        assert_eq!(log.bytes(), long_bytes);
+        assert_eq!(ticks(&log), vec![4, 5]);
+        assert_eq!(log.bytes(), one + long_bytes);
         log.push(decision(6));
         assert_eq!(ticks(&log), vec![5, 6]);
         assert_eq!(log.bytes(), long_bytes + one);
@@ -236,8 +237,16 @@ mod tests {
             log.push(with_detail(tick, "quote \" and\ttab, CPU0 at 95%"));
         }
         let json = log.to_json();
-        assert!(json.len() <= log.json_size_hint(), "{} > {}", json.len(), log.json_size_hint());
-        assert_eq!(serde_json::to_string(&log.records().collect::<Vec<_>>()).unwrap(), json);
+        assert!(
+            json.len() <= log.json_size_hint(),
+            "{} > {}",
+            json.len(),
+            log.json_size_hint()
+        );
+        assert_eq!(
+            serde_json::to_string(&log.records().collect::<Vec<_>>()).unwrap(),
+            json
+        );
     }
 
     #[test]

@@ -61,8 +61,10 @@ impl Shared {
             Err(poisoned) => poisoned.into_inner(),
         };
         let report = match self.status.lock() {
-            Ok(live) => live.report(now_unix, loop_health, &*log),
-            Err(poisoned) => poisoned.into_inner().report(now_unix, loop_health, &*log),
+            Ok(live) => live.report_with(now_unix, loop_health, &*log),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .report_with(now_unix, loop_health, &*log),
         };
         let mut out = Vec::with_capacity(log.json_size_hint() + 4096);
         let written = serde_json::to_writer(&mut out, &report);

@@ -204,8 +204,19 @@ impl LiveStatus {
     }
 
     /// The report at wall-clock time `now_unix`, with the loop's health (`Err`: why it is
-    /// stalled) and the decision log (records, or a borrow of the log to serialize).
-    pub fn report<D>(
+    /// stalled) and the decision log.
+    pub fn report(
+        &self,
+        now_unix: f64,
+        loop_health: Result<(), String>,
+        decisions: Vec<Decision>,
+    ) -> StatusReport {
+        self.report_with(now_unix, loop_health, decisions)
+    }
+
+    /// [`LiveStatus::report`] with any form of the decision log: the daemon passes a
+    /// borrow of the log, serialized in place.
+    pub fn report_with<D>(
         &self,
         now_unix: f64,
         loop_health: Result<(), String>,

@@ -18,6 +18,7 @@
 
 mod kernel;
 
+#[allow(unused_imports)] // not every test that includes the harness runs the fake kernel
 pub use kernel::{FakeKernel, QueueLoad};
 
 use std::collections::BTreeMap;
