@@ -26,29 +26,3 @@ pub fn one_malloc_arena() {
         }
     }
 }
-
-/// Every allocation of [`MMAP_THRESHOLD`] or more gets its own mapping, returned to the
-/// kernel when freed, whatever was allocated before.
-///
-/// glibc starts with a 128 KiB threshold and raises it to the size of each mmapped chunk
-/// that is freed (up to 32 MiB), so after one large buffer is freed later ones of that
-/// size come from the brk heap, where the small allocations made while they lived (a
-/// decision, a tick's samples) keep the heap from shrinking back: each `/status` and
-/// `/decisions` request builds its whole body in one buffer of up to about 100 kB.
-/// Setting the threshold fixes it (and the trim threshold, at 128 KiB) for the process's
-/// life. Measured with `scripts/decision-memory.sh` (docs/performance.md, "Where the
-/// memory goes"): see there for the figures.
-pub const MMAP_THRESHOLD: usize = 64 * 1024;
-
-/// Sets glibc's mmap threshold to [`MMAP_THRESHOLD`] (see there why).
-pub fn fixed_mmap_threshold() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: as for M_ARENA_MAX: called before the HTTP thread starts, and the
-        // value is below glibc's maximum (HEAP_MAX_SIZE / 2, 32 MiB on 64-bit).
-        let ok = unsafe { nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as i32) };
-        if ok != 1 {
-            tracing::debug!("mallopt(M_MMAP_THRESHOLD) refused; glibc adjusts it itself");
-        }
-    }
-}

@@ -93,7 +93,6 @@ pub struct Options {
 /// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
 pub fn run(options: Options) -> Result<(), StartError> {
     crate::memory::one_malloc_arena();
-    crate::memory::fixed_mmap_threshold();
     // Before any thread starts, so that every thread inherits the blocked mask.
     let mut signals = wakeups::Signals::block_and_open().map_err(StartError::Signals)?;
     let shared = Shared::new();
