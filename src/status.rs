@@ -58,7 +58,8 @@ pub fn fetch_decisions(addr: SocketAddr) -> Result<Vec<Decision>, FetchError> {
     fetch_json(addr, "/decisions")
 }
 
-/// The longest answer read: `/status` with its 256 decisions is well under 1 MiB.
+/// The longest answer read: `/status` with its decision log (at most 64 KiB of records) is
+/// well under 1 MiB.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
 
 /// Fetches the status report from the daemon at `addr`.

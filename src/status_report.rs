@@ -102,8 +102,11 @@ pub enum Health {
 }
 
 /// The report `/status` serves (schema: docs/status-json.md).
+///
+/// `D` is the decision log: the records a client reads back, or, in the daemon, a borrow of
+/// the log itself, serialized in place (`http::Shared::status_json`) instead of cloned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatusReport {
+pub struct StatusReport<D = Vec<Decision>> {
     pub schema_version: u32,
     pub version: String,
     pub health: Health,
@@ -129,7 +132,7 @@ pub struct StatusReport {
     pub refusals: u64,
     pub last_write_error: Option<String>,
     /// The decision log, oldest first (the same records as `/decisions`).
-    pub decisions: Vec<Decision>,
+    pub decisions: D,
 }
 
 /// The last tick's verdict.
@@ -208,6 +211,17 @@ impl LiveStatus {
         loop_health: Result<(), String>,
         decisions: Vec<Decision>,
     ) -> StatusReport {
+        self.report_with(now_unix, loop_health, decisions)
+    }
+
+    /// [`LiveStatus::report`] with any form of the decision log: the daemon passes a
+    /// borrow of the log, serialized in place.
+    pub fn report_with<D>(
+        &self,
+        now_unix: f64,
+        loop_health: Result<(), String>,
+        decisions: D,
+    ) -> StatusReport<D> {
         let mut problems = Vec::new();
         if let Err(stalled) = loop_health
             && self.ticks > 0
