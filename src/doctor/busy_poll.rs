@@ -67,14 +67,15 @@ pub fn check(context: &Context) -> Vec<Finding> {
             if crowded.is_empty() {
                 continue;
             }
-            // A CPU no queue uses, else the last one steerd may use; banning it in steerd's
-            // configuration moves the queues steerd manages off it.
+            // A CPU no queue uses, else the last one steerd may use. Pinned there, the
+            // thread keeps that CPU to itself while steerd runs (`policy::context::
+            // busy_poll_cpus`: steerd moves the queues it manages off it).
             let target = free.first().copied().or_else(|| usable.iter().last());
             let fix = target.map(|cpu| {
                 format!(
-                    "taskset -pc {cpu} {}, and add {cpu} to cpus.banned in steerd's \
-                     configuration (then systemctl reload steerd) so that no queue is \
-                     placed beside it",
+                    "taskset -pc {cpu} {}; a running steerd then keeps every queue it \
+                     manages off CPU {cpu} by itself (without steerd, move the other \
+                     queues' IRQs off it, or add {cpu} to cpus.banned)",
                     thread.pid
                 )
             });
