@@ -127,17 +127,21 @@ sample() {
 }
 
 # The daemon's resources and tick time, for the soak: whether it is alive, VmRSS, VmHWM and
-# Threads from its status file, its open fds, and from its own /metrics the tick-duration
-# sum and count, ticks run and config reloads. The fds are counted before the scrape, so
-# the scrape's own connection is not among them; `-` where a figure could not be read.
+# Threads from its status file, its open fds, from its own /metrics the tick-duration
+# sum and count, ticks run and config reloads, then RssAnon and RssFile (VmRSS's anonymous
+# and file-backed parts: code faulted in for the first time shows in the second). The fds
+# are counted before the scrape, so the scrape's own connection is not among them; `-`
+# where a figure could not be read.
 daemon_stats() {
     read -r up _ < /proc/uptime
     if [ -z "$BPID" ] || ! kill -0 "$BPID" 2>/dev/null; then
-        echo "D $up dead - - - - - - - - -"
+        echo "D $up dead - - - - - - - - - - -"
         return
     fi
     st=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } /^Threads:/ { t = $2 }
         END { print (r == "" ? "-" : r), (h == "" ? "-" : h), (t == "" ? "-" : t) }' "/proc/$BPID/status" 2>/dev/null)
+    parts=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
+        END { print (a == "" ? "-" : a), (f == "" ? "-" : f) }' "/proc/$BPID/status" 2>/dev/null)
     fds=$(ls "/proc/$BPID/fd" 2>/dev/null | wc -l)
     # busybox wget -T crashes in Debian's busybox-static 1.35 (status 139): timeout bounds it.
     m=$(timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
@@ -148,7 +152,7 @@ daemon_stats() {
         $1 == "steerd_config_reloads_total{result=\"error\"}" { er = $2 }
         function v(x) { return x == "" ? "-" : x }
         END { print v(s), v(c), v(t), v(ok), v(er) }')
-    echo "D $up alive ${st:-- - -} $fds ${m:-- - - - -}"
+    echo "D $up alive ${st:-- - -} $fds ${m:-- - - - -} ${parts:-- -}"
 }
 
 # Installs /etc/steerd/$1.yaml as the daemon's configuration and asks it to reload (SIGHUP).

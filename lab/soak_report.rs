@@ -36,11 +36,16 @@ pub struct DaemonSample {
     pub ticks: Option<f64>,
     pub reloads_ok: Option<u64>,
     pub reloads_error: Option<u64>,
+    /// VmRSS's anonymous and file-backed parts (absent from consoles of before
+    /// 2026-11-26): a step in the file-backed part is code or data of the binary faulted in
+    /// for the first time, not memory the daemon allocated.
+    pub anon_kb: Option<u64>,
+    pub file_kb: Option<u64>,
 }
 
 impl DaemonSample {
     /// Parses the fields after `D `; `None` for a line too short to be one.
-    fn parse(rest: &str, ready: f64) -> Option<DaemonSample> {
+    pub fn parse(rest: &str, ready: f64) -> Option<DaemonSample> {
         let f: Vec<&str> = rest.split_whitespace().collect();
         if f.len() < 11 {
             return None;
@@ -60,6 +65,8 @@ impl DaemonSample {
             ticks: real(8),
             reloads_ok: int(9),
             reloads_error: int(10),
+            anon_kb: int(11),
+            file_kb: int(12),
         })
     }
 }
@@ -71,6 +78,8 @@ pub struct Window {
     pub to: f64,
     pub samples: usize,
     pub rss_median_kb: Option<f64>,
+    pub anon_median_kb: Option<f64>,
+    pub file_median_kb: Option<f64>,
     pub rss_max_kb: Option<u64>,
     /// VmHWM at the window's last sample: the peak so far.
     pub hwm_kb: Option<u64>,
@@ -96,16 +105,22 @@ impl Window {
             .iter()
             .filter(|s| s.alive && s.at >= from && s.at <= to)
             .collect();
+        let median = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            let n = v.len();
+            (n > 0).then(|| {
+                if n % 2 == 1 {
+                    v[n / 2] as f64
+                } else {
+                    (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+                }
+            })
+        };
         let mut rss: Vec<u64> = inside.iter().filter_map(|s| s.rss_kb).collect();
         rss.sort_unstable();
-        let rss_median_kb = (!rss.is_empty()).then(|| {
-            let n = rss.len();
-            if n % 2 == 1 {
-                rss[n / 2] as f64
-            } else {
-                (rss[n / 2 - 1] + rss[n / 2]) as f64 / 2.0
-            }
-        });
+        let rss_median_kb = median(rss.clone());
+        let anon_median_kb = median(inside.iter().filter_map(|s| s.anon_kb).collect());
+        let file_median_kb = median(inside.iter().filter_map(|s| s.file_kb).collect());
         let with_ticks: Vec<(f64, f64)> = inside
             .iter()
             .filter_map(|s| Some((s.tick_sum_s?, s.tick_count?)))
@@ -130,6 +145,8 @@ impl Window {
             kinds,
             samples: inside.len(),
             rss_median_kb,
+            anon_median_kb,
+            file_median_kb,
             rss_max_kb: rss.last().copied(),
             hwm_kb: inside.iter().rev().find_map(|s| s.hwm_kb),
             fds_min: inside.iter().filter_map(|s| s.fds).min(),
@@ -291,6 +308,18 @@ impl Soak {
             show_f(e.rss_median_kb, 0),
             show_f(l.rss_median_kb, 0),
             change(e.rss_median_kb, l.rss_median_kb, 0),
+        );
+        row(
+            "RssAnon median (kB)",
+            show_f(e.anon_median_kb, 0),
+            show_f(l.anon_median_kb, 0),
+            change(e.anon_median_kb, l.anon_median_kb, 0),
+        );
+        row(
+            "RssFile median (kB)",
+            show_f(e.file_median_kb, 0),
+            show_f(l.file_median_kb, 0),
+            change(e.file_median_kb, l.file_median_kb, 0),
         );
         row(
             "VmRSS max (kB)",

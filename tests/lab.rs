@@ -374,6 +374,14 @@ fn soak_schedule() {
         scenario::guest_env(&hour, Balancer::Steerd, &[])
             .contains("STEERD_ARGS='--config /etc/steerd/steerd.yaml'")
     );
+    // A sample line with VmRSS's parts, and one from an older console without them.
+    use lab::soak_report::DaemonSample;
+    let new = DaemonSample::parse("12.5 alive 5104 5104 2 15 0.08 4 4 0 0 812 4292", 2.5)
+        .expect("a D line");
+    assert_eq!((new.at, new.rss_kb, new.fds), (10.0, Some(5104), Some(15)));
+    assert_eq!((new.anon_kb, new.file_kb), (Some(812), Some(4292)));
+    let old = DaemonSample::parse("12.5 alive 5104 5104 2 15 0.08 4 4 0 0", 2.5).expect("a D line");
+    assert_eq!((old.anon_kb, old.file_kb), (None, None));
 }
 
 /// The JSON of the `steerd inspect --format json` runs the guest printed, each line tagged
