@@ -128,8 +128,9 @@ sample() {
 
 # The daemon's resources and tick time, for the soak: whether it is alive, VmRSS, VmHWM and
 # Threads from its status file, its open fds, from its own /metrics the tick-duration
-# sum and count, ticks run and config reloads, then RssAnon and RssFile (VmRSS's anonymous
-# and file-backed parts: code faulted in for the first time shows in the second). The fds
+# sum and count, ticks run and config reloads, then RssAnon and RssFile + RssShmem (VmRSS's
+# anonymous and file-backed parts: code faulted in for the first time shows in the second;
+# the guest's programs live in its initramfs, a tmpfs, so their pages count as shmem). The fds
 # are counted before the scrape, so the scrape's own connection is not among them; `-`
 # where a figure could not be read.
 daemon_stats() {
@@ -140,8 +141,8 @@ daemon_stats() {
     fi
     st=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } /^Threads:/ { t = $2 }
         END { print (r == "" ? "-" : r), (h == "" ? "-" : h), (t == "" ? "-" : t) }' "/proc/$BPID/status" 2>/dev/null)
-    parts=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f = $2 }
-        END { print (a == "" ? "-" : a), (f == "" ? "-" : f) }' "/proc/$BPID/status" 2>/dev/null)
+    parts=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f += $2; n++ } /^RssShmem:/ { f += $2; n++ }
+        END { print (a == "" ? "-" : a), (n == 0 ? "-" : f) }' "/proc/$BPID/status" 2>/dev/null)
     fds=$(ls "/proc/$BPID/fd" 2>/dev/null | wc -l)
     # busybox wget -T crashes in Debian's busybox-static 1.35 (status 139): timeout bounds it.
     m=$(timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '

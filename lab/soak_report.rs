@@ -36,9 +36,10 @@ pub struct DaemonSample {
     pub ticks: Option<f64>,
     pub reloads_ok: Option<u64>,
     pub reloads_error: Option<u64>,
-    /// VmRSS's anonymous and file-backed parts (absent from consoles of before
-    /// 2026-11-26): a step in the file-backed part is code or data of the binary faulted in
-    /// for the first time, not memory the daemon allocated.
+    /// VmRSS's anonymous and file-backed parts (`RssFile` + `RssShmem`: the guest's
+    /// binaries are on its initramfs, a tmpfs; absent from consoles of before 2026-11-26):
+    /// a step in the file-backed part is code or data of the binary faulted in for the first
+    /// time, not memory the daemon allocated.
     pub anon_kb: Option<u64>,
     pub file_kb: Option<u64>,
 }
@@ -316,7 +317,7 @@ impl Soak {
             change(e.anon_median_kb, l.anon_median_kb, 0),
         );
         row(
-            "RssFile median (kB)",
+            "RssFile+RssShmem median (kB)",
             show_f(e.file_median_kb, 0),
             show_f(l.file_median_kb, 0),
             change(e.file_median_kb, l.file_median_kb, 0),
