@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 
 use super::{Context, Finding, Severity};
 use crate::cpuset::CpuSet;
-use crate::model::inventory::ThreadedMode;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     let inventory = &context.machine.inventory;
@@ -45,7 +44,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
     let mut findings = Vec::new();
     for device in &inventory.devices {
         for queue in &device.rx_queues {
-            if queue.napi.threaded != Some(ThreadedMode::BusyPoll) {
+            if !queue.napi.busy_polls() {
                 continue;
             }
             let Some(thread) = &queue.napi_thread else {

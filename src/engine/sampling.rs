@@ -9,7 +9,7 @@ use crate::Root;
 use crate::error::Error;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
-use crate::model::inventory::{Inventory, ThreadedMode};
+use crate::model::inventory::Inventory;
 use crate::model::snapshot::{Snapshot, ThreadTime};
 
 /// How much of the per-tick counters to read.
@@ -60,7 +60,7 @@ impl Sampling {
             .flat_map(|d| &d.rx_queues)
             // A busy-polling thread's time is spinning, not receive work: counted, it
             // would make every CPU it passes look hot.
-            .filter(|q| q.napi.threaded != Some(ThreadedMode::BusyPoll))
+            .filter(|q| !q.napi.busy_polls())
             .filter_map(|q| q.napi_thread.as_ref().map(|t| t.pid))
             .collect();
         if self.queue_devices.is_empty() || !self.root.is_host() {

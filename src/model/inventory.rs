@@ -127,6 +127,14 @@ pub struct NapiSettings {
     pub per_napi: bool,
 }
 
+impl NapiSettings {
+    /// Whether the NAPI polls in a busy-polling thread (`threaded` busy-poll, 6.19), which
+    /// never sleeps and keeps its CPU busy.
+    pub fn busy_polls(&self) -> bool {
+        self.threaded == Some(ThreadedMode::BusyPoll)
+    }
+}
+
 /// One `queues/rx-N` directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RxQueue {

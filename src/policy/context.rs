@@ -18,7 +18,7 @@ use crate::config::{Config, NonQueueIrqs, NumaPolicy, RpsMode};
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
 use crate::load::{Load, QueueVector};
-use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice, ThreadedMode};
+use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, NetDevice};
 use crate::model::topology::Topology;
 
 use super::placement::{IrqAffinity, Placement};
@@ -192,7 +192,7 @@ pub fn rps_capable(kind: DeviceKind) -> bool {
 pub fn busy_poll_cpus(inventory: &Inventory, online: &CpuSet) -> CpuSet {
     let mut cpus = CpuSet::new();
     for queue in inventory.devices.iter().flat_map(|d| &d.rx_queues) {
-        if queue.napi.threaded != Some(ThreadedMode::BusyPoll) {
+        if !queue.napi.busy_polls() {
             continue;
         }
         if let Some(thread) = &queue.napi_thread {

@@ -27,7 +27,7 @@ use super::plan::{NoteKind, ReasonKind};
 use crate::config::NumaPolicy;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
-use crate::model::inventory::{IrqRole, ThreadedMode};
+use crate::model::inventory::IrqRole;
 
 /// An IRQ that breaks a placement rule.
 #[derive(Debug, Clone)]
@@ -512,9 +512,9 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
         .device
         .zip(view.irq.queue)
         .and_then(|(d, q)| p.devices[d].dev.rx_queues.iter().find(|rx| rx.index == q))
-        .and_then(|rx| Some((rx.napi_thread.as_ref()?, rx.napi.threaded)));
+        .and_then(|rx| Some((rx.napi_thread.as_ref()?, rx.napi.busy_polls())));
     let expected = match thread {
-        Some((thread, Some(ThreadedMode::BusyPoll))) => format!(
+        Some((thread, true)) => format!(
             "{serves}'s interrupt fires on CPU {to}; its work stays with {}, which polls \
              without pause where it is pinned (threaded busy-poll, not moved by steerd)",
             thread.name

@@ -15,7 +15,6 @@ use super::context::Planner;
 use super::plan::ReasonKind;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
-use crate::model::inventory::ThreadedMode;
 
 pub fn follow_irq(p: &mut Planner) {
     for d in 0..p.devices.len() {
@@ -30,7 +29,7 @@ pub fn follow_irq(p: &mut Planner) {
             };
             // A busy-polling thread spins where the operator put it; its CPU is kept
             // free of other work instead (`context::busy_poll_cpus`).
-            if queue.napi.threaded == Some(ThreadedMode::BusyPoll) {
+            if queue.napi.busy_polls() {
                 continue;
             }
             let rx = p.devices[d]
