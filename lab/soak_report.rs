@@ -117,9 +117,9 @@ impl Window {
                 }
             })
         };
-        let mut rss: Vec<u64> = inside.iter().filter_map(|s| s.rss_kb).collect();
-        rss.sort_unstable();
-        let rss_median_kb = median(rss.clone());
+        let rss: Vec<u64> = inside.iter().filter_map(|s| s.rss_kb).collect();
+        let rss_max_kb = rss.iter().max().copied();
+        let rss_median_kb = median(rss);
         let anon_median_kb = median(inside.iter().filter_map(|s| s.anon_kb).collect());
         let file_median_kb = median(inside.iter().filter_map(|s| s.file_kb).collect());
         let with_ticks: Vec<(f64, f64)> = inside
@@ -148,7 +148,7 @@ impl Window {
             rss_median_kb,
             anon_median_kb,
             file_median_kb,
-            rss_max_kb: rss.last().copied(),
+            rss_max_kb,
             hwm_kb: inside.iter().rev().find_map(|s| s.hwm_kb),
             fds_min: inside.iter().filter_map(|s| s.fds).min(),
             fds_max: inside.iter().filter_map(|s| s.fds).max(),
@@ -304,24 +304,21 @@ impl Soak {
             l.samples.to_string(),
             String::new(),
         );
-        row(
-            "VmRSS median (kB)",
-            show_f(e.rss_median_kb, 0),
-            show_f(l.rss_median_kb, 0),
-            change(e.rss_median_kb, l.rss_median_kb, 0),
-        );
-        row(
-            "RssAnon median (kB)",
-            show_f(e.anon_median_kb, 0),
-            show_f(l.anon_median_kb, 0),
-            change(e.anon_median_kb, l.anon_median_kb, 0),
-        );
-        row(
-            "RssFile+RssShmem median (kB)",
-            show_f(e.file_median_kb, 0),
-            show_f(l.file_median_kb, 0),
-            change(e.file_median_kb, l.file_median_kb, 0),
-        );
+        for (name, of) in [
+            (
+                "VmRSS median (kB)",
+                (|w| w.rss_median_kb) as fn(&Window) -> Option<f64>,
+            ),
+            ("RssAnon median (kB)", |w| w.anon_median_kb),
+            ("RssFile+RssShmem median (kB)", |w| w.file_median_kb),
+        ] {
+            row(
+                name,
+                show_f(of(e), 0),
+                show_f(of(l), 0),
+                change(of(e), of(l), 0),
+            );
+        }
         row(
             "VmRSS max (kB)",
             show(e.rss_max_kb),
