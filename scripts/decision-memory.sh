@@ -53,6 +53,10 @@ STARTED_PIDS=()
 
 log() { printf '%s\n' "decision-memory.sh: $*" >&2; }
 
+# free_port and stop_started.
+# shellcheck source=scripts/measure-lib.sh
+. "$REPO/scripts/measure-lib.sh"
+
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
@@ -60,29 +64,8 @@ cleanup() {
     rm -rf "$WORK"
     exit "$status"
 }
-
-# Stops every process this script started (SIGTERM, then SIGKILL after 5 s), by PID.
-stop_started() {
-    local pid
-    for pid in "${STARTED_PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${STARTED_PIDS[@]}"; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
-    STARTED_PIDS=()
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# free_port.
-# shellcheck source=scripts/measure-lib.sh
-. "$REPO/scripts/measure-lib.sh"
 
 TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 log "building examples/decision_churn (release)"

@@ -1,7 +1,8 @@
-# Sourced by scripts/budget.sh and scripts/ab-idle.sh: a process's CPU time and wake-ups
-# from /proc/PID/task/*/schedstat (nanosecond resolution; clock ticks would be too coarse
-# for a daemon that uses a tenth of a millisecond per second), and a free loopback port
-# for each steerd's metrics listener.
+# Sourced by scripts/budget.sh, scripts/ab-idle.sh, scripts/decision-memory.sh and (through
+# scripts/restore-lib.sh) scripts/memory.sh: a process's CPU time and wake-ups from
+# /proc/PID/task/*/schedstat (nanosecond resolution; clock ticks would be too coarse for a
+# daemon that uses a tenth of a millisecond per second), a free loopback port for each
+# steerd's metrics listener, and the stop of what a script started.
 
 # Nanoseconds on CPU, summed over all current threads of PID.
 cpu_ns() {
@@ -35,4 +36,24 @@ free_port() {
         grep -qx "$port" <<<"$used" || break
     done
     echo "$port"
+}
+
+# Stops every process in STARTED_PIDS (the PIDs the sourcing script started: SIGTERM, then
+# SIGKILL after 5 s) and empties the list. Only those PIDs, never another process.
+stop_started() {
+    local pid
+    for pid in "${STARTED_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${STARTED_PIDS[@]}"; do
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+    done
+    STARTED_PIDS=()
 }

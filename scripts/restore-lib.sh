@@ -38,24 +38,14 @@ restore_values() {
     log "restored $changed changed value(s); $failed could not be restored"
 }
 
+# stop_started.
+# shellcheck source=scripts/measure-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/measure-lib.sh"
+
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
-    local pid
-    for pid in "${STARTED_PIDS[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    for pid in "${STARTED_PIDS[@]}"; do
-        for _ in $(seq 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-    done
+    stop_started
     restore_values
     rm -rf "$WORK"
     exit "$status"
