@@ -77,6 +77,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| match s.name {
             "rss-skew" => lab::rss::skew(rss_length),
             "rss-elephant" => lab::rss::elephant(rss_length),
+            "threaded-rss" => lab::rss::threaded(rss_length),
             _ => s,
         })
         .collect();

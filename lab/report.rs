@@ -825,7 +825,9 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             .find(|(s, b, runs)| s.name == name && *b == balancer && !runs.is_empty())
     };
     for (s, b, runs) in rows {
-        if *b != "steerd" || runs.is_empty() || s.rss_watch {
+        // The RSS lever's own scenarios have their verdicts in `rss::verdicts`; a threaded
+        // one with the lever on is held to the threaded targets too.
+        if *b != "steerd" || runs.is_empty() || (s.rss_watch && !s.threaded) {
             continue;
         }
         let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));

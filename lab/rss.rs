@@ -108,19 +108,26 @@ pub const DPORT: u16 = 9000;
 /// `per_queue` flows to each of `targets`, each in a bucket of its own, from source ports
 /// counting up from 40000: the first ports whose bucket is new and maps to a target.
 pub fn flows_on(targets: &[u32], per_queue: usize, queues: u32) -> Vec<(u16, u16)> {
-    let mut taken: BTreeMap<u32, usize> = targets.iter().map(|&q| (q, 0)).collect();
+    let wanted: Vec<(u32, usize)> = targets.iter().map(|&q| (q, per_queue)).collect();
+    flows_per_queue(&wanted, queues)
+}
+
+/// `(queue, n)`: n flows to each such queue under the default table, each in a bucket of
+/// its own, from source ports counting up from 40000.
+pub fn flows_per_queue(wanted: &[(u32, usize)], queues: u32) -> Vec<(u16, u16)> {
+    let mut left: BTreeMap<u32, usize> = wanted.iter().copied().collect();
     let mut buckets = std::collections::BTreeSet::new();
     let mut flows = Vec::new();
     for sport in 40000..u16::MAX {
-        if taken.values().all(|&n| n >= per_queue) {
+        if left.values().all(|&n| n == 0) {
             break;
         }
         let b = bucket(sport, DPORT);
-        let Some(n) = taken.get_mut(&(b % queues)) else {
+        let Some(n) = left.get_mut(&(b % queues)) else {
             continue;
         };
-        if *n < per_queue && buckets.insert(b) {
-            *n += 1;
+        if *n > 0 && buckets.insert(b) {
+            *n -= 1;
             flows.push((sport, DPORT));
         }
     }
@@ -205,6 +212,42 @@ pub fn elephant(length: Duration) -> Scenario {
     }];
     s.setup = setup(ELEPHANT_CONFIG);
     s.events = vec![(25, SELF_REPORT)];
+    s
+}
+
+/// The flows of `threaded-rss`: 8 flows placed 1/3/3/1 on the queues by the default table,
+/// as the tap's own hash places the 8 flows of `threaded-cpu0` (docs/lab.md, "Threaded
+/// NAPI"): with each receive thread pinned to its queue's IRQ CPU, a CPU then carries 3/8
+/// of the packets until the queues are evened out.
+pub fn threaded_flows() -> Vec<(u16, u16)> {
+    flows_per_queue(&[(0, 1), (1, 3), (2, 3), (3, 1)], 4)
+}
+
+/// `threaded-rss` (issue 20 on issue 18's lever): threaded NAPI on a NIC with RSS, every
+/// input vector on CPU0 and [`threaded_flows`]. Pinning the threads alone leaves the
+/// busiest CPU with the busiest queue's 0.37; the lever evens the queues, so the pinned
+/// threads share the work.
+pub fn threaded(length: Duration) -> Scenario {
+    let mut s = rss_scenario(
+        "threaded-rss",
+        "threaded NAPI on, rss=on, every input vector on CPU0, 8 UDP flows hashed 1/3/3/1 by the default table; steerd's RSS lever on",
+        length,
+    );
+    s.setup = format!(
+        "{}; pin_inputs 0; {}",
+        super::scenario::THREADED_ON,
+        setup(STEERD_CONFIG)
+    );
+    s.threaded = true;
+    s.spread = true;
+    s.events = vec![(12, SELF_REPORT)];
+    s.phases = vec![Phase {
+        start: Duration::from_secs(1),
+        length: s.duration - Duration::from_secs(2),
+        udp_flows: threaded_flows(),
+        udp_pps: RSS_PPS,
+        tcp_ports: Vec::new(),
+    }];
     s
 }
 

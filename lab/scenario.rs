@@ -319,6 +319,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
         },
         super::rss::skew(RSS_SECS),
         super::rss::elephant(RSS_SECS),
+        super::rss::threaded(RSS_SECS),
     ]
 }
 

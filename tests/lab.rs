@@ -692,7 +692,9 @@ fn rss_lever_in_the_guest() -> TestResult {
 /// Microsoft's verification suite, and the flows of `rss-skew` in 32 distinct buckets that
 /// the default table sends to queues 0 and 1, the elephant on queue 1.
 fn rss_flows_and_hash() {
-    use lab::rss::{KEY, bucket, default_queue, elephant_flow, skew_flows, toeplitz};
+    use lab::rss::{
+        KEY, bucket, default_queue, elephant_flow, skew_flows, threaded_flows, toeplitz,
+    };
     // 66.9.149.187:2794 -> 161.142.100.80:1766.
     let mut input = vec![66, 9, 149, 187, 161, 142, 100, 80];
     assert_eq!(toeplitz(&KEY, &input), 0x323e8fc2);
@@ -711,6 +713,27 @@ fn rss_flows_and_hash() {
     let s = scenario("rss-skew");
     assert!(s.vm.rss && s.rss_watch);
     assert!(scenario::guest_env(&s, Balancer::Steerd, &[]).contains("mode: auto"));
+    // threaded-rss: 8 flows in 8 buckets, 1/3/3/1 on the queues, the lever on, threaded.
+    let flows = threaded_flows();
+    let per_queue = (0..4)
+        .map(|q| {
+            flows
+                .iter()
+                .filter(|&&(s, d)| default_queue(s, d, 4) == q)
+                .count()
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(per_queue, [1, 3, 3, 1]);
+    let buckets: std::collections::BTreeSet<u32> =
+        flows.iter().map(|&(s, d)| bucket(s, d)).collect();
+    assert_eq!(buckets.len(), 8);
+    let s = scenario("threaded-rss");
+    assert!(s.vm.rss && s.rss_watch && s.threaded);
+    let env = scenario::guest_env(&s, Balancer::Steerd, &[]);
+    assert!(
+        env.contains("mode: auto") && env.contains("/threaded"),
+        "{env}"
+    );
 }
 
 suite_main!(
