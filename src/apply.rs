@@ -647,7 +647,20 @@ fn write_knob(root: &Root, knob: &Knob, text: &str, what: &str) -> Result<(), Wr
         }
         _ => write_file(&root.path(knob.relative_path()), text),
     };
-    written.map_err(|err| failure(knob, &err, what))
+    written.map_err(|err| gone_is_vanished(root, failure(knob, &err, what)))
+}
+
+/// A write to an IRQ refused as by a managed IRQ (EIO, EPERM) whose `/proc/irq/N` is gone
+/// by now: the IRQ was being freed under the write (a NIC removed; procfs answers EIO for
+/// an entry being taken down, seen in the lab), so it vanished; it is not one to give up
+/// on, since its number may come back with the device.
+fn gone_is_vanished(root: &Root, mut failure: WriteFailure) -> WriteFailure {
+    if let (FailureKind::Managed, Knob::IrqAffinity { irq }) = (failure.kind, &failure.knob)
+        && !root.path(format!("proc/irq/{irq}")).exists()
+    {
+        failure.kind = FailureKind::Vanished;
+    }
+    failure
 }
 
 /// A failed read or write of an RSS table, classified by the ethtool request's errno.
@@ -939,6 +952,20 @@ mod tests {
         assert_eq!(kind(libc::ENOENT), FailureKind::Vanished);
         let eperm_rps = FailureKind::of(&rps(), &io::Error::from_raw_os_error(libc::EPERM));
         assert_eq!(eperm_rps, FailureKind::NotAllowed);
+    }
+
+    #[test]
+    fn a_refused_irq_whose_directory_is_gone_vanished() {
+        use nix::libc;
+        let (dir, _) = setup();
+        let root = Root::new(dir.path());
+        let refused = |irq| {
+            let knob = Knob::IrqAffinity { irq };
+            let err = io::Error::from_raw_os_error(libc::EIO);
+            gone_is_vanished(&root, failure(&knob, &err, "writing")).kind
+        };
+        assert_eq!(refused(30), FailureKind::Managed);
+        assert_eq!(refused(31), FailureKind::Vanished);
     }
 
     #[test]

@@ -122,7 +122,10 @@ impl Daemon {
             (_, Reaction::Retry) => {
                 warn!(error = %failure, "write failed; retrying later with backoff: {failure}")
             }
-            (_, Reaction::Rediscover | Reaction::TheirsNow) => {}
+            (_, Reaction::Rediscover) => {
+                info!(error = %failure, "the value vanished under the write (a device or IRQ going away); rediscovering: {failure}")
+            }
+            (_, Reaction::TheirsNow) => {}
         }
     }
 

@@ -186,6 +186,11 @@ impl Daemon {
     pub(super) fn after_discovery(&mut self) {
         let machine = self.engine.machine();
         self.sampling.follow(&machine.inventory);
+        // An IRQ that is gone is no longer one steerd cannot move: its number may come
+        // back on another vector (the engine forgot its give-up too).
+        let irqs = &machine.inventory.irqs;
+        self.reported_managed
+            .retain(|n| irqs.binary_search_by_key(n, |i| i.irq).is_ok());
         for irq in machine
             .inventory
             .irqs

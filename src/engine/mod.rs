@@ -114,9 +114,15 @@ impl Engine {
     }
 
     /// A fresh model (a rediscovery): current values are read again from it, and the next
-    /// tick decides. Returns the old model.
+    /// tick decides. Returns the old model. What was learnt of a value that is gone (a
+    /// backoff, a give-up) goes with it: an IRQ number or a queue that comes back (a NIC
+    /// removed and found again, another device given the freed vector) is a new value, and
+    /// a write that failed while its IRQ was being freed (EIO from procfs, the errno of a
+    /// managed IRQ) must not keep steerd off its successor.
     pub fn replace_machine(&mut self, machine: Machine) -> Machine {
         self.placement = Placement::from_inventory(&machine.inventory);
+        let placement = &self.placement;
+        self.retries.retain(|knob| placement.value(knob).is_some());
         self.decide_needed = true;
         std::mem::replace(&mut self.machine, machine)
     }

@@ -62,6 +62,12 @@ impl Retries {
         self.given_up.insert(knob.clone(), why.to_string());
     }
 
+    /// Keeps what is known of the knobs `exists` says are still there and forgets the rest.
+    pub fn retain(&mut self, exists: impl Fn(&Knob) -> bool) {
+        self.backoff.retain(|knob, _| exists(knob));
+        self.given_up.retain(|knob, _| exists(knob));
+    }
+
     /// Why a knob was given up on, if it was.
     pub fn given_up(&self, knob: &Knob) -> Option<&str> {
         self.given_up.get(knob).map(String::as_str)

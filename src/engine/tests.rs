@@ -132,6 +132,28 @@ fn a_managed_irq_is_given_up_and_never_tried_again() {
     assert!(!writer.writes.contains(&managed), "{:?}", writer.writes);
 }
 
+/// An IRQ whose write failed with EIO while the NIC was being removed (procfs answers EIO
+/// for an entry being taken down, the errno of a managed IRQ) is not given up for good: once
+/// a rediscovery no longer finds it, what was learnt of it is forgotten, and the same
+/// number coming back with the NIC may be written again. One that is still there stays
+/// given up across rediscoveries.
+#[test]
+fn a_given_up_irq_that_vanishes_is_forgotten() {
+    let (_sim, mut engine, _writer, failed, _) = first_write_fails(Errno::EIO);
+    let Knob::IrqAffinity { irq } = failed else {
+        panic!("not an IRQ: {failed}")
+    };
+    let same = engine.machine().clone();
+    engine.replace_machine(same);
+    assert!(!engine.retries().may_try(&failed, u64::MAX));
+    let mut without = engine.machine().clone();
+    without.inventory.irqs.retain(|i| i.irq != irq);
+    let found_again = engine.replace_machine(without);
+    assert!(engine.retries().given_up(&failed).is_none());
+    engine.replace_machine(found_again);
+    assert!(engine.retries().may_try(&failed, 0));
+}
+
 #[test]
 fn a_transient_failure_backs_off_then_is_tried_again() {
     let (mut sim, mut engine, mut writer, busy, report) = first_write_fails(Errno::EBUSY);
