@@ -172,6 +172,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         lab::rss::describe(&m, rss)
                     );
                 }
+                if s.name.starts_with("inflight-") {
+                    eprintln!(
+                        "lab: {} {} #{}: {}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::faults::describe(&lab::faults::HeldWrite::from_log(&m.log))
+                    );
+                }
                 match lab::doctor::DoctorRun::from_lines(&raw.lines) {
                     Some(Ok(doctor)) => {
                         eprintln!(

@@ -8,7 +8,8 @@
 #   A irq affinity effective / R dev queue rps_cpus / E (end of sample) / LOG daemon line /
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
-#   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status
+#   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status /
+#   LAB HELD strace line (the in-flight fault scenarios: the write strace holds)
 # With RSS_WATCH=1 (the RSS lever's scenarios) each sample also carries the NIC's packets
 # per rx queue and its RSS table, the snapshot holds the table, and the end adds steerd's
 # steerd_rss_* metrics (scraped before SIGTERM) and the table before and after:
@@ -164,14 +165,49 @@ reload_with() {
 start_balancer() {
     case "$BALANCER" in
         steerd)
-            /usr/sbin/steerd run --state-file /run/steerd/state $STEERD_ARGS >> /tmp/balancer.log 2>&1 &
-            BPID=$! ;;
+            if [ -n "$HOLD_IRQ_WRITE" ]; then
+                start_steerd_held
+            else
+                /usr/sbin/steerd run --state-file /run/steerd/state $STEERD_ARGS >> /tmp/balancer.log 2>&1 &
+                BPID=$!
+            fi ;;
         irqbalance)
             mkdir -p /run/irqbalance
             /usr/sbin/irqbalance --foreground >> /tmp/balancer.log 2>&1 &
             BPID=$! ;;
         *) BPID= ;;
     esac
+}
+
+# The in-flight fault scenarios (lab/faults.rs): steerd starts stopped, strace attaches
+# (TracerPid set), and from then on holds steerd's first write to any input vector's
+# smp_affinity_list for $HOLD_IRQ_WRITE microseconds before it enters the kernel. The
+# write's result is the kernel's; strace's log goes into the balancer's log at the end.
+start_steerd_held() {
+    sh -c 'kill -STOP $$; exec /usr/sbin/steerd run --state-file /run/steerd/state '"$STEERD_ARGS" >> /tmp/balancer.log 2>&1 &
+    BPID=$!
+    paths=$(nic_vectors | awk '$2 == "input" { printf " -P /proc/irq/%s/smp_affinity_list", $1 }')
+    strace -qq -f -y -e signal=none -o /tmp/strace.log -e trace=write \
+        -e inject=write:delay_enter="$HOLD_IRQ_WRITE":when=1 $paths -p "$BPID" &
+    for _ in $(seq 1 50); do
+        awk '/TracerPid/ { exit !($2 > 0) }' "/proc/$BPID/status" && break
+        sleep 0.1
+    done
+    kill -CONT "$BPID"
+}
+wait_held_write() { # until strace holds steerd's first input-vector write (at most 8 s)
+    for _ in $(seq 1 80); do
+        if grep -q 'smp_affinity_list' /tmp/strace.log 2>/dev/null; then
+            echo "LAB HELD $(head -n 1 /tmp/strace.log)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "LAB HELD none"
+}
+set_cpus_online() { # set_cpus_online 0|1 CPU...
+    v=$1; shift
+    for c in "$@"; do echo "$v" > "/sys/devices/system/cpu/cpu$c/online"; done
 }
 
 # `steerd doctor` on the machine as it runs (the `doctor` scenario): its JSON report, one
@@ -280,6 +316,7 @@ if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
         sleep 0.5
     done
 fi
+[ -f /tmp/strace.log ] && cat /tmp/strace.log >> /tmp/balancer.log
 sed 's/^/LOG /' /tmp/balancer.log
 [ "$DAEMON_STATS" = 1 ] && echo "LAB PANICS $(grep -c panicked /tmp/balancer.log)"
 snapshot > /tmp/after

@@ -1,5 +1,5 @@
 //! The guest's root: an initramfs built on the host from Debian's packages (busybox-static,
-//! the cloud kernel's virtio modules, irqbalance, ethtool and the libraries they link) and
+//! the cloud kernel's virtio modules, irqbalance, ethtool, strace and the libraries they link) and
 //! the steerd binary under test, plus a small per-run archive with the scenario.
 //!
 //! An initramfs boots in seconds and needs no disk image; the kernel unpacks concatenated
@@ -133,6 +133,8 @@ pub fn build_base(
         (steerd.to_path_buf(), "usr/sbin/steerd"),
         (find_tool("irqbalance")?, "usr/sbin/irqbalance"),
         (find_tool("ethtool")?, "usr/sbin/ethtool"),
+        // Holds a write in the in-flight fault scenarios (lab/faults.rs).
+        (find_tool("strace")?, "usr/bin/strace"),
     ] {
         install(&program, &stage, to)?;
     }

@@ -12,6 +12,7 @@
 //! IRQs: every value a balancer changes is the guest's.
 
 pub mod doctor;
+pub mod faults;
 pub mod image;
 pub mod netns;
 pub mod report;

@@ -827,7 +827,13 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
     for (s, b, runs) in rows {
         // The RSS lever's own scenarios have their verdicts in `rss::verdicts`; a threaded
         // one with the lever on is held to the threaded targets too.
-        if *b != "steerd" || runs.is_empty() || (s.rss_watch && !s.threaded) {
+        // The in-flight fault scenarios have theirs in `faults::verdicts` (strace holds
+        // a write for seconds there, so the reaction times are not steerd's).
+        if *b != "steerd"
+            || runs.is_empty()
+            || (s.rss_watch && !s.threaded)
+            || s.name.starts_with("inflight-")
+        {
             continue;
         }
         let med = |f: fn(&Metrics) -> Option<f64>| median(runs.iter().map(f));
@@ -915,5 +921,6 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
         }
     }
     out.extend(super::rss::verdicts(rows));
+    out.extend(super::faults::verdicts(rows));
     out
 }

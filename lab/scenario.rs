@@ -119,6 +119,17 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
 /// CPU its IRQ fired on (Linux 5.12 and later; issue 20).
 pub const THREADED_ON: &str = "echo 1 > /sys/class/net/eth0/threaded";
 
+/// The guest shell that removes the NIC's PCI function (its IRQs and queue files vanish,
+/// as when a device is unplugged).
+pub const NIC_REMOVE: &str = "readlink -f /sys/class/net/eth0/device/.. > /tmp/nic; \
+     echo 1 > $(cat /tmp/nic)/remove";
+
+/// The guest shell that finds the removed NIC again (a PCI rescan: the driver's placement,
+/// often the same IRQ numbers) and configures its interface as before.
+pub const NIC_RESCAN: &str = "echo 1 > /sys/bus/pci/rescan; sleep 1; ip link set eth0 up; \
+     ip addr add $GUEST_ADDR/24 dev eth0; \
+     ip neigh replace $HOST_ADDR lladdr $HOST_MAC dev eth0 nud permanent";
+
 /// The traffic of the RSS lever's scenarios in the table (`examples/lab --rss-secs` for
 /// the 5-minute oscillation check).
 pub const RSS_SECS: Duration = Duration::from_secs(40);
@@ -297,19 +308,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             // The guest's kernel removes the NIC's PCI function under traffic (its IRQs and
             // queue files vanish, as when a device is unplugged) and finds it again on a
             // rescan, with the driver's placement; the interface is then configured again.
-            events: vec![
-                (
-                    10,
-                    "readlink -f /sys/class/net/eth0/device/.. > /tmp/nic; \
-                     echo 1 > $(cat /tmp/nic)/remove",
-                ),
-                (
-                    14,
-                    "echo 1 > /sys/bus/pci/rescan; sleep 1; ip link set eth0 up; \
-                     ip addr add $GUEST_ADDR/24 dev eth0; \
-                     ip neigh replace $HOST_ADDR lladdr $HOST_MAC dev eth0 nud permanent",
-                ),
-            ],
+            events: vec![(10, NIC_REMOVE), (14, NIC_RESCAN)],
             setup: "pin_inputs 0".into(),
             steady: Duration::from_secs(8),
             ..base(
@@ -320,6 +319,8 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
         super::rss::skew(RSS_SECS),
         super::rss::elephant(RSS_SECS),
         super::rss::threaded(RSS_SECS),
+        super::faults::offline_in_flight(),
+        super::faults::removal_in_flight(),
     ]
 }
 

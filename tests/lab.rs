@@ -736,7 +736,28 @@ fn rss_flows_and_hash() {
     );
 }
 
+/// The in-flight fault scenarios read a held write, the kernel's answer, steerd's lines
+/// and its counted errors from a run's log (`lab::faults`).
+fn inflight_held_write_from_log() {
+    use lab::faults::HeldWrite;
+    let log: Vec<String> = [
+        "412   write(9</proc/irq/25/smp_affinity_list>, \"2\\n\", 2) = -1 EINVAL (Invalid argument) (DELAYED)",
+        "2026-11-26T11:00:01Z  WARN steerd: write failed; retrying later with backoff: writing proc/irq/25/smp_affinity_list: Invalid argument (os error 22)",
+        "METRIC steerd_write_errors_total{kind=\"transient\",errno=\"EINVAL\"} 1",
+    ]
+    .map(String::from)
+    .to_vec();
+    let h = HeldWrite::from_log(&log);
+    assert_eq!(h.errno.as_deref(), Some("EINVAL"));
+    assert_eq!(h.lines.len(), 1, "{h:?}");
+    assert_eq!(h.counted.len(), 1, "{h:?}");
+    assert_eq!(HeldWrite::from_log(&[]), HeldWrite::default());
+    let s = scenario("inflight-offline");
+    assert!(s.setup.contains("HOLD_IRQ_WRITE="), "{}", s.setup);
+}
+
 suite_main!(
+    inflight_held_write_from_log,
     real_nic_lab_short_form,
     threaded_napi_pinned,
     doctor_in_the_guest,

@@ -1,0 +1,175 @@
+//! Faults of the real kernel caught in flight (issue 16): a write to an input vector's
+//! affinity that the guest's kernel answers with an error because the machine changed
+//! between steerd's decision and the write (a CPU gone offline, the NIC removed).
+//!
+//! On its own that window is microseconds, so the lab widens it without faking the
+//! answer: steerd starts stopped, `strace` attaches and holds steerd's first write to any
+//! of the NIC's input `smp_affinity_list` files for [`HOLD_US`] before it enters the
+//! kernel (`inject=write:delay_enter`, `when=1`; guest-init.sh's `start_steerd_held`), and
+//! the scenario's first event waits until that write is held, then changes the machine.
+//! What the write then returns is the kernel's own answer (strace's log, kept in the run's
+//! log, shows it), and what steerd does with it is the test: one clear log line, a
+//! counted error, no retry storm, and every input vector placed again once the machine is
+//! back.
+
+use std::time::Duration;
+
+use super::report::Metrics;
+use super::scenario::{NIC_REMOVE, NIC_RESCAN, Scenario, base, udp};
+
+/// How long strace holds the write, µs: longer than the event takes under TCG.
+pub const HOLD_US: u64 = 4_000_000;
+
+/// The guest shell, before the balancer starts, that makes `start_balancer` start steerd
+/// held.
+fn held_setup() -> String {
+    format!("pin_inputs 0; HOLD_IRQ_WRITE={HOLD_US}")
+}
+
+/// steerd's metrics of failed writes, into its log before SIGTERM.
+const WRITE_ERRORS: &str = "wget -qO- http://127.0.0.1:9847/metrics | \
+     grep -E '^steerd_write_errors_total' | grep -v ' 0$' | sed 's/^/METRIC /' \
+     >> /tmp/balancer.log 2>&1";
+
+/// `inflight-offline`: CPUs 1-3 go offline while steerd's first write (an input vector
+/// moved off CPU0, necessarily to one of them) is held; the kernel refuses a mask with no
+/// online CPU (EINVAL). They come back at 9 s.
+pub fn offline_in_flight() -> Scenario {
+    Scenario {
+        setup: held_setup(),
+        events: vec![
+            (0, "wait_held_write; set_cpus_online 0 1 2 3"),
+            (9, "set_cpus_online 1 1 2 3"),
+            (22, WRITE_ERRORS),
+        ],
+        duration: Duration::from_secs(24),
+        phases: vec![udp(1, 22, 8, super::scenario::UDP_PPS)],
+        steady: Duration::from_secs(8),
+        ..base(
+            "inflight-offline",
+            "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s; 8 UDP flows",
+        )
+    }
+}
+
+/// `inflight-remove`: the NIC's PCI function is removed while steerd's first write is
+/// held (its IRQ is freed under the write), and found again at 9 s, usually with the same
+/// IRQ numbers, which steerd must place again.
+pub fn removal_in_flight() -> Scenario {
+    Scenario {
+        setup: held_setup(),
+        // Both due at once: run in this order in one pass of the guest's event loop.
+        events: vec![
+            (0, "wait_held_write"),
+            (0, NIC_REMOVE),
+            (9, NIC_RESCAN),
+            (22, WRITE_ERRORS),
+        ],
+        duration: Duration::from_secs(24),
+        phases: vec![udp(1, 22, 8, super::scenario::UDP_PPS)],
+        steady: Duration::from_secs(8),
+        ..base(
+            "inflight-remove",
+            "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s; 8 UDP flows",
+        )
+    }
+}
+
+/// What one held write came to, read from the run's log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeldWrite {
+    /// strace's line for the held write, with the kernel's answer.
+    pub strace: Option<String>,
+    /// The errno the kernel answered (`EINVAL`, `EIO`, ...), if the write failed.
+    pub errno: Option<String>,
+    /// steerd's log lines about a failed or vanished write.
+    pub lines: Vec<String>,
+    /// steerd's `steerd_write_errors_total` series that are not zero.
+    pub counted: Vec<String>,
+}
+
+impl HeldWrite {
+    pub fn from_log(log: &[String]) -> HeldWrite {
+        let strace = log
+            .iter()
+            .find(|l| l.contains("smp_affinity_list") && l.contains("(DELAYED)"))
+            .cloned();
+        let errno = strace.as_deref().and_then(|l| {
+            let after = l.split("= -1 ").nth(1)?;
+            Some(after.split_whitespace().next()?.to_string())
+        });
+        let lines = log
+            .iter()
+            .filter(|l| !l.starts_with("METRIC") && !l.contains("(DELAYED)"))
+            .filter(|l| {
+                l.contains("write failed")
+                    || l.contains("vanished under the write")
+                    || l.contains("does not take this value")
+                    || l.contains("managed by the kernel; never moving")
+            })
+            .cloned()
+            .collect();
+        let counted = log
+            .iter()
+            .filter_map(|l| l.strip_prefix("METRIC "))
+            .map(str::to_string)
+            .collect();
+        HeldWrite {
+            strace,
+            errno,
+            lines,
+            counted,
+        }
+    }
+}
+
+/// The targets of the in-flight scenarios for steerd's runs, each a sentence and whether
+/// it holds in every run.
+pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for (s, b, runs) in rows {
+        if !s.name.starts_with("inflight-") || *b != "steerd" || runs.is_empty() {
+            continue;
+        }
+        let n = runs.len();
+        let held: Vec<HeldWrite> = runs.iter().map(|m| HeldWrite::from_log(&m.log)).collect();
+        let count = |ok: &dyn Fn(&HeldWrite, &Metrics) -> bool| {
+            held.iter().zip(runs).filter(|(h, m)| ok(h, m)).count()
+        };
+        let mut every_run = |what: &str, met: usize| {
+            out.push((format!("{}: {what} in {met} of {n} runs", s.name), met == n));
+        };
+        every_run(
+            "the held write failed in the kernel",
+            count(&|h, _| h.errno.is_some()),
+        );
+        every_run(
+            "one or two log lines about it (no retry storm)",
+            count(&|h, _| (1..=2).contains(&h.lines.len())),
+        );
+        every_run(
+            "a write error counted in steerd_write_errors_total",
+            count(&|h, _| !h.counted.is_empty()),
+        );
+        every_run(
+            "input vectors on 3 or more CPUs once the machine is back",
+            count(&|_, m| m.input_cpus >= 3),
+        );
+        every_run(
+            "every value restored after SIGTERM",
+            count(&|_, m| m.restored),
+        );
+    }
+    out
+}
+
+/// One run's held write in a few lines, for the lab's log.
+pub fn describe(h: &HeldWrite) -> String {
+    format!(
+        "held write: {}\n  kernel answered {}; steerd's lines: {:?}\n  counted: {:?}",
+        h.strace.as_deref().unwrap_or("none seen"),
+        h.errno.as_deref().unwrap_or("success"),
+        h.lines,
+        h.counted
+    )
+}
