@@ -84,13 +84,7 @@ for binary in "${STEERDS[@]}"; do
     }
 done
 
-cat >"$WORK/steerd.yaml" <<'EOF'
-hysteresis:
-  confirm_ticks: 1
-  calm_ticks: 2
-  irq_dwell: 1s
-  rps_dwell: 1s
-EOF
+churn_config "$WORK/steerd.yaml"
 
 status_kb() { awk -v key="$2:" '$1 == key { print $2 }' /proc/"$1"/status; }
 heap_kb() { awk '/^[0-9a-f]+-[0-9a-f]+ / { heap = ($6 == "[heap]") } heap && $1 == "Rss:" { print $2; exit }' /proc/"$1"/smaps; }
@@ -113,17 +107,7 @@ median() { sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) print 0; else print 
 run_one() {
     local name=$1 binary=$2
     local tree="$WORK/$name.tree"
-    "$CHURN" "$tree" >"$WORK/$name.churn" 2>&1 &
-    STARTED_PIDS+=("$!")
-    for _ in $(seq 100); do
-        grep -qx ready "$WORK/$name.churn" 2>/dev/null && break
-        sleep 0.1
-    done
-    grep -qx ready "$WORK/$name.churn" || {
-        log "decision_churn did not get ready:"
-        cat "$WORK/$name.churn" >&2
-        exit 1
-    }
+    start_churn "$CHURN" "$tree" "$WORK/$name.churn"
     local port pid base
     port=$(free_port)
     base="http://127.0.0.1:$port"

@@ -1,8 +1,9 @@
-# Sourced by scripts/budget.sh, scripts/ab-idle.sh, scripts/decision-memory.sh and (through
-# scripts/restore-lib.sh) scripts/memory.sh: a process's CPU time and wake-ups from
-# /proc/PID/task/*/schedstat (nanosecond resolution; clock ticks would be too coarse for a
-# daemon that uses a tenth of a millisecond per second), a free loopback port for each
-# steerd's metrics listener, and the stop of what a script started.
+# Sourced by scripts/budget.sh, scripts/ab-idle.sh, scripts/decision-memory.sh,
+# scripts/text-order.sh and (through scripts/restore-lib.sh) scripts/memory.sh: a process's
+# CPU time and wake-ups from /proc/PID/task/*/schedstat (nanosecond resolution; clock ticks
+# would be too coarse for a daemon that uses a tenth of a millisecond per second), a free
+# loopback port for each steerd's metrics listener, the stop of what a script started, and
+# examples/decision_churn's fake machine with the configuration that makes steerd decide.
 
 # Nanoseconds on CPU, summed over all current threads of PID.
 cpu_ns() {
@@ -56,4 +57,30 @@ stop_started() {
         wait "$pid" 2>/dev/null || true
     done
     STARTED_PIDS=()
+}
+
+# start_churn CHURN TREE LOG: starts examples/decision_churn on a fake root at TREE (its
+# PID in STARTED_PIDS) and waits until it says ready; a failure shows its log and exits.
+start_churn() {
+    "$1" "$2" >"$3" 2>&1 &
+    STARTED_PIDS+=("$!")
+    for _ in $(seq 100); do
+        grep -qx ready "$3" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    log "decision_churn did not get ready:"
+    cat "$3" >&2
+    exit 1
+}
+
+# churn_config FILE: the configuration under which steerd decides every few ticks on
+# decision_churn's machine (confirm at once, short dwell times).
+churn_config() {
+    cat >"$1" <<'EOF'
+hysteresis:
+  confirm_ticks: 1
+  calm_ticks: 2
+  irq_dwell: 1s
+  rps_dwell: 1s
+EOF
 }
