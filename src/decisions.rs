@@ -1,8 +1,12 @@
 //! The decision log: the last N things steerd did or refused to do, with their reasons.
 //!
-//! Served as JSON at `/decisions` and printed by `steerd status`. Bounded by count and by
-//! bytes, so a daemon that runs for months holds a small, constant amount of memory for it
-//! however long its records' texts are.
+//! Served as JSON at `/decisions` (and inside `/status`), printed by `steerd status`. Its
+//! memory is fixed when the daemon starts: the records are kept as their JSON, one after
+//! another in a ring of [`BYTE_BUDGET`] bytes that is allocated and touched up front, the
+//! oldest overwritten first, with an index of at most [`CAPACITY`] spans. So a daemon that
+//! runs for months holds the same memory for it on its first minute as on its last: the
+//! hour's soak (docs/reliability.md) saw VmRSS step when a log of records with their own
+//! heap texts filled, minutes in, and the heap's holes stayed.
 
 use std::collections::VecDeque;
 
@@ -11,16 +15,13 @@ use serde::{Deserialize, Serialize};
 /// At most this many records are kept.
 pub const CAPACITY: usize = 256;
 
-/// At most this many bytes of records are kept ([`Decision::footprint`]: the record and its
-/// texts), the oldest records evicted first; the newest record is always kept.
+/// The bytes of JSON the log keeps, the oldest records overwritten first.
 ///
 /// Measured with `scripts/decision-memory.sh` (docs/performance.md, "Where the memory
-/// goes"): a typical record holds about 390 bytes on the heap (256 of them held 98 kB), so
-/// the count alone let the log take 100 kB of a 5 MB daemon, and records with long texts
-/// (masks of a 1152-CPU machine, RSS tables) could take several times that. 64 KiB keeps
-/// about 160 typical records, minutes to hours of history, at 1.3 % of the RSS; and it
-/// bounds what `/status` and `/decisions` serialize on each request (about 1.3 bytes of
-/// JSON per byte of record).
+/// goes"): a typical record is about 300 bytes of JSON, so 64 KiB keeps about 200 of them,
+/// minutes to hours of history, at about 1.3 % of the RSS; and it bounds what `/status`
+/// and `/decisions` write on each request. A record longer than the whole ring (masks of a
+/// machine with thousands of CPUs) is kept with its texts replaced by their length.
 pub const BYTE_BUDGET: usize = 64 * 1024;
 
 /// One decision and what came of it.
@@ -45,33 +46,40 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// The bytes the record holds: its own size and its texts' heap buffers (malloc's
-    /// per-chunk overhead, 8 to 16 bytes per text, not counted).
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Decision>()
-            + [
-                &self.target,
-                &self.action,
-                &self.old,
-                &self.new,
-                &self.reason,
-                &self.detail,
-                &self.outcome,
-            ]
-            .iter()
-            .map(|text| text.capacity())
-            .sum::<usize>()
+    /// The record with its long texts replaced by their length: what the log keeps of a
+    /// record whose JSON is longer than the whole ring.
+    fn shortened(&self) -> Decision {
+        let cut = |text: &str| format!("({} bytes, too long for the decision log)", text.len());
+        Decision {
+            old: cut(&self.old),
+            new: cut(&self.new),
+            detail: cut(&self.detail),
+            ..self.clone()
+        }
     }
 }
 
-/// A bounded, oldest-first log: at most [`CAPACITY`] records and [`BYTE_BUDGET`] bytes.
+/// Where one record's JSON lies in the ring.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    start: usize,
+    len: usize,
+}
+
+/// A bounded, oldest-first log: at most [`CAPACITY`] records in [`BYTE_BUDGET`] bytes.
 #[derive(Debug)]
 pub struct DecisionLog {
-    records: VecDeque<Decision>,
-    /// The sum of the records' [`Decision::footprint`].
-    bytes: usize,
+    /// The records' JSON; a record never wraps around the end (the end's unused bytes are
+    /// skipped when the next record would not fit).
+    ring: Vec<u8>,
+    /// The records, oldest first.
+    spans: VecDeque<Span>,
+    /// Where the next record goes.
+    next: usize,
     capacity: usize,
-    byte_budget: usize,
+    /// The JSON of the record being added (kept, so adding allocates nothing once it has
+    /// held the longest record).
+    scratch: Vec<u8>,
 }
 
 impl Default for DecisionLog {
@@ -81,71 +89,123 @@ impl Default for DecisionLog {
 }
 
 impl DecisionLog {
-    /// A log of at most `capacity` records and `byte_budget` bytes (the newest record is
-    /// kept even when it alone is larger).
+    /// A log of at most `capacity` records and `byte_budget` bytes of JSON, all of it
+    /// allocated and written once now, so that the pages are the process's from the start
+    /// (a zeroed allocation would be mapped only as records fill it).
     pub fn with_limits(capacity: usize, byte_budget: usize) -> Self {
+        let capacity = capacity.max(1);
+        let mut spans = VecDeque::with_capacity(capacity);
+        spans.resize(capacity, Span::default());
+        spans.clear();
         DecisionLog {
-            records: VecDeque::new(),
-            bytes: 0,
-            capacity: capacity.max(1),
-            byte_budget,
+            ring: vec![b' '; byte_budget],
+            spans,
+            next: 0,
+            capacity,
+            scratch: Vec::new(),
         }
     }
 
-    /// Appends `decision`, evicting the oldest records while the log is over either bound.
+    /// Appends `decision`, overwriting the oldest records where its JSON goes and while
+    /// more than `capacity` are kept.
     pub fn push(&mut self, decision: Decision) {
-        self.bytes += decision.footprint();
-        self.records.push_back(decision);
-        while self.records.len() > 1
-            && (self.records.len() > self.capacity || self.bytes > self.byte_budget)
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let fits = |json: &Vec<u8>, ring: usize| json.len() <= ring;
+        if serde_json::to_writer(&mut scratch, &decision).is_err()
+            || !fits(&scratch, self.ring.len())
         {
-            if let Some(old) = self.records.pop_front() {
-                self.bytes -= old.footprint();
+            scratch.clear();
+            if serde_json::to_writer(&mut scratch, &decision.shortened()).is_err()
+                || !fits(&scratch, self.ring.len())
+            {
+                self.scratch = scratch;
+                return;
             }
         }
+        self.place(&scratch);
+        self.scratch = scratch;
     }
 
-    /// The bytes the records hold (see [`Decision::footprint`]).
+    fn place(&mut self, json: &[u8]) {
+        let len = json.len();
+        let wrapped = self.next + len > self.ring.len();
+        let start = if wrapped { 0 } else { self.next };
+        let end = start + len;
+        while let Some(oldest) = self.spans.front() {
+            // The oldest records lie from `next` on: those past `next` when the record
+            // wraps (the ring's end is skipped), then those the record overwrites.
+            let skipped = wrapped && oldest.start >= self.next;
+            let overwritten = oldest.start < end && start < oldest.start + oldest.len;
+            if skipped || overwritten || self.spans.len() >= self.capacity {
+                self.spans.pop_front();
+            } else {
+                break;
+            }
+        }
+        self.ring[start..end].copy_from_slice(json);
+        self.spans.push_back(Span { start, len });
+        self.next = end;
+    }
+
+    /// The bytes of JSON the records take.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.spans.iter().map(|s| s.len).sum()
     }
 
-    /// The records, oldest first.
-    pub fn records(&self) -> impl Iterator<Item = &Decision> {
-        self.records.iter()
+    /// Each record's JSON, oldest first.
+    fn json_records(&self) -> impl Iterator<Item = &[u8]> {
+        self.spans
+            .iter()
+            .map(|s| &self.ring[s.start..s.start + s.len])
+    }
+
+    /// The records, oldest first, read back from their JSON.
+    pub fn records(&self) -> Vec<Decision> {
+        self.json_records()
+            .filter_map(|json| serde_json::from_slice(json).ok())
+            .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.spans.is_empty()
     }
 
     /// JSON array, oldest first.
     pub fn to_json(&self) -> String {
         let mut out = Vec::with_capacity(self.json_size_hint());
-        match serde_json::to_writer(&mut out, self) {
-            Ok(()) => String::from_utf8(out).unwrap_or_else(|_| "[]".to_string()),
-            Err(_) => "[]".to_string(),
+        out.push(b'[');
+        for (i, json) in self.json_records().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(json);
         }
+        out.push(b']');
+        String::from_utf8(out).unwrap_or_else(|_| "[]".to_string())
     }
 
-    /// About how long the log's JSON is, a little more rather than less, so that a buffer
-    /// of that size is allocated once instead of doubled (and copied) on the way: the
-    /// texts, some escaping, and about 130 bytes of keys and numbers per record.
+    /// How long the log's JSON array is, so that a buffer of that size is allocated once
+    /// instead of doubled (and copied) on the way.
     pub fn json_size_hint(&self) -> usize {
-        let texts = self.bytes - self.records.len() * std::mem::size_of::<Decision>();
-        texts + texts / 8 + self.records.len() * 160 + 16
+        self.bytes() + self.spans.len().saturating_sub(1) + 2
     }
 }
 
-/// The records as a JSON array, oldest first: `/decisions`, and `/status` serializes the
-/// log in place with it instead of cloning every record.
+/// The records as a JSON array, oldest first, written as they are kept: `/status` embeds
+/// the log with it. (Each record is checked as JSON on the way; the ring holds only what
+/// `push` wrote, so none is left out.)
 impl Serialize for DecisionLog {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.records.iter())
+        serializer.collect_seq(
+            self.json_records().filter_map(|json| {
+                serde_json::from_slice::<&serde_json::value::RawValue>(json).ok()
+            }),
+        )
     }
 }
 
@@ -186,77 +246,108 @@ mod tests {
         }
     }
 
+    fn json_len(d: &Decision) -> usize {
+        serde_json::to_vec(d).unwrap().len()
+    }
+
     fn ticks(log: &DecisionLog) -> Vec<u64> {
-        log.records().map(|d| d.tick).collect()
+        log.records().iter().map(|d| d.tick).collect()
     }
 
     #[test]
-    fn evicts_the_oldest_records_past_the_byte_budget_keeping_the_order() {
-        let one = decision(0).footprint();
+    fn overwrites_the_oldest_records_past_the_byte_budget_keeping_the_order() {
+        // Ticks 0..=9 have JSON of one length.
+        let one = json_len(&decision(0));
         let mut log = DecisionLog::with_limits(100, 3 * one + one / 2);
         for tick in 0..5 {
             log.push(decision(tick));
         }
         assert_eq!(ticks(&log), vec![2, 3, 4]);
         assert_eq!(log.bytes(), 3 * one);
-        // A record twice as long pushes out two old ones.
+        // A record twice as long does not fit before the end: it goes to the start,
+        // over the two oldest, and the one left after the end goes too.
         let long = with_detail(5, &"x".repeat(one + 16));
-        let long_bytes = long.footprint();
-        assert!(long_bytes >= 2 * one);
-        log.push(long);
-        assert_eq!(ticks(&log), vec![4, 5]);
-        assert_eq!(log.bytes(), one + long_bytes);
+        let long_len = json_len(&long);
+        assert!(long_len >= 2 * one && long_len < 3 * one);
+        log.push(long.clone());
+        assert_eq!(ticks(&log), vec![5]);
         log.push(decision(6));
         assert_eq!(ticks(&log), vec![5, 6]);
-        assert_eq!(log.bytes(), long_bytes + one);
+        assert_eq!(log.records()[0], long);
+        assert_eq!(log.bytes(), long_len + one);
     }
 
     #[test]
-    fn keeps_the_newest_record_even_when_it_alone_is_over_the_budget() {
-        let mut log = DecisionLog::with_limits(10, 10);
+    fn a_record_longer_than_the_log_is_kept_with_its_texts_shortened() {
+        let one = json_len(&decision(0));
+        let mut log = DecisionLog::with_limits(10, 2 * one);
         log.push(decision(1));
-        log.push(decision(2));
-        assert_eq!(ticks(&log), vec![2]);
-        assert_eq!(log.bytes(), decision(2).footprint());
+        log.push(with_detail(2, &"x".repeat(4 * one)));
+        let kept = log.records();
+        assert_eq!(kept.last().map(|d| d.tick), Some(2));
+        let last = &kept[kept.len() - 1];
+        assert!(
+            last.detail.contains("too long for the decision log"),
+            "{last:?}"
+        );
+        assert!(log.bytes() <= 2 * one);
+        // One that cannot be kept even shortened is not kept; the others stay.
+        let mut tiny = DecisionLog::with_limits(10, 10);
+        tiny.push(decision(1));
+        assert!(tiny.is_empty());
     }
 
     #[test]
     fn evicts_by_count_within_the_byte_budget_keeping_the_order() {
-        let mut log = DecisionLog::with_limits(4, usize::MAX);
+        let mut log = DecisionLog::with_limits(4, BYTE_BUDGET);
         for tick in 0..7 {
             log.push(decision(tick));
         }
         assert_eq!(ticks(&log), vec![3, 4, 5, 6]);
-        assert_eq!(log.bytes(), 4 * decision(0).footprint());
+        assert_eq!(log.bytes(), 4 * json_len(&decision(0)));
+    }
+
+    /// Records of many lengths, through many laps of the ring: what is kept is always the
+    /// newest records, in order, the newest among them, within both bounds.
+    #[test]
+    fn keeps_a_newest_run_of_records_through_many_laps() {
+        let mut log = DecisionLog::with_limits(20, 4096);
+        let mut seed = 7u64;
+        for tick in 0..3000u64 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            log.push(with_detail(tick, &"d".repeat((seed >> 33) as usize % 900)));
+            let kept = ticks(&log);
+            assert_eq!(kept.last(), Some(&tick));
+            let first = kept[0];
+            assert_eq!(kept, (first..=tick).collect::<Vec<_>>());
+            assert!(kept.len() <= 20 && log.bytes() <= 4096);
+            assert_eq!(log.len(), kept.len());
+        }
     }
 
     #[test]
-    fn the_json_size_hint_is_not_below_the_json() {
+    fn the_json_is_the_records_and_its_size_hint_exact() {
         let mut log = DecisionLog::default();
         for tick in 0..50 {
             log.push(with_detail(tick, "quote \" and\ttab, CPU0 at 95%"));
         }
         let json = log.to_json();
-        assert!(
-            json.len() <= log.json_size_hint(),
-            "{} > {}",
-            json.len(),
-            log.json_size_hint()
-        );
-        assert_eq!(
-            serde_json::to_string(&log.records().collect::<Vec<_>>()).unwrap(),
-            json
-        );
+        assert_eq!(json.len(), log.json_size_hint());
+        assert_eq!(serde_json::to_string(&log.records()).unwrap(), json);
+        assert_eq!(serde_json::to_string(&log).unwrap(), json);
+        assert_eq!(DecisionLog::default().to_json(), "[]");
     }
 
     #[test]
     fn keeps_the_newest_capacity_records() {
-        let mut log = DecisionLog::with_limits(CAPACITY, usize::MAX);
+        let mut log = DecisionLog::with_limits(CAPACITY, usize::MAX >> 40);
         for tick in 0..(CAPACITY as u64 + 10) {
             log.push(decision(tick));
         }
         assert_eq!(log.len(), CAPACITY);
-        assert_eq!(log.records().next().map(|d| d.tick), Some(10));
+        assert_eq!(log.records().first().map(|d| d.tick), Some(10));
         let parsed: Vec<Decision> = serde_json::from_str(&log.to_json()).unwrap();
         assert_eq!(parsed.len(), CAPACITY);
         assert!(to_text(&parsed[..1]).contains("CPU0 at 95%"));
