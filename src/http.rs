@@ -45,13 +45,13 @@ impl Shared {
 
     /// The `/status` report as JSON (schema: docs/status-json.md).
     ///
-    /// The decision log is serialized in place, under its lock, into a buffer sized for it
-    /// up front: cloning every record first (about 100 kB for a full log) and growing the
-    /// buffer by doubling made each request's transient memory two to three times the
-    /// body, and left the heap larger (docs/performance.md, "Where the memory goes"). The
-    /// tick loop waits for the lock only to append a decision; serializing a full log
-    /// holds it about as long as the clone did: 29 µs for 148 records of 440 bytes (64 KiB,
-    /// 57 kB of JSON), where cloning 256 of them took 31 µs (release build, best of 200).
+    /// The decision log is written in place, under its lock, as the JSON it keeps, into a
+    /// buffer of one size for every request (the most the log can take, and
+    /// [`STATUS_ROOM`] for the rest): cloning every record first and growing the buffer by
+    /// doubling made each request's transient memory two to three times the body, and a
+    /// buffer sized to each body extended the heap with each new largest one
+    /// (docs/performance.md, "Where the memory goes"). The tick loop waits for the lock
+    /// only to append a decision.
     pub fn status_json(&self) -> String {
         let now_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -67,7 +67,7 @@ impl Shared {
                 .into_inner()
                 .report_with(now_unix, loop_health, &*log),
         };
-        let mut out = Vec::with_capacity(log.json_size_hint() + 4096);
+        let mut out = Vec::with_capacity(log.json_capacity() + STATUS_ROOM);
         let written = serde_json::to_writer(&mut out, &report);
         drop(report);
         drop(log);
@@ -86,6 +86,10 @@ impl Shared {
         }
     }
 }
+
+/// Room in a `/status` buffer for everything but the decision log: a few kB on a machine
+/// with a few NICs; a larger report grows its buffer once.
+pub const STATUS_ROOM: usize = 16 * 1024;
 
 /// The metrics endpoint on a thread of its own, with its own current-thread runtime.
 ///
