@@ -26,20 +26,27 @@ fn held_setup() -> String {
     format!("pin_inputs 0; HOLD_IRQ_WRITE={HOLD_US}")
 }
 
-/// steerd's metrics of failed writes, into its log before SIGTERM.
+/// steerd's metrics of failed writes (those not zero) and its count of IRQs it takes for
+/// kernel-managed, into its log before SIGTERM.
 const WRITE_ERRORS: &str = "wget -qO- http://127.0.0.1:9847/metrics | \
-     grep -E '^steerd_write_errors_total' | grep -v ' 0$' | sed 's/^/METRIC /' \
-     >> /tmp/balancer.log 2>&1";
+     grep -E '^steerd_(write_errors_total|unmanageable_irqs)' | grep -v 'total.* 0$' | \
+     sed 's/^/METRIC /' >> /tmp/balancer.log 2>&1";
+
+/// Every input vector back on CPU0 once the machine is back (virtio-net re-places its
+/// queues itself when a CPU comes online or the device is found again), so that spreading
+/// them again, the vector whose write failed among them, is steerd's work.
+const PINNED_AGAIN: &str = "pin_inputs 0";
 
 /// `inflight-offline`: CPUs 1-3 go offline while steerd's first write (an input vector
 /// moved off CPU0, necessarily to one of them) is held; the kernel refuses a mask with no
-/// online CPU (EINVAL). They come back at 9 s.
+/// online CPU (EINVAL). They come back at 9 s, and the vectors are put on CPU0 again at 11 s.
 pub fn offline_in_flight() -> Scenario {
     Scenario {
         setup: held_setup(),
         events: vec![
             (0, "wait_held_write; set_cpus_online 0 1 2 3"),
             (9, "set_cpus_online 1 1 2 3"),
+            (11, PINNED_AGAIN),
             (22, WRITE_ERRORS),
         ],
         duration: Duration::from_secs(24),
@@ -47,14 +54,14 @@ pub fn offline_in_flight() -> Scenario {
         steady: Duration::from_secs(8),
         ..base(
             "inflight-offline",
-            "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s; 8 UDP flows",
+            "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
         )
     }
 }
 
 /// `inflight-remove`: the NIC's PCI function is removed while steerd's first write is
 /// held (its IRQ is freed under the write), and found again at 9 s, usually with the same
-/// IRQ numbers, which steerd must place again.
+/// IRQ numbers, which steerd must place again once they are put on CPU0 at 11 s.
 pub fn removal_in_flight() -> Scenario {
     Scenario {
         setup: held_setup(),
@@ -63,6 +70,7 @@ pub fn removal_in_flight() -> Scenario {
             (0, "wait_held_write"),
             (0, NIC_REMOVE),
             (9, NIC_RESCAN),
+            (11, PINNED_AGAIN),
             (22, WRITE_ERRORS),
         ],
         duration: Duration::from_secs(24),
@@ -70,7 +78,7 @@ pub fn removal_in_flight() -> Scenario {
         steady: Duration::from_secs(8),
         ..base(
             "inflight-remove",
-            "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s; 8 UDP flows",
+            "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
         )
     }
 }
@@ -91,6 +99,10 @@ pub struct HeldWrite {
     pub failed_writes: Vec<String>,
     /// The `failed=` count of steerd's "restored original values" line at SIGTERM.
     pub restore_failed: Option<usize>,
+    /// `steerd_unmanageable_irqs`: a vector freed under a write must not count (procfs
+    /// answers EIO, the errno of a kernel-managed IRQ, which steerd would never move again
+    /// although its number comes back with the device).
+    pub unmanageable: Option<f64>,
 }
 
 impl HeldWrite {
@@ -114,11 +126,19 @@ impl HeldWrite {
             })
             .cloned()
             .collect();
-        let counted = log
+        let metrics: Vec<&str> = log
             .iter()
             .filter_map(|l| l.strip_prefix("METRIC "))
-            .map(str::to_string)
             .collect();
+        let counted = metrics
+            .iter()
+            .filter(|m| m.starts_with("steerd_write_errors_total"))
+            .map(|m| m.to_string())
+            .collect();
+        let unmanageable = metrics
+            .iter()
+            .find_map(|m| m.strip_prefix("steerd_unmanageable_irqs "))
+            .and_then(|v| v.trim().parse().ok());
         let failed_writes = log
             .iter()
             .filter(|l| l.contains("smp_affinity_list") && l.contains(") = -1 "))
@@ -136,6 +156,7 @@ impl HeldWrite {
             counted,
             failed_writes,
             restore_failed,
+            unmanageable,
         }
     }
 
@@ -187,6 +208,10 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             count(&|h, _| !h.counted.is_empty()),
         );
         every_run(
+            "no IRQ taken for kernel-managed (steerd_unmanageable_irqs 0)",
+            count(&|h, _| h.unmanageable == Some(0.0)),
+        );
+        every_run(
             "input vectors on 3 or more CPUs once the machine is back",
             count(&|_, m| m.input_cpus >= 3),
         );
@@ -204,12 +229,13 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
 /// One run's held write in a few lines, for the lab's log.
 pub fn describe(h: &HeldWrite) -> String {
     format!(
-        "held write: {}\n  kernel answered {}; failed writes {}; steerd's lines: {:?}\n  counted: {:?}; restore failed {:?}",
+        "held write: {}\n  kernel answered {}; failed writes {}; steerd's lines: {:?}\n  counted: {:?}; unmanageable IRQs {:?}; restore failed {:?}",
         h.strace.as_deref().unwrap_or("none seen"),
         h.errno.as_deref().unwrap_or("success"),
         h.failed_writes.len(),
         h.lines,
         h.counted,
+        h.unmanageable,
         h.restore_failed
     )
 }

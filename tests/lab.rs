@@ -744,6 +744,7 @@ fn inflight_held_write_from_log() {
         "412   write(9</proc/irq/25/smp_affinity_list>, \"2\\n\", 2) = -1 EINVAL (Invalid argument) (DELAYED)",
         "2026-11-26T11:00:01Z  WARN steerd: write failed; retrying later with backoff: writing proc/irq/25/smp_affinity_list: Invalid argument (os error 22)",
         "METRIC steerd_write_errors_total{kind=\"transient\",errno=\"EINVAL\"} 1",
+        "METRIC steerd_unmanageable_irqs 0",
         "2026-11-26T11:05:54.450900Z  INFO restored original values restored=0 failed=0",
     ]
     .map(String::from)
@@ -755,6 +756,7 @@ fn inflight_held_write_from_log() {
     assert_eq!(h.failed_writes.len(), 1, "{h:?}");
     assert_eq!(h.most_failures_of_one_irq(), 1);
     assert_eq!(h.restore_failed, Some(0));
+    assert_eq!(h.unmanageable, Some(0.0));
     assert_eq!(HeldWrite::from_log(&[]), HeldWrite::default());
     let s = scenario("inflight-offline");
     assert!(s.setup.contains("HOLD_IRQ_WRITE="), "{}", s.setup);
