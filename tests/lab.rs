@@ -229,6 +229,43 @@ fn threaded_napi_pinned() -> TestResult {
     let kill9 = run(&mut lab, &scenario("threaded-kill9"), Balancer::Steerd);
     assert!(in_two_ticks(&kill9), "{}", threaded(&kill9));
     assert!(kill9.restored, "{}", threaded(&kill9));
+    // With the RSS lever on, the queues are evened too: the pinned threads share the work
+    // (0.25 in each of 3 runs on 6.12, irqbalance 0.28; docs/lab.md).
+    let rss = run(&mut lab, &scenario("threaded-rss"), Balancer::Steerd);
+    assert!(in_two_ticks(&rss), "{}", threaded(&rss));
+    assert!(rss.busiest_processed <= 0.30, "{}", threaded(&rss));
+    assert_eq!(rss.late_changes, 0, "{}", threaded(&rss));
+    assert!(rss.restored, "{}", threaded(&rss));
+    Ok(())
+}
+
+/// The in-flight faults (issue 16, `lab::faults`): a write held by strace while CPUs go
+/// offline (EINVAL) or the NIC is removed (EIO from procfs): every verdict of the two
+/// scenarios holds (about 2 minutes).
+fn faults_in_flight() -> TestResult {
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
+    let mut rows = Vec::new();
+    for name in ["inflight-offline", "inflight-remove"] {
+        let s = scenario(name);
+        let m = run(&mut lab, &s, Balancer::Steerd);
+        eprintln!(
+            "{name}: {}",
+            lab::faults::describe(&lab::faults::HeldWrite::from_log(&m.log))
+        );
+        rows.push((s, "steerd", vec![m]));
+    }
+    let verdicts = lab::faults::verdicts(&rows);
+    assert!(!verdicts.is_empty());
+    let failed: Vec<&String> = verdicts
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(w, _)| w)
+        .collect();
+    assert!(failed.is_empty(), "not met: {failed:#?}");
     Ok(())
 }
 
@@ -766,6 +803,7 @@ suite_main!(
     inflight_held_write_from_log,
     real_nic_lab_short_form,
     threaded_napi_pinned,
+    faults_in_flight,
     doctor_in_the_guest,
     doctor_console_lines,
     soak_five_minutes,
