@@ -20,12 +20,6 @@ use super::scenario::{NIC_REMOVE, NIC_RESCAN, Scenario, base, udp};
 /// How long strace holds the write, µs: longer than the event takes under TCG.
 pub const HOLD_US: u64 = 4_000_000;
 
-/// The guest shell, before the balancer starts, that makes `start_balancer` start steerd
-/// held.
-fn held_setup() -> String {
-    format!("pin_inputs 0; HOLD_IRQ_WRITE={HOLD_US}")
-}
-
 /// steerd's metrics of failed writes (those not zero) and its count of IRQs it takes for
 /// kernel-managed, into its log before SIGTERM.
 const WRITE_ERRORS: &str = "wget -qO- http://127.0.0.1:9847/metrics | \
@@ -41,45 +35,50 @@ const PINNED_AGAIN: &str = "pin_inputs 0";
 /// moved off CPU0, necessarily to one of them) is held; the kernel refuses a mask with no
 /// online CPU (EINVAL). They come back at 9 s, and the vectors are put on CPU0 again at 11 s.
 pub fn offline_in_flight() -> Scenario {
-    Scenario {
-        setup: held_setup(),
-        events: vec![
-            (0, "wait_held_write; set_cpus_online 0 1 2 3"),
-            (9, "set_cpus_online 1 1 2 3"),
-            (11, PINNED_AGAIN),
-            (22, WRITE_ERRORS),
-        ],
-        duration: Duration::from_secs(24),
-        phases: vec![udp(1, 22, 8, super::scenario::UDP_PPS)],
-        steady: Duration::from_secs(8),
-        ..base(
-            "inflight-offline",
-            "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
-        )
-    }
+    held(
+        "inflight-offline",
+        "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
+        "wait_held_write; set_cpus_online 0 1 2 3",
+        "set_cpus_online 1 1 2 3",
+    )
 }
 
 /// `inflight-remove`: the NIC's PCI function is removed while steerd's first write is
 /// held (its IRQ is freed under the write), and found again at 9 s, usually with the same
 /// IRQ numbers, which steerd must place again once they are put on CPU0 at 11 s.
 pub fn removal_in_flight() -> Scenario {
+    let mut s = held(
+        "inflight-remove",
+        "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
+        "wait_held_write",
+        NIC_RESCAN,
+    );
+    // Due at once with the wait: run after it in the same pass of the guest's event loop.
+    s.events.insert(1, (0, NIC_REMOVE));
+    s
+}
+
+/// A scenario whose first event (`change`, at once) comes while steerd's first write is
+/// held, `back` at 9 s, the vectors on CPU0 again at 11 s, the metrics at 22 s; 8 UDP
+/// flows for 22 s.
+fn held(
+    name: &'static str,
+    what: &'static str,
+    change: &'static str,
+    back: &'static str,
+) -> Scenario {
     Scenario {
-        setup: held_setup(),
-        // Both due at once: run in this order in one pass of the guest's event loop.
+        setup: format!("pin_inputs 0; HOLD_IRQ_WRITE={HOLD_US}"),
         events: vec![
-            (0, "wait_held_write"),
-            (0, NIC_REMOVE),
-            (9, NIC_RESCAN),
+            (0, change),
+            (9, back),
             (11, PINNED_AGAIN),
             (22, WRITE_ERRORS),
         ],
         duration: Duration::from_secs(24),
         phases: vec![udp(1, 22, 8, super::scenario::UDP_PPS)],
         steady: Duration::from_secs(8),
-        ..base(
-            "inflight-remove",
-            "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
-        )
+        ..base(name, what)
     }
 }
 

@@ -185,14 +185,19 @@ pub fn skew(length: Duration) -> Scenario {
         length,
     );
     s.events = vec![(12, SELF_REPORT)];
-    s.phases = vec![Phase {
+    s.phases = traffic(&s, skew_flows());
+    s
+}
+
+/// The flows at [`RSS_PPS`] from the first second to a second before the end.
+fn traffic(s: &Scenario, udp_flows: Vec<(u16, u16)>) -> Vec<Phase> {
+    vec![Phase {
         start: Duration::from_secs(1),
         length: s.duration - Duration::from_secs(2),
-        udp_flows: skew_flows(),
+        udp_flows,
         udp_pps: RSS_PPS,
         tcp_ports: Vec::new(),
-    }];
-    s
+    }]
 }
 
 /// `rss-elephant`: one UDP flow at the lab's full rate; no table can split it, so the lever
@@ -203,13 +208,7 @@ pub fn elephant(length: Duration) -> Scenario {
         "rss=on, one UDP flow at the full rate on queue 1; steerd's RSS lever on",
         length,
     );
-    s.phases = vec![Phase {
-        start: Duration::from_secs(1),
-        length: s.duration - Duration::from_secs(2),
-        udp_flows: vec![elephant_flow()],
-        udp_pps: RSS_PPS,
-        tcp_ports: Vec::new(),
-    }];
+    s.phases = traffic(&s, vec![elephant_flow()]);
     s.setup = setup(ELEPHANT_CONFIG);
     s.events = vec![(25, SELF_REPORT)];
     s
@@ -241,13 +240,7 @@ pub fn threaded(length: Duration) -> Scenario {
     s.threaded = true;
     s.spread = true;
     s.events = vec![(12, SELF_REPORT)];
-    s.phases = vec![Phase {
-        start: Duration::from_secs(1),
-        length: s.duration - Duration::from_secs(2),
-        udp_flows: threaded_flows(),
-        udp_pps: RSS_PPS,
-        tcp_ports: Vec::new(),
-    }];
+    s.phases = traffic(&s, threaded_flows());
     s
 }
 
