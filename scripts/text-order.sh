@@ -4,6 +4,9 @@
 # `--symbol-ordering-file` for the release `steerd`).
 #
 # usage: scripts/text-order.sh [SECONDS]      (root; SECONDS per workload, default 20)
+#        STEERD_BINARY=PATH profiles that build instead of a fresh release build (another
+#        target or profile: its symbol names carry its own hashes); TEXT_ORDER_OUT=FILE
+#        writes the list there instead of packaging/text-order.txt.
 #
 # Why: the daemon's peak RSS is mostly its program text, and nearly all of the text is
 # mapped although about a third of it runs: on a page fault in a cached file the kernel
@@ -53,12 +56,16 @@ log() { printf '%s\n' "text-order.sh: $*" >&2; }
 TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 # steerd on its own, as it ships: the symbol names of steerd's own code carry a hash of
 # the crate's build (its features too), and the example needs the test-support feature.
-log "building steerd (release)"
-(cd "$REPO" && cargo build --release --quiet --bin steerd)
+BUILT=${STEERD_BINARY:-}
+if [ -z "$BUILT" ]; then
+    log "building steerd (release)"
+    (cd "$REPO" && cargo build --release --quiet --bin steerd)
+    BUILT="$TARGET_DIR/release/steerd"
+fi
 # Without its debug information valgrind names functions by the symbol table, as the
 # linker does (with it, by the debug information's names, in another mangling).
 STEERD="$WORK/steerd"
-objcopy --strip-debug "$TARGET_DIR/release/steerd" "$STEERD"
+objcopy --strip-debug "$BUILT" "$STEERD"
 log "building examples/decision_churn (release)"
 (cd "$REPO" && cargo build --release --quiet --example decision_churn)
 CHURN="$TARGET_DIR/release/examples/decision_churn"
@@ -128,7 +135,7 @@ awk -v exe="$STEERD" '
         }
     }' "$WORK/real-root.cg" "$WORK/fake-root.cg" >"$WORK/order.txt"
 
-OUT="$REPO/packaging/text-order.txt"
+OUT=${TEXT_ORDER_OUT:-$REPO/packaging/text-order.txt}
 {
     echo "# The functions the daemon runs, first in its text (scripts/text-order.sh; build.rs)."
     echo "# $(wc -l <"$WORK/order.txt") functions, $(date -u +%Y-%m-%d), steerd $(cd "$REPO" && git describe --always --dirty 2>/dev/null || echo unknown)."
