@@ -159,6 +159,16 @@ impl HeldWrite {
         }
     }
 
+    /// The failed writes steerd counted (the sum of its `steerd_write_errors_total`
+    /// series): strace sees only the input vectors' writes, and a tick may move the
+    /// transmit vectors too.
+    pub fn counted_total(&self) -> f64 {
+        self.counted
+            .iter()
+            .filter_map(|m| m.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// The most times one file's write failed.
     pub fn most_failures_of_one_irq(&self) -> usize {
         let mut per_file = std::collections::BTreeMap::<&str, usize>::new();
@@ -198,7 +208,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             "one log line per failed write, none failed more than twice (no retry storm)",
             count(&|h, _| {
                 !h.lines.is_empty()
-                    && h.lines.len() <= h.failed_writes.len()
+                    && h.lines.len() as f64 <= h.counted_total()
                     && h.most_failures_of_one_irq() <= 2
             }),
         );

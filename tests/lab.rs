@@ -792,6 +792,7 @@ fn inflight_held_write_from_log() {
     assert_eq!(h.counted.len(), 1, "{h:?}");
     assert_eq!(h.failed_writes.len(), 1, "{h:?}");
     assert_eq!(h.most_failures_of_one_irq(), 1);
+    assert_eq!(h.counted_total(), 1.0);
     assert_eq!(h.restore_failed, Some(0));
     assert_eq!(h.unmanageable, Some(0.0));
     assert_eq!(HeldWrite::from_log(&[]), HeldWrite::default());
