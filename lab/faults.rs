@@ -26,18 +26,13 @@ const WRITE_ERRORS: &str = "wget -qO- http://127.0.0.1:9847/metrics | \
      grep -E '^steerd_(write_errors_total|unmanageable_irqs)' | grep -v 'total.* 0$' | \
      sed 's/^/METRIC /' >> /tmp/balancer.log 2>&1";
 
-/// Every input vector back on CPU0 once the machine is back (virtio-net re-places its
-/// queues itself when a CPU comes online or the device is found again), so that spreading
-/// them again, the vector whose write failed among them, is steerd's work.
-const PINNED_AGAIN: &str = "pin_inputs 0";
-
 /// `inflight-offline`: CPUs 1-3 go offline while steerd's first write (an input vector
 /// moved off CPU0, necessarily to one of them) is held; the kernel refuses a mask with no
-/// online CPU (EINVAL). They come back at 9 s, and the vectors are put on CPU0 again at 11 s.
+/// online CPU (EINVAL). They come back at 9 s (and virtio-net re-places its queues).
 pub fn offline_in_flight() -> Scenario {
     held(
         "inflight-offline",
-        "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
+        "every input on CPU0; steerd's first IRQ write held 4 s by strace while CPUs 1-3 go offline, back at 9 s; 8 UDP flows",
         "wait_held_write; set_cpus_online 0 1 2 3",
         "set_cpus_online 1 1 2 3",
     )
@@ -45,11 +40,11 @@ pub fn offline_in_flight() -> Scenario {
 
 /// `inflight-remove`: the NIC's PCI function is removed while steerd's first write is
 /// held (its IRQ is freed under the write), and found again at 9 s, usually with the same
-/// IRQ numbers, which steerd must place again once they are put on CPU0 at 11 s.
+/// IRQ numbers and the driver's placement.
 pub fn removal_in_flight() -> Scenario {
     let mut s = held(
         "inflight-remove",
-        "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s, inputs on CPU0 again at 11 s; 8 UDP flows",
+        "every input on CPU0; steerd's first IRQ write held 4 s by strace while the NIC is removed, found again at 9 s; 8 UDP flows",
         "wait_held_write",
         NIC_RESCAN,
     );
@@ -59,8 +54,7 @@ pub fn removal_in_flight() -> Scenario {
 }
 
 /// A scenario whose first event (`change`, at once) comes while steerd's first write is
-/// held, `back` at 9 s, the vectors on CPU0 again at 11 s, the metrics at 22 s; 8 UDP
-/// flows for 22 s.
+/// held, `back` at 9 s, the metrics at 22 s; 8 UDP flows for 22 s.
 fn held(
     name: &'static str,
     what: &'static str,
@@ -69,12 +63,7 @@ fn held(
 ) -> Scenario {
     Scenario {
         setup: format!("pin_inputs 0; HOLD_IRQ_WRITE={HOLD_US}"),
-        events: vec![
-            (0, change),
-            (9, back),
-            (11, PINNED_AGAIN),
-            (22, WRITE_ERRORS),
-        ],
+        events: vec![(0, change), (9, back), (22, WRITE_ERRORS)],
         duration: Duration::from_secs(24),
         phases: vec![udp(1, 22, 8, super::scenario::UDP_PPS)],
         steady: Duration::from_secs(8),
