@@ -172,7 +172,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         lab::rss::describe(&m, rss)
                     );
                 }
-                if s.name.starts_with("inflight-") {
+                if lab::faults::is_in_flight(s.name) {
                     eprintln!(
                         "lab: {} {} #{}: {}",
                         s.name,

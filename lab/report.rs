@@ -832,7 +832,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
         if *b != "steerd"
             || runs.is_empty()
             || (s.rss_watch && !s.threaded)
-            || s.name.starts_with("inflight-")
+            || super::faults::is_in_flight(s.name)
         {
             continue;
         }

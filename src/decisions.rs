@@ -110,20 +110,15 @@ impl DecisionLog {
     /// more than `capacity` are kept.
     pub fn push(&mut self, decision: Decision) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        let fits = |json: &Vec<u8>, ring: usize| json.len() <= ring;
-        if serde_json::to_writer(&mut scratch, &decision).is_err()
-            || !fits(&scratch, self.ring.len())
-        {
-            scratch.clear();
-            if serde_json::to_writer(&mut scratch, &decision.shortened()).is_err()
-                || !fits(&scratch, self.ring.len())
-            {
-                self.scratch = scratch;
-                return;
-            }
+        let ring = self.ring.len();
+        // Whether `record`'s JSON, written into `json`, fits the ring.
+        let encodes = |json: &mut Vec<u8>, record: &Decision| {
+            json.clear();
+            serde_json::to_writer(&mut *json, record).is_ok() && json.len() <= ring
+        };
+        if encodes(&mut scratch, &decision) || encodes(&mut scratch, &decision.shortened()) {
+            self.place(&scratch);
         }
-        self.place(&scratch);
         self.scratch = scratch;
     }
 
