@@ -17,6 +17,9 @@
 #   XB entries... key KEY (before the balancer) / XA entries... key KEY (after SIGTERM)
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
 #   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
+#     anon_kb file_kb
+# and, when VmRSS changed since the last sample, its mappings and the daemon's new log lines:
+#   DS uptime rss_kb first-last name / DL log line
 # and the end adds LAB PANICS count (daemon log lines with "panicked").
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 /bin/busybox --install -s /bin
@@ -155,6 +158,21 @@ daemon_stats() {
         function v(x) { return x == "" ? "-" : x }
         END { print v(s), v(c), v(t), v(ok), v(er) }')
     echo "D $up alive ${st:-- - -} $fds ${m:-- - - - -} ${parts:-- -}"
+    rss_step_lines "$up" "${st%% *}"
+}
+
+# When VmRSS differs from the last sample (the first sample included): each mapping's Rss
+# (`DS up rss_kb first-last name`, non-zero ones only) and the daemon's log lines written
+# since the last step (`DL line`), so a soak's step says which mapping grew and what the
+# daemon was doing then, not only by how much.
+rss_step_lines() {
+    [ "$2" = "$LAST_RSS" ] && return
+    LAST_RSS=$2
+    awk -v up="$1" '/^[0-9a-f]+-[0-9a-f]+ / { range = $1; name = ($6 == "" ? "[anon]" : $6) }
+        /^Rss:/ && $2 > 0 { print "DS", up, $2, range, name }' "/proc/$BPID/smaps" 2>/dev/null
+    lines=$(wc -l < /tmp/balancer.log 2>/dev/null || echo 0)
+    tail -n "+$((${LOGGED_LINES:-0} + 1))" /tmp/balancer.log 2>/dev/null | tail -n 40 | sed 's/^/DL /'
+    LOGGED_LINES=$lines
 }
 
 # Installs /etc/steerd/$1.yaml as the daemon's configuration and asks it to reload (SIGHUP).

@@ -129,7 +129,11 @@ impl Lab {
                 match vm.next_line(end) {
                     Ok(Some(line)) => {
                         done = line == "LAB DONE";
-                        if echo && (line.starts_with("D ") || line.starts_with("LAB ")) {
+                        if echo
+                            && ["D ", "DS ", "DL ", "LAB "]
+                                .iter()
+                                .any(|p| line.starts_with(p))
+                        {
                             eprintln!("lab: {line}");
                         }
                         if let (Some((steer, last)), Some(x)) =
