@@ -17,8 +17,8 @@
 #   XB entries... key KEY (before the balancer) / XA entries... key KEY (after SIGTERM)
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
 #   D uptime alive rss_kb hwm_kb threads fds tick_sum tick_count ticks reloads_ok reloads_error
-#     anon_kb file_kb
-# and, when VmRSS changed since the last sample, its mappings and the daemon's new log lines:
+#     anon_kb file_kb      (RSS from smaps_rollup; see daemon_stats)
+# and, when RSS changed since the last sample, its mappings and the daemon's new log lines:
 #   DS uptime rss_kb first-last name / DL log line
 # and the end adds LAB PANICS count (daemon log lines with "panicked").
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -130,23 +130,32 @@ sample() {
     echo E
 }
 
-# The daemon's resources and tick time, for the soak: whether it is alive, VmRSS, VmHWM and
-# Threads from its status file, its open fds, from its own /metrics the tick-duration
-# sum and count, ticks run and config reloads, then RssAnon and RssFile + RssShmem (VmRSS's
-# anonymous and file-backed parts: code faulted in for the first time shows in the second;
-# the guest's programs live in its initramfs, a tmpfs, so their pages count as shmem). The fds
-# are counted before the scrape, so the scrape's own connection is not among them; `-`
-# where a figure could not be read.
+# The daemon's resources and tick time, for the soak: whether it is alive, its RSS, VmHWM
+# and Threads, its open fds, from its own /metrics the tick-duration sum and count, ticks
+# run and config reloads, then RSS's anonymous and file-backed parts. RSS and its parts are
+# smaps_rollup's (Rss, Anonymous; file-backed = Rss - Anonymous), counted from the page
+# tables when read: 6.1's VmRSS in /proc/PID/status is a counter each thread caches and
+# adds in every 64 page faults, so it lagged the pages mapped by 400 kB in one soak and
+# caught up in one step minutes later (a step that was no allocation). The guest's
+# programs live in its initramfs, a tmpfs, so their pages are file-backed (shmem). The
+# fds are counted before the scrape, so the scrape's own connection is not among them;
+# `-` where a figure could not be read.
 daemon_stats() {
     read -r up _ < /proc/uptime
     if [ -z "$BPID" ] || ! kill -0 "$BPID" 2>/dev/null; then
         echo "D $up dead - - - - - - - - - - -"
         return
     fi
-    st=$(awk '/^VmRSS:/ { r = $2 } /^VmHWM:/ { h = $2 } /^Threads:/ { t = $2 }
-        END { print (r == "" ? "-" : r), (h == "" ? "-" : h), (t == "" ? "-" : t) }' "/proc/$BPID/status" 2>/dev/null)
-    parts=$(awk '/^RssAnon:/ { a = $2 } /^RssFile:/ { f += $2; n++ } /^RssShmem:/ { f += $2; n++ }
-        END { print (a == "" ? "-" : a), (n == 0 ? "-" : f) }' "/proc/$BPID/status" 2>/dev/null)
+    rollup=$(awk '/^Rss:/ { r = $2 } /^Anonymous:/ { a = $2 }
+        END { print (r == "" ? "-" : r), (a == "" ? "-" : a) }' "/proc/$BPID/smaps_rollup" 2>/dev/null)
+    rss=${rollup%% *}
+    anon=${rollup##* }
+    st=$(awk -v rss="${rss:--}" '/^VmHWM:/ { h = $2 } /^Threads:/ { t = $2 }
+        END { print rss, (h == "" ? "-" : h), (t == "" ? "-" : t) }' "/proc/$BPID/status" 2>/dev/null)
+    case "$rss$anon" in
+        *[!0-9]*|"") parts="- -" ;;
+        *) parts="$anon $((rss - anon))" ;;
+    esac
     fds=$(ls "/proc/$BPID/fd" 2>/dev/null | wc -l)
     # busybox wget -T crashes in Debian's busybox-static 1.35 (status 139): timeout bounds it.
     m=$(timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
@@ -161,7 +170,7 @@ daemon_stats() {
     rss_step_lines "$up" "${st%% *}"
 }
 
-# When VmRSS differs from the last sample (the first sample included): each mapping's Rss
+# When RSS differs from the last sample (the first sample included): each mapping's Rss
 # (`DS up rss_kb first-last name`, non-zero ones only) and the daemon's log lines written
 # since the last step (`DL line`), so a soak's step says which mapping grew and what the
 # daemon was doing then, not only by how much.

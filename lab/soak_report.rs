@@ -6,9 +6,10 @@
 //! discovery, the first HTTP scrape, the first RPS tables) and is left out. The early
 //! window starts after it, the late window ends at the end of the run, and each lasts
 //! 5 minutes (one cycle of the five traffic kinds), or half of what is left after the
-//! warm-up in a shorter run. RSS growth is the late window's median VmRSS against the
+//! warm-up in a shorter run. RSS growth is the late window's median RSS against the
 //! early window's, in per cent: a median, so one sample caught mid-allocation does not
-//! decide it.
+//! decide it. RSS is smaps_rollup's, counted from the page tables (consoles of before
+//! 2026-11-26 carry VmRSS, which 6.1 updates late: lab/guest-init.sh, `daemon_stats`).
 
 use std::fmt::Write as _;
 
@@ -36,8 +37,8 @@ pub struct DaemonSample {
     pub ticks: Option<f64>,
     pub reloads_ok: Option<u64>,
     pub reloads_error: Option<u64>,
-    /// VmRSS's anonymous and file-backed parts (`RssFile` + `RssShmem`: the guest's
-    /// binaries are on its initramfs, a tmpfs; absent from consoles of before 2026-11-26):
+    /// RSS's anonymous and file-backed parts (smaps_rollup's Anonymous, and Rss minus it:
+    /// the guest's binaries are on its initramfs, a tmpfs; absent from older consoles):
     /// a step in the file-backed part is code or data of the binary faulted in for the first
     /// time, not memory the daemon allocated.
     pub anon_kb: Option<u64>,
@@ -167,9 +168,9 @@ pub struct Soak {
     pub samples: Vec<DaemonSample>,
     pub early: Window,
     pub late: Window,
-    /// Late median VmRSS against early median, per cent.
+    /// Late median RSS against early median, per cent.
     pub rss_growth_pct: Option<f64>,
-    /// Every change of VmRSS between two samples after the warm-up, as (seconds, kB
+    /// Every change of RSS between two samples after the warm-up, as (seconds, kB
     /// before, kB after): one step that stays is a buffer sized once, a staircase a leak.
     pub rss_steps: Vec<(f64, u64, u64)>,
     /// Daemon log lines with "panicked" (the guest's count, or the host's if larger).
@@ -306,11 +307,11 @@ impl Soak {
         );
         for (name, of) in [
             (
-                "VmRSS median (kB)",
+                "RSS median (kB)",
                 (|w| w.rss_median_kb) as fn(&Window) -> Option<f64>,
             ),
-            ("RssAnon median (kB)", |w| w.anon_median_kb),
-            ("RssFile+RssShmem median (kB)", |w| w.file_median_kb),
+            ("anonymous median (kB)", |w| w.anon_median_kb),
+            ("file-backed median (kB)", |w| w.file_median_kb),
         ] {
             row(
                 name,
@@ -320,7 +321,7 @@ impl Soak {
             );
         }
         row(
-            "VmRSS max (kB)",
+            "RSS max (kB)",
             show(e.rss_max_kb),
             show(l.rss_max_kb),
             change(f(e.rss_max_kb), f(l.rss_max_kb), 0),
@@ -361,8 +362,8 @@ impl Soak {
         );
         let _ = writeln!(
             out,
-            "\nRSS growth (median VmRSS, last window against first): {} %\n\
-             VmRSS changes after the warm-up: {}\n\
+            "\nRSS growth (median RSS, last window against first): {} %\n\
+             RSS changes after the warm-up: {}\n\
              panics in the daemon's log: {}; daemon alive at every sample: {}\n\
              reloads sent {}, counted ok {}, error {}\n\
              every value restored after SIGTERM: {}{}",

@@ -404,7 +404,7 @@ fn soak_schedule() {
         scenario::guest_env(&hour, Balancer::Steerd, &[])
             .contains("STEERD_ARGS='--config /etc/steerd/steerd.yaml'")
     );
-    // A sample line with VmRSS's parts, and one from an older console without them.
+    // A sample line with RSS's parts, and one from an older console without them.
     use lab::soak_report::DaemonSample;
     let new = DaemonSample::parse("12.5 alive 5104 5104 2 15 0.08 4 4 0 0 812 4292", 2.5)
         .expect("a D line");
