@@ -20,8 +20,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
         check: "coalescing",
         subject: "interrupt coalescing",
         matters: "a NIC that interrupts for every packet wastes CPU at high rates.",
-        off_host: "coalescing comes from an ethtool ioctl, which describes the running \
-                   machine, not a --root tree",
+        reads: "coalescing comes",
         wanted: |kind| kind == DeviceKind::Physical,
         read: Ethtool::coalesce,
         judge: &|device, answer| judge(&device.name, answer),

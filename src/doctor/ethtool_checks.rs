@@ -16,8 +16,9 @@ pub(super) struct PerDevice<'a, T> {
     pub subject: &'a str,
     /// Why it matters, in one sentence, for a "not checked" finding.
     pub matters: &'a str,
-    /// Why the check cannot run on a tree that is not the host.
-    pub off_host: &'a str,
+    /// What the ioctl reads, with its verb ("ring sizes come", "coalescing comes"): the
+    /// start of why the check cannot run on a tree that is not the host ([`Self::off_host`]).
+    pub reads: &'a str,
     pub wanted: fn(DeviceKind) -> bool,
     pub read: fn(&Ethtool, &str) -> Result<T, crate::Error>,
     /// The finding for one device's answer, if any; given the device so a check can
@@ -26,6 +27,14 @@ pub(super) struct PerDevice<'a, T> {
 }
 
 impl<T> PerDevice<'_, T> {
+    /// Why nothing is checked off the host, one sentence for every ethtool check.
+    fn off_host(&self) -> String {
+        format!(
+            "{} from an ethtool ioctl, which describes the running machine, not a --root tree",
+            self.reads
+        )
+    }
+
     /// "Not checked" for a scope (a device, or all devices), and why.
     fn not_checked(&self, scope: &str, why: String) -> Finding {
         Finding {
@@ -40,7 +49,7 @@ impl<T> PerDevice<'_, T> {
 
     pub(super) fn run(&self, context: &Context) -> Vec<Finding> {
         if !context.root.is_host() {
-            return vec![self.not_checked("all devices", self.off_host.into())];
+            return vec![self.not_checked("all devices", self.off_host())];
         }
         let ethtool = match Ethtool::new() {
             Ok(ethtool) => ethtool,
@@ -58,6 +67,12 @@ impl<T> PerDevice<'_, T> {
         }
         findings
     }
+}
+
+/// The devices most ethtool checks read: NICs with hardware queues (physical and virtio);
+/// on software devices these settings are a per-setup choice or do not exist.
+pub(super) fn physical_or_virtio(kind: DeviceKind) -> bool {
+    matches!(kind, DeviceKind::Physical | DeviceKind::Virtio)
 }
 
 #[cfg(test)]

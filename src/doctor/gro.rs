@@ -6,19 +6,17 @@
 //! Physical and virtio NICs only (on software devices GRO is a per-setup choice), and only
 //! on the host (`--root /`); a failed ioctl is "not checked: why".
 
-use super::ethtool_checks::PerDevice;
+use super::ethtool_checks::{PerDevice, physical_or_virtio};
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Ethtool, Features};
-use crate::model::inventory::DeviceKind;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     PerDevice {
         check: "gro",
         subject: "GRO",
         matters: "without GRO every received segment costs a trip up the stack.",
-        off_host: "features come from an ethtool ioctl, which describes the running \
-                   machine, not a --root tree",
-        wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
+        reads: "features come",
+        wanted: physical_or_virtio,
         read: Ethtool::features,
         judge: &|device, features| judge(&device.name, features),
     }

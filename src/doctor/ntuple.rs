@@ -12,10 +12,10 @@
 //! `CONFIG_RFS_ACCEL`, which the feature bit does not prove. Physical and virtio NICs, on
 //! the host (`--root /`); a failed ioctl is "not checked: why".
 
-use super::ethtool_checks::PerDevice;
+use super::ethtool_checks::{PerDevice, physical_or_virtio};
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Ethtool, Features};
-use crate::model::inventory::{DeviceKind, NetDevice};
+use crate::model::inventory::NetDevice;
 
 /// The global socket flow table suggested when there is none (as `rfs_tables`).
 const SUGGESTED_ENTRIES: u32 = 32768;
@@ -89,9 +89,8 @@ pub fn check(context: &Context) -> Vec<Finding> {
         check: "ntuple",
         subject: "ntuple filters (aRFS)",
         matters: "aRFS has the NIC deliver each flow to the CPU that reads it.",
-        off_host: "features come from an ethtool ioctl, which describes the running \
-                   machine, not a --root tree",
-        wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
+        reads: "features come",
+        wanted: physical_or_virtio,
         read: Ethtool::features,
         judge: &|device, features| judge(&device.name, features, &RfsTables::of(device, entries)),
     }

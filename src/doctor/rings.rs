@@ -6,10 +6,9 @@
 //! so it is a trade-off to know about, not a mistake by itself. Needs the ioctl, so only on
 //! the host (`--root /`); anything else is "not checked: why".
 
-use super::ethtool_checks::PerDevice;
+use super::ethtool_checks::{PerDevice, physical_or_virtio};
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Ethtool, RingParams};
-use crate::model::inventory::DeviceKind;
 
 /// "Far below": the current RX ring at most this fraction of the maximum.
 const SMALL_FRACTION: u32 = 4;
@@ -19,9 +18,8 @@ pub fn check(context: &Context) -> Vec<Finding> {
         check: "rings",
         subject: "ring sizes",
         matters: "a small RX ring drops bursts in the NIC.",
-        off_host: "ring sizes come from an ethtool ioctl, which describes the running \
-                   machine, not a --root tree",
-        wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
+        reads: "ring sizes come",
+        wanted: physical_or_virtio,
         read: Ethtool::ring_params,
         judge: &|device, answer| judge(&device.name, answer),
     }

@@ -10,10 +10,9 @@
 //! that reports no fields at all ("None": no RSS, e.g. virtio without the RSS feature) is
 //! not judged: the queue is chosen elsewhere.
 
-use super::ethtool_checks::PerDevice;
+use super::ethtool_checks::{PerDevice, physical_or_virtio};
 use super::{Context, Finding, Severity};
 use crate::kernel::ethtool::{Ethtool, FlowHash, UDP_V4_FLOW, UDP_V6_FLOW};
-use crate::model::inventory::DeviceKind;
 
 /// The RSS hash fields for UDP over IPv4 and, when the driver reports it, over IPv6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +35,8 @@ pub fn check(context: &Context) -> Vec<Finding> {
         check: "udp_hash",
         subject: "UDP hash fields",
         matters: "UDP hashed on addresses only puts all flows between two hosts on one queue.",
-        off_host: "hash fields come from an ethtool ioctl, which describes the running \
-                   machine, not a --root tree",
-        wanted: |kind| matches!(kind, DeviceKind::Physical | DeviceKind::Virtio),
+        reads: "hash fields come",
+        wanted: physical_or_virtio,
         read: UdpHash::read,
         judge: &|device, hash| judge(&device.name, device.rx_queues.len(), hash),
     }
