@@ -13,10 +13,30 @@ use crate::kernel::procfs::softnet;
 const DEFAULT_BACKLOG: u64 = 1000;
 const DEFAULT_BUDGET: u64 = 300;
 
+/// A sysctl that bounds a softnet counter: what the tree says of it, and its value (the
+/// kernel's default when it cannot be read).
+struct Bound {
+    name: &'static str,
+    text: String,
+    value: u64,
+    default: u64,
+}
+
+impl Bound {
+    /// The command that doubles it (to at least twice the kernel's default).
+    fn doubled(&self) -> String {
+        format!(
+            "sysctl -w net.core.{}={}",
+            self.name,
+            (self.value * 2).max(self.default * 2)
+        )
+    }
+}
+
 pub fn check(context: &Context) -> Vec<Finding> {
-    let sysctl = |name: &str, default: u64| -> (String, u64) {
+    let sysctl = |name: &'static str, default: u64| -> Bound {
         let path = format!("proc/sys/net/core/{name}");
-        match context.root.read_optional(&path) {
+        let (text, value) = match context.root.read_optional(&path) {
             Ok(Some(text)) => match text.trim().parse::<u64>() {
                 Ok(value) => (format!("net.core.{name} = {value}"), value),
                 Err(_) => (
@@ -26,10 +46,16 @@ pub fn check(context: &Context) -> Vec<Finding> {
             },
             Ok(None) => (format!("{path} absent"), default),
             Err(e) => (e.to_string(), default),
+        };
+        Bound {
+            name,
+            text,
+            value,
+            default,
         }
     };
-    let (backlog_text, backlog) = sysctl("netdev_max_backlog", DEFAULT_BACKLOG);
-    let (budget_text, budget) = sysctl("netdev_budget", DEFAULT_BUDGET);
+    let backlog = sysctl("netdev_max_backlog", DEFAULT_BACKLOG);
+    let budget = sysctl("netdev_budget", DEFAULT_BUDGET);
 
     // (dropped, squeezed, over what, severity)
     let (dropped, squeezed, over, severity) = match &context.samples {
@@ -64,36 +90,33 @@ pub fn check(context: &Context) -> Vec<Finding> {
             }
         },
     };
+    // Each counter's finding names its softnet_stat column and the sysctl that bounds it.
+    let finding = |summary: String, column: &str, bound: &Bound, why: &str| Finding {
+        check: "softnet",
+        severity,
+        summary,
+        evidence: format!("proc/net/softnet_stat {column} column; {}", bound.text),
+        why: why.into(),
+        fix: Some(bound.doubled()),
+    };
     let mut findings = Vec::new();
     if dropped > 0 {
-        findings.push(Finding {
-            check: "softnet",
-            severity,
-            summary: format!("{dropped} packet(s) dropped from full CPU backlogs {over}"),
-            evidence: format!("proc/net/softnet_stat dropped column; {backlog_text}"),
-            why: "a full backlog (RPS or non-NAPI receive) throws packets away after the NIC \
-                  delivered them, and TCP answers with retransmits and a smaller window."
-                .into(),
-            fix: Some(format!(
-                "sysctl -w net.core.netdev_max_backlog={}",
-                (backlog * 2).max(DEFAULT_BACKLOG * 2)
-            )),
-        });
+        findings.push(finding(
+            format!("{dropped} packet(s) dropped from full CPU backlogs {over}"),
+            "dropped",
+            &backlog,
+            "a full backlog (RPS or non-NAPI receive) throws packets away after the NIC \
+             delivered them, and TCP answers with retransmits and a smaller window.",
+        ));
     }
     if squeezed > 0 {
-        findings.push(Finding {
-            check: "softnet",
-            severity,
-            summary: format!("NET_RX ran out of budget {squeezed} time(s) {over}"),
-            evidence: format!("proc/net/softnet_stat time_squeeze column; {budget_text}"),
-            why: "a squeezed softirq leaves packets in the ring until the next round, adding \
-                  latency and, when the ring fills, drops in the NIC."
-                .into(),
-            fix: Some(format!(
-                "sysctl -w net.core.netdev_budget={}",
-                (budget * 2).max(DEFAULT_BUDGET * 2)
-            )),
-        });
+        findings.push(finding(
+            format!("NET_RX ran out of budget {squeezed} time(s) {over}"),
+            "time_squeeze",
+            &budget,
+            "a squeezed softirq leaves packets in the ring until the next round, adding \
+             latency and, when the ring fills, drops in the NIC.",
+        ));
     }
     findings
 }
