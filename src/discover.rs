@@ -648,50 +648,13 @@ mod tests {
     use crate::model::inventory::{NetDevice, RxQueue};
 
     fn inventory() -> Inventory {
-        let rx = |index| RxQueue {
-            index,
-            rps_cpus: None,
-            rps_mask_words: 1,
-            rps_flow_cnt: None,
-            irq: None,
-            napi_id: None,
-            napi_thread: None,
-            napi: Default::default(),
-        };
         let device = |name: &str| NetDevice {
-            name: name.to_string(),
-            ifindex: None,
-            driver: None,
-            kind: DeviceKind::Physical,
-            operstate: None,
-            master: None,
-            pci_function: None,
-            numa_node: None,
-            local_cpus: None,
-            rx_queues: vec![rx(0), rx(1)],
-            tx_queues: Vec::new(),
-            irqs: Vec::new(),
-            threaded: None,
-            threaded_mode: None,
-            napi_defer_hard_irqs: None,
-            gro_flush_timeout_ns: None,
-            rss_table: None,
-            udp_hashed_on_addresses: Vec::new(),
+            rx_queues: vec![RxQueue::bare(0), RxQueue::bare(1)],
+            ..NetDevice::bare(name, DeviceKind::Physical)
         };
         let irq = Irq {
-            irq: 40,
-            name: "eth0-TxRx-0".into(),
-            chip: None,
-            device: None,
-            queue: None,
-            role: IrqRole::Other,
-            affinity: None,
-            effective_affinity: None,
-            affinity_hint: None,
-            node: None,
-            managed: false,
             per_cpu: vec![0; 2],
-            total: 0,
+            ..Irq::bare(40, "eth0-TxRx-0")
         };
         Inventory {
             devices: vec![device("eth0"), device("eth1")],

@@ -225,3 +225,71 @@ impl Inventory {
             .map(|index| &self.irqs[index])
     }
 }
+
+/// Bare values for the hand-built inventories of unit tests: only a name and a kind (or a
+/// number), everything discovery would fill in left unknown or empty, so that a test sets
+/// just the fields it is about (`..NetDevice::bare(..)`) instead of listing all of them.
+#[cfg(test)]
+impl NetDevice {
+    pub(crate) fn bare(name: &str, kind: DeviceKind) -> NetDevice {
+        NetDevice {
+            name: name.to_string(),
+            ifindex: None,
+            driver: None,
+            kind,
+            operstate: None,
+            master: None,
+            pci_function: None,
+            numa_node: None,
+            local_cpus: None,
+            rx_queues: Vec::new(),
+            tx_queues: Vec::new(),
+            irqs: Vec::new(),
+            threaded: None,
+            threaded_mode: None,
+            napi_defer_hard_irqs: None,
+            gro_flush_timeout_ns: None,
+            rss_table: None,
+            udp_hashed_on_addresses: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl RxQueue {
+    /// Rx queue `index` with no RPS, IRQ or NAPI known (one-word `rps_cpus` width).
+    pub(crate) fn bare(index: u32) -> RxQueue {
+        RxQueue {
+            index,
+            rps_cpus: None,
+            rps_mask_words: 1,
+            rps_flow_cnt: None,
+            irq: None,
+            napi_id: None,
+            napi_thread: None,
+            napi: NapiSettings::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Irq {
+    /// IRQ `irq` named `name`, serving no device, with no affinity or counts known.
+    pub(crate) fn bare(irq: u32, name: &str) -> Irq {
+        Irq {
+            irq,
+            name: name.to_string(),
+            chip: None,
+            device: None,
+            queue: None,
+            role: IrqRole::Other,
+            affinity: None,
+            effective_affinity: None,
+            affinity_hint: None,
+            node: None,
+            managed: false,
+            per_cpu: Vec::new(),
+            total: 0,
+        }
+    }
+}

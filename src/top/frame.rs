@@ -303,53 +303,28 @@ mod tests {
 
     fn vector(irq: u32, queue: u32, effective: &str) -> Irq {
         Irq {
-            irq,
-            name: format!("eth0-TxRx-{queue}"),
-            chip: None,
             device: Some("eth0".into()),
             queue: Some(queue),
             role: IrqRole::Rxtx,
             affinity: CpuSet::parse_list("0-3").ok(),
             effective_affinity: CpuSet::parse_list(effective).ok(),
-            affinity_hint: None,
-            node: None,
-            managed: false,
-            per_cpu: Vec::new(),
-            total: 0,
+            ..Irq::bare(irq, &format!("eth0-TxRx-{queue}"))
         }
     }
 
     fn machine() -> Machine {
         let device = NetDevice {
-            name: "eth0".into(),
             ifindex: Some(2),
             driver: Some("ixgbe".into()),
-            kind: DeviceKind::Physical,
-            operstate: None,
-            master: None,
-            pci_function: None,
-            numa_node: None,
-            local_cpus: None,
             rx_queues: (0..2)
                 .map(|q| RxQueue {
-                    index: q,
                     rps_cpus: Some(CpuSet::new()),
-                    rps_mask_words: 1,
-                    rps_flow_cnt: None,
                     irq: Some(30 + q),
-                    napi_id: None,
-                    napi_thread: None,
-                    napi: Default::default(),
+                    ..RxQueue::bare(q)
                 })
                 .collect(),
-            tx_queues: Vec::new(),
             irqs: vec![30, 31],
-            threaded: None,
-            threaded_mode: None,
-            napi_defer_hard_irqs: None,
-            gro_flush_timeout_ns: None,
-            rss_table: None,
-            udp_hashed_on_addresses: Vec::new(),
+            ..NetDevice::bare("eth0", DeviceKind::Physical)
         };
         Machine {
             topology: Topology {
