@@ -36,45 +36,35 @@ fn message(message_type: u16, sequence: u32, body: &[u8]) -> Vec<u8> {
 /// A well-formed dump: a queue, a NAPI and a qstats reply, then DONE.
 fn valid_dump() -> Vec<u8> {
     let u32_attr = |kind, value: u32| attr(kind, &value.to_ne_bytes());
-    let mut bytes = message(
-        FAMILY,
-        1,
-        &genl(
-            cmd::QUEUE_GET,
-            &[
-                u32_attr(queue_attr::ID, 3),
-                u32_attr(queue_attr::IFINDEX, 2),
-                u32_attr(queue_attr::TYPE, QUEUE_TYPE_RX),
-                u32_attr(queue_attr::NAPI_ID, 8193),
-            ],
-        ),
+    // One reply of the family, sequence 1, to `command`.
+    let reply = |command, attrs: &[Vec<u8>]| message(FAMILY, 1, &genl(command, attrs));
+    let mut bytes = reply(
+        cmd::QUEUE_GET,
+        &[
+            u32_attr(queue_attr::ID, 3),
+            u32_attr(queue_attr::IFINDEX, 2),
+            u32_attr(queue_attr::TYPE, QUEUE_TYPE_RX),
+            u32_attr(queue_attr::NAPI_ID, 8193),
+        ],
     );
-    bytes.extend(message(
-        FAMILY,
-        1,
-        &genl(
-            cmd::NAPI_GET,
-            &[
-                u32_attr(napi_attr::ID, 8193),
-                u32_attr(napi_attr::IFINDEX, 2),
-                u32_attr(napi_attr::IRQ, 45),
-                u32_attr(napi_attr::PID, 812),
-            ],
-        ),
+    bytes.extend(reply(
+        cmd::NAPI_GET,
+        &[
+            u32_attr(napi_attr::ID, 8193),
+            u32_attr(napi_attr::IFINDEX, 2),
+            u32_attr(napi_attr::IRQ, 45),
+            u32_attr(napi_attr::PID, 812),
+        ],
     ));
-    bytes.extend(message(
-        FAMILY,
-        1,
-        &genl(
-            cmd::QSTATS_GET,
-            &[
-                u32_attr(qstats_attr::IFINDEX, 2),
-                u32_attr(qstats_attr::QUEUE_TYPE, QUEUE_TYPE_RX),
-                u32_attr(qstats_attr::QUEUE_ID, 3),
-                attr(qstats_attr::RX_PACKETS, &5_000_000_000u64.to_ne_bytes()),
-                attr(qstats_attr::RX_BYTES, &77u32.to_ne_bytes()),
-            ],
-        ),
+    bytes.extend(reply(
+        cmd::QSTATS_GET,
+        &[
+            u32_attr(qstats_attr::IFINDEX, 2),
+            u32_attr(qstats_attr::QUEUE_TYPE, QUEUE_TYPE_RX),
+            u32_attr(qstats_attr::QUEUE_ID, 3),
+            attr(qstats_attr::RX_PACKETS, &5_000_000_000u64.to_ne_bytes()),
+            attr(qstats_attr::RX_BYTES, &77u32.to_ne_bytes()),
+        ],
     ));
     bytes.extend(message(NLMSG_DONE, 1, &0i32.to_ne_bytes()));
     bytes
