@@ -673,21 +673,18 @@ mod tests {
     fn vectors_are_reused() {
         let mut stat = Stat::default();
         let text = b"cpu0 1 2 3 4\ncpu1 1 2 3 4\nintr 3 1 2\n";
-        parse_stat(
-            text,
-            Path::new("s"),
-            &mut stat.cpu_times,
-            &mut stat.irq_totals,
-        )
-        .unwrap();
+        let parse_into = |stat: &mut Stat| {
+            parse_stat(
+                text,
+                Path::new("s"),
+                &mut stat.cpu_times,
+                &mut stat.irq_totals,
+            )
+            .unwrap()
+        };
+        parse_into(&mut stat);
         let (cpu_ptr, irq_ptr) = (stat.cpu_times.as_ptr(), stat.irq_totals.as_ptr());
-        parse_stat(
-            text,
-            Path::new("s"),
-            &mut stat.cpu_times,
-            &mut stat.irq_totals,
-        )
-        .unwrap();
+        parse_into(&mut stat);
         assert_eq!(stat.cpu_times.len(), 2);
         assert_eq!(stat.irq_totals, [1, 2]);
         assert_eq!(stat.cpu_times.as_ptr(), cpu_ptr);
