@@ -34,8 +34,8 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use netlink_packet_core::NetlinkBuffer;
 use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, McastGrpAttrs};
-use netlink_sys::Socket;
 
+use super::event_socket::{EventSocket, Received};
 use crate::kernel::netlink::{RECV_BUFFER_LEN, open_socket};
 
 /// `ETHTOOL_MCGRP_MONITOR_NAME`.
@@ -79,10 +79,8 @@ impl Heard {
 
 /// A non-blocking socket in the ethtool `monitor` group.
 pub struct EthtoolEvents {
-    socket: Socket,
+    events: EventSocket,
     family: u16,
-    /// Kept between reads: draining allocates nothing.
-    buffer: Vec<u8>,
 }
 
 impl EthtoolEvents {
@@ -99,11 +97,9 @@ impl EthtoolEvents {
             return Ok(None);
         };
         socket.add_membership(group)?;
-        socket.set_non_blocking(true)?;
         Ok(Some(EthtoolEvents {
-            socket,
+            events: EventSocket::new(socket, RECV_BUFFER_LEN)?,
             family,
-            buffer: Vec::with_capacity(RECV_BUFFER_LEN),
         }))
     }
 
@@ -111,26 +107,22 @@ impl EthtoolEvents {
     /// overrun (ENOBUFS: more came than the socket holds) counts as a change of each kind.
     pub fn drain(&mut self) -> io::Result<Heard> {
         let mut heard = Heard::default();
-        loop {
-            self.buffer.clear();
-            match self.socket.recv(&mut self.buffer, 0) {
-                Ok(0) => return Ok(heard),
-                Ok(_) => count(&self.buffer, self.family, &mut heard),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(heard),
-                Err(e) if e.raw_os_error() == Some(nix::libc::ENOBUFS) => {
-                    heard.channels += 1;
-                    heard.rss += 1;
-                    heard.channels_anywhere = true;
-                }
-                Err(e) => return Err(e),
+        let family = self.family;
+        self.events.drain(|received| match received {
+            Received::Datagram(datagram) => count(datagram, family, &mut heard),
+            Received::Overrun => {
+                heard.channels += 1;
+                heard.rss += 1;
+                heard.channels_anywhere = true;
             }
-        }
+        })?;
+        Ok(heard)
     }
 }
 
 impl AsFd for EthtoolEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.socket.as_fd()
+        self.events.as_fd()
     }
 }
 

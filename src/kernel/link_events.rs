@@ -9,26 +9,23 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use netlink_sys::protocols::NETLINK_ROUTE;
+
+use super::event_socket::EventSocket;
 
 /// `RTMGRP_LINK` from `linux/rtnetlink.h`: the legacy group bit for `RTNLGRP_LINK` (1).
 const RTMGRP_LINK: u32 = 1;
 
 /// A non-blocking netlink socket that becomes readable on link changes.
 pub struct LinkEvents {
-    socket: Socket,
-    buffer: Vec<u8>,
+    events: EventSocket,
 }
 
 impl LinkEvents {
     /// Subscribes to link events in the current network namespace.
     pub fn subscribe() -> io::Result<LinkEvents> {
-        let mut socket = Socket::new(NETLINK_ROUTE)?;
-        socket.bind(&SocketAddr::new(0, RTMGRP_LINK))?;
-        socket.set_non_blocking(true)?;
         Ok(LinkEvents {
-            socket,
-            buffer: vec![0; 64 * 1024],
+            events: EventSocket::subscribe(NETLINK_ROUTE, RTMGRP_LINK, 64 * 1024)?,
         })
     }
 
@@ -36,26 +33,19 @@ impl LinkEvents {
     /// (ENOBUFS: events were lost) counts as a change, since something did change.
     pub fn drain(&mut self) -> io::Result<usize> {
         let mut count = 0;
-        loop {
-            match self.socket.recv(&mut &mut self.buffer[..], 0) {
-                Ok(0) => return Ok(count),
-                Ok(_) => count += 1,
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(count),
-                Err(err) if err.raw_os_error() == Some(nix::libc::ENOBUFS) => count += 1,
-                Err(err) => return Err(err),
-            }
-        }
+        self.events.drain(|_| count += 1)?;
+        Ok(count)
     }
 }
 
 impl AsFd for LinkEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.socket.as_fd()
+        self.events.as_fd()
     }
 }
 
 impl AsRawFd for LinkEvents {
     fn as_raw_fd(&self) -> RawFd {
-        self.socket.as_raw_fd()
+        self.events.as_raw_fd()
     }
 }

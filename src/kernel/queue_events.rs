@@ -19,7 +19,9 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_KOBJECT_UEVENT};
+use netlink_sys::protocols::NETLINK_KOBJECT_UEVENT;
+
+use super::event_socket::{EventSocket, Received};
 
 /// The multicast group the kernel itself sends uevents to (udev re-sends on group 2).
 const KERNEL_UEVENTS: u32 = 1;
@@ -29,21 +31,15 @@ const KERNEL_UEVENTS: u32 = 1;
 ///
 /// [`drain`]: QueueEvents::drain
 pub struct QueueEvents {
-    socket: Socket,
-    /// Kept between reads: draining allocates nothing.
-    buffer: Vec<u8>,
+    events: EventSocket,
 }
 
 impl QueueEvents {
     /// Subscribes to the kernel's uevents (in the current network namespace for network
     /// devices).
     pub fn subscribe() -> io::Result<QueueEvents> {
-        let mut socket = Socket::new(NETLINK_KOBJECT_UEVENT)?;
-        socket.bind(&SocketAddr::new(0, KERNEL_UEVENTS))?;
-        socket.set_non_blocking(true)?;
         Ok(QueueEvents {
-            socket,
-            buffer: vec![0; 16 * 1024],
+            events: EventSocket::subscribe(NETLINK_KOBJECT_UEVENT, KERNEL_UEVENTS, 16 * 1024)?,
         })
     }
 
@@ -52,20 +48,11 @@ impl QueueEvents {
     /// may have been among them.
     pub fn drain(&mut self) -> io::Result<usize> {
         let mut count = 0;
-        loop {
-            match self.socket.recv(&mut &mut self.buffer[..], 0) {
-                Ok(0) => return Ok(count),
-                Ok(len) => {
-                    let message = &self.buffer[..len.min(self.buffer.len())];
-                    if is_queue_change(message) {
-                        count += 1;
-                    }
-                }
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(count),
-                Err(err) if err.raw_os_error() == Some(nix::libc::ENOBUFS) => count += 1,
-                Err(err) => return Err(err),
-            }
-        }
+        self.events.drain(|received| match received {
+            Received::Datagram(message) => count += usize::from(is_queue_change(message)),
+            Received::Overrun => count += 1,
+        })?;
+        Ok(count)
     }
 }
 
@@ -93,13 +80,13 @@ pub fn is_queue_change(message: &[u8]) -> bool {
 
 impl AsFd for QueueEvents {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.socket.as_fd()
+        self.events.as_fd()
     }
 }
 
 impl AsRawFd for QueueEvents {
     fn as_raw_fd(&self) -> RawFd {
-        self.socket.as_raw_fd()
+        self.events.as_raw_fd()
     }
 }
 
