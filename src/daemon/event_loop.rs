@@ -9,6 +9,15 @@ use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 
 use super::{Daemon, FAST_TICK_MIN, quiet, wakeups};
+use crate::kernel::link_events::LinkEvents;
+use crate::kernel::queue_events::QueueEvents;
+
+/// Whether a drained event socket (link or queue events) heard a change: a count above 0,
+/// or a failed drain, since rediscovering is the safe answer to not knowing; no socket
+/// (`None`) hears nothing.
+fn changed(drained: Option<std::io::Result<usize>>) -> bool {
+    matches!(drained, Some(Ok(1..) | Err(_)))
+}
 
 impl Daemon {
     pub(super) fn run(&mut self, signals: &mut wakeups::Signals) -> Result<(), super::StartError> {
@@ -66,26 +75,14 @@ impl Daemon {
                     }
                 }
             }
-            if ready.link {
-                let changed = self
-                    .link_events
-                    .as_mut()
-                    .map_or(0, |events| events.drain().unwrap_or(1));
-                if changed > 0 {
-                    self.rediscover("link event");
-                    act_now = true;
-                }
+            if ready.link && changed(self.link_events.as_mut().map(LinkEvents::drain)) {
+                self.rediscover("link event");
+                act_now = true;
             }
-            if ready.queues {
-                // Most uevents are not about network queues: those cost one `recv` each.
-                let changed = self
-                    .queue_events
-                    .as_mut()
-                    .map_or(0, |events| events.drain().unwrap_or(1));
-                if changed > 0 {
-                    self.rediscover("queues added or removed");
-                    act_now = true;
-                }
+            // Most uevents are not about network queues: those cost one `recv` each.
+            if ready.queues && changed(self.queue_events.as_mut().map(QueueEvents::drain)) {
+                self.rediscover("queues added or removed");
+                act_now = true;
             }
             if ready.ethtool {
                 let heard = self
