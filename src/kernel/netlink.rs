@@ -422,17 +422,7 @@ impl NetdevClient {
     }
 
     fn send(&mut self, what: &str) -> Result<(), Error> {
-        let sent = self
-            .socket
-            .send(&self.send_buffer, 0)
-            .map_err(|e| io_error(what, "send", &e))?;
-        if sent != self.send_buffer.len() {
-            return Err(kernel_error(
-                what,
-                format!("short send: {sent} of {} bytes", self.send_buffer.len()),
-            ));
-        }
-        Ok(())
+        send_request(&self.socket, what, &self.send_buffer)
     }
 
     /// Receives datagrams until the reply to `sequence` is complete. The inner `Err` is
@@ -444,32 +434,63 @@ impl NetdevClient {
         family_id: u16,
         mut on_message: impl FnMut(u16, &[u8]) -> Result<(), Error>,
     ) -> Result<Result<(), i32>, Error> {
-        loop {
-            self.recv_buffer.clear();
-            let received = self
-                .socket
-                .recv(&mut self.recv_buffer, nix::libc::MSG_TRUNC)
-                .map_err(|e| io_error(what, "recv", &e))?;
-            if received > self.recv_buffer.len() {
-                return Err(kernel_error(
-                    what,
-                    format!(
-                        "reply datagram of {received} bytes exceeds the {}-byte buffer",
-                        self.recv_buffer.len()
-                    ),
-                ));
-            }
-            match parse_datagram(
+        receive_reply(
+            &self.socket,
+            &mut self.recv_buffer,
+            what,
+            sequence,
+            family_id,
+            &mut on_message,
+        )
+    }
+}
+
+/// Sends one whole request on a generic-netlink socket (a short send is an error). Shared
+/// by every request steerd makes: the netdev client's, and the ethtool family's
+/// (`kernel::rss::netlink`: its lookup and `RSS_GET`).
+pub(crate) fn send_request(socket: &Socket, what: &str, request: &[u8]) -> Result<(), Error> {
+    let sent = socket
+        .send(request, 0)
+        .map_err(|e| io_error(what, "send", &e))?;
+    if sent != request.len() {
+        return Err(kernel_error(
+            what,
+            format!("short send: {sent} of {} bytes", request.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Receives datagrams into `buffer` until the reply to `sequence` is complete, walking
+/// each with [`parse_datagram`]; a datagram larger than the buffer's capacity is an error,
+/// not a silent truncation. The inner `Err` is the kernel's (negative) errno for the
+/// request. Shared, like [`send_request`], by the netdev client and the ethtool family.
+pub(crate) fn receive_reply(
+    socket: &Socket,
+    buffer: &mut Vec<u8>,
+    what: &str,
+    sequence: u32,
+    family_id: u16,
+    on_message: &mut impl FnMut(u16, &[u8]) -> Result<(), Error>,
+) -> Result<Result<(), i32>, Error> {
+    loop {
+        buffer.clear();
+        let received = socket
+            .recv(buffer, nix::libc::MSG_TRUNC)
+            .map_err(|e| io_error(what, "recv", &e))?;
+        if received > buffer.len() {
+            return Err(kernel_error(
                 what,
-                &self.recv_buffer,
-                sequence,
-                family_id,
-                &mut on_message,
-            )? {
-                Progress::Finished => return Ok(Ok(())),
-                Progress::Failed(code) => return Ok(Err(code)),
-                Progress::More => continue,
-            }
+                format!(
+                    "reply datagram of {received} bytes exceeds the {}-byte buffer",
+                    buffer.len()
+                ),
+            ));
+        }
+        match parse_datagram(what, buffer, sequence, family_id, on_message)? {
+            Progress::Finished => return Ok(Ok(())),
+            Progress::Failed(code) => return Ok(Err(code)),
+            Progress::More => continue,
         }
     }
 }
@@ -615,7 +636,9 @@ fn join_queue_irqs(queues: Vec<NetdevQueue>, mut napis: Vec<Napi>) -> Vec<QueueI
         .collect()
 }
 
-fn align4(length: usize) -> usize {
+/// A netlink length rounded up to the 4-byte alignment of messages and attributes
+/// (`NLMSG_ALIGN`, `NLA_ALIGN`).
+pub(crate) fn align4(length: usize) -> usize {
     (length + 3) & !3
 }
 

@@ -27,7 +27,7 @@ use super::{
     check_entries,
 };
 use crate::kernel::netlink::{
-    Progress, RECV_BUFFER_LEN, getfamily_request, open_socket, parse_datagram,
+    RECV_BUFFER_LEN, align4, getfamily_request, open_socket, receive_reply, send_request,
 };
 
 /// The family's registered name (`ETHTOOL_GENL_NAME`) and version.
@@ -251,16 +251,11 @@ fn rss_get_request(family: u16, sequence: u32, device: &str) -> Vec<u8> {
     out
 }
 
-fn align4(length: usize) -> usize {
-    (length + 3) & !3
-}
+/// What the shared netlink helpers name in their errors.
+const WHAT: &str = "ethtool netlink";
 
 fn send(socket: &mut Socket, request: &[u8]) -> Result<(), String> {
-    match socket.send(request, 0) {
-        Ok(sent) if sent == request.len() => Ok(()),
-        Ok(sent) => Err(format!("short send: {sent} of {} bytes", request.len())),
-        Err(e) => Err(format!("send: {e}")),
-    }
+    send_request(socket, WHAT, request).map_err(|e| e.to_string())
 }
 
 /// Receives until the reply to `sequence` is complete; the inner `Err` is the kernel's
@@ -272,34 +267,18 @@ fn receive(
     mut on_message: impl FnMut(&[u8]),
 ) -> Result<Result<(), i32>, String> {
     let mut buffer = Vec::with_capacity(RECV_BUFFER_LEN);
-    loop {
-        buffer.clear();
-        let received = socket
-            .recv(&mut buffer, nix::libc::MSG_TRUNC)
-            .map_err(|e| format!("recv: {e}"))?;
-        if received > buffer.len() {
-            return Err(format!(
-                "reply datagram of {received} bytes exceeds the {}-byte buffer",
-                buffer.len()
-            ));
-        }
-        let progress = parse_datagram(
-            "ethtool netlink",
-            &buffer,
-            sequence,
-            family,
-            &mut |_, payload| {
-                on_message(payload);
-                Ok(())
-            },
-        )
-        .map_err(|e| e.to_string())?;
-        match progress {
-            Progress::More => continue,
-            Progress::Finished => return Ok(Ok(())),
-            Progress::Failed(code) => return Ok(Err(code)),
-        }
-    }
+    receive_reply(
+        socket,
+        &mut buffer,
+        WHAT,
+        sequence,
+        family,
+        &mut |_, payload| {
+            on_message(payload);
+            Ok(())
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
