@@ -498,12 +498,7 @@ impl Actuator {
     pub fn restore_all(&mut self, force: bool) -> (Vec<Knob>, Vec<WriteFailure>) {
         let mut restored = Vec::new();
         let mut failures = Vec::new();
-        let knobs: Vec<Knob> = self
-            .remembered
-            .values()
-            .filter(|r| r.written.is_some())
-            .map(|r| r.knob.clone())
-            .collect();
+        let knobs: Vec<Knob> = self.changed().map(|(knob, _)| knob.clone()).collect();
         for knob in knobs {
             match self.restore(&knob, force) {
                 Ok(true) => restored.push(knob),
