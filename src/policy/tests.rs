@@ -113,17 +113,12 @@ fn an_externally_changed_irq_is_respected_or_overridden_as_configured() {
         // steerd put rx-1 on CPU 1 (where the driver had it) ...
         let irq = bench.sim.irq_of("eth0", 1).unwrap();
         let target = Knob::IrqAffinity { irq };
-        let ours = Action {
-            target: target.clone(),
-            serves: None,
-            old: KnobValue::Cpus(CpuSet::from_iter([1])),
-            new: KnobValue::Cpus(CpuSet::from_iter([1])),
-            reason: Reason {
-                kind: ReasonKind::StackedVectors,
-                text: String::new(),
-            },
-            expected: String::new(),
-        };
+        let ours = applied(
+            target.clone(),
+            CpuSet::from_iter([1]),
+            CpuSet::from_iter([1]),
+            ReasonKind::StackedVectors,
+        );
         state.record_applied(&ours, 0);
         // ... and someone stacked it on rx-0's CPU.
         bench
@@ -172,11 +167,7 @@ fn static_rps_uses_the_configured_cpus_less_forbidden_ones_with_rfs() {
     bench.run(1);
     let mut state = PolicyState::new();
     let plan = bench.decide(&mut state);
-    let masks: Vec<&Action> = plan
-        .actions
-        .iter()
-        .filter(|a| matches!(a.target, Knob::RpsCpus { .. }))
-        .collect();
+    let masks = rps_actions(&plan);
     assert_eq!(masks.len(), 2, "{plan}");
     for action in masks {
         assert_eq!(action.new, KnobValue::Cpus(CpuSet::from_iter([0, 1, 2])));
@@ -225,17 +216,12 @@ fn off_mode_clears_only_what_steerd_set() {
     bench.run(1);
     let mut state = PolicyState::new();
     state.record_applied(
-        &Action {
-            target: eth0.clone(),
-            serves: None,
-            old: KnobValue::Cpus(CpuSet::new()),
-            new: KnobValue::Cpus(CpuSet::from_iter([2, 3])),
-            reason: Reason {
-                kind: ReasonKind::RpsOn,
-                text: String::new(),
-            },
-            expected: String::new(),
-        },
+        &applied(
+            eth0.clone(),
+            CpuSet::new(),
+            CpuSet::from_iter([2, 3]),
+            ReasonKind::RpsOn,
+        ),
         0,
     );
     let plan = bench.decide(&mut state);
@@ -332,17 +318,12 @@ fn an_irq_the_kernel_moved_off_an_offline_cpu_is_not_an_external_change() {
     let irq = bench.sim.irq_of("eth0", 1).unwrap();
     let mut state = PolicyState::new();
     state.record_applied(
-        &Action {
-            target: Knob::IrqAffinity { irq },
-            serves: None,
-            old: KnobValue::Cpus(CpuSet::from_iter([1])),
-            new: KnobValue::Cpus(CpuSet::from_iter([7])),
-            reason: Reason {
-                kind: ReasonKind::HotCpu,
-                text: String::new(),
-            },
-            expected: String::new(),
-        },
+        &applied(
+            Knob::IrqAffinity { irq },
+            CpuSet::from_iter([1]),
+            CpuSet::from_iter([7]),
+            ReasonKind::HotCpu,
+        ),
         0,
     );
     let plan = bench.decide(&mut state);
@@ -365,6 +346,38 @@ fn writes_any(plan: &Plan, is: impl Fn(&Knob) -> bool) -> bool {
 
 fn four_cpus(nics: Vec<NicSpec>) -> SimMachine {
     SimMachine::new(&Shape::new(1, 4, 1, Siblings::Split), nics, 7)
+}
+
+/// The 4-vCPU guest of the virtio tests: eth0 with 4 queue pairs, its traffic hashed to
+/// the queues in the shares `skew`.
+fn skewed_virtio(skew: [f64; 4]) -> SimMachine {
+    let mut virtio = NicSpec::virtio("eth0", 4);
+    virtio.skew = Some(skew.to_vec());
+    four_cpus(vec![virtio])
+}
+
+/// The RPS mask writes of a plan.
+fn rps_actions(plan: &Plan) -> Vec<&Action> {
+    plan.actions
+        .iter()
+        .filter(|a| matches!(a.target, Knob::RpsCpus { .. }))
+        .collect()
+}
+
+/// An action as steerd would have applied it (`old` to `new`, for `kind`), for the
+/// history a test records with [`PolicyState::record_applied`].
+fn applied(target: Knob, old: CpuSet, new: CpuSet, kind: ReasonKind) -> Action {
+    Action {
+        target,
+        serves: None,
+        old: KnobValue::Cpus(old),
+        new: KnobValue::Cpus(new),
+        reason: Reason {
+            kind,
+            text: String::new(),
+        },
+        expected: String::new(),
+    }
 }
 
 /// The single CPU an IRQ action pins to.
@@ -538,9 +551,7 @@ fn receive_queues_spread_with_more_or_fewer_queues_than_cpus() {
 /// doing the work.
 #[test]
 fn driver_defaults_with_one_heavy_flow_move_no_vector() {
-    let mut virtio = NicSpec::virtio("eth0", 4);
-    virtio.skew = Some(vec![0.0, 1.0, 0.0, 0.0]);
-    let mut sim = four_cpus(vec![virtio]);
+    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
     sim.stale_effective = true;
     sim.set_rate("eth0", 300_000.0);
     let mut bench = Bench::new(sim, Config::default());
@@ -624,9 +635,7 @@ fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
 /// other cores by RPS (with RFS), and nothing more happens while the load stays.
 #[test]
 fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
-    let mut virtio = NicSpec::virtio("eth0", 4);
-    virtio.skew = Some(vec![0.0, 1.0, 0.0, 0.0]);
-    let mut sim = four_cpus(vec![virtio]);
+    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
     sim.set_rate("eth0", 450_000.0);
     let mut bench = Bench::new(sim, Config::default());
     let mut state = PolicyState::new();
@@ -664,11 +673,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
         tick >= 1,
         "confirmed over several ticks, not at once: {plan}"
     );
-    let rps: Vec<&Action> = plan
-        .actions
-        .iter()
-        .filter(|a| matches!(a.target, Knob::RpsCpus { .. }))
-        .collect();
+    let rps = rps_actions(&plan);
     assert_eq!(rps.len(), 1, "only the hot queue: {plan}");
     assert_eq!(
         rps[0].target,
@@ -709,9 +714,7 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
 /// follow the table) is undone after `rss.dwell`, in one write.
 #[test]
 fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
-    let mut virtio = NicSpec::virtio("eth0", 4);
-    virtio.skew = Some(vec![0.5, 0.5, 0.0, 0.0]);
-    let mut sim = four_cpus(vec![virtio]);
+    let mut sim = skewed_virtio([0.5, 0.5, 0.0, 0.0]);
     sim.set_rate("eth0", 40_000.0);
     let default_table: Vec<u32> = (0..128).map(|i| i % 4).collect();
     let target = Knob::RssIndirection {
@@ -749,11 +752,7 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
     );
 
     config.rss.mode = crate::config::RssMode::Auto;
-    let mut sim = four_cpus(vec![{
-        let mut v = NicSpec::virtio("eth0", 4);
-        v.skew = Some(vec![0.5, 0.5, 0.0, 0.0]);
-        v
-    }]);
+    let mut sim = skewed_virtio([0.5, 0.5, 0.0, 0.0]);
     sim.set_rate("eth0", 40_000.0);
     let mut bench = Bench::new(sim, config);
     bench.inventory.devices[0].udp_hashed_on_addresses = vec!["udp4".to_string()];
