@@ -68,6 +68,14 @@ const IFNAMSIZ: usize = 16;
 /// How often a sample is retried when the stat count moves under it.
 const COUNT_RETRIES: usize = 3;
 
+/// The `#[repr(C)]` request structs of a fixed size that the kernel fills in place, so
+/// that [`Ethtool::get`] passes no other type as a command's buffer.
+trait AnsweredInPlace {}
+impl AnsweredInPlace for EthtoolDrvinfo {}
+impl AnsweredInPlace for RingParams {}
+impl AnsweredInPlace for Coalesce {}
+impl AnsweredInPlace for Rxnfc {}
+
 /// `struct ethtool_drvinfo` (196 bytes).
 #[repr(C)]
 struct EthtoolDrvinfo {
@@ -454,7 +462,7 @@ impl Ethtool {
     /// `ETHTOOL_GDRVINFO`. Fails with EOPNOTSUPP for devices without a driver (`lo`) and
     /// ENODEV for a device that does not exist (any more).
     pub fn driver_info(&self, ifname: &str) -> Result<DriverInfo, Error> {
-        let mut info = EthtoolDrvinfo {
+        let info = EthtoolDrvinfo {
             cmd: ETHTOOL_GDRVINFO,
             driver: [0; 32],
             version: [0; 32],
@@ -468,12 +476,7 @@ impl Ethtool {
             eedump_len: 0,
             regdump_len: 0,
         };
-        self.call(
-            ifname,
-            "ETHTOOL_GDRVINFO",
-            (&mut info as *mut EthtoolDrvinfo).cast(),
-        )
-        .map_err(|f| f.into_error(ifname))?;
+        let info = self.get(ifname, "ETHTOOL_GDRVINFO", info)?;
         Ok(DriverInfo {
             driver: gstring(&info.driver).into_owned(),
             version: gstring(&info.version).into_owned(),
@@ -486,33 +489,21 @@ impl Ethtool {
     /// `ETHTOOL_GRINGPARAM`: the ring sizes (`ethtool -g`). Fails with EOPNOTSUPP for
     /// devices whose driver has no rings to report (`lo`, veth).
     pub fn ring_params(&self, ifname: &str) -> Result<RingParams, Error> {
-        let mut rings = RingParams {
+        let rings = RingParams {
             cmd: ETHTOOL_GRINGPARAM,
             ..RingParams::default()
         };
-        self.call(
-            ifname,
-            "ETHTOOL_GRINGPARAM",
-            (&mut rings as *mut RingParams).cast(),
-        )
-        .map_err(|f| f.into_error(ifname))?;
-        Ok(rings)
+        self.get(ifname, "ETHTOOL_GRINGPARAM", rings)
     }
 
     /// `ETHTOOL_GCOALESCE`: interrupt coalescing (`ethtool -c`). Fails with EOPNOTSUPP
     /// where the driver does not report it.
     pub fn coalesce(&self, ifname: &str) -> Result<Coalesce, Error> {
-        let mut coalesce = Coalesce {
+        let coalesce = Coalesce {
             cmd: ETHTOOL_GCOALESCE,
             ..Coalesce::default()
         };
-        self.call(
-            ifname,
-            "ETHTOOL_GCOALESCE",
-            (&mut coalesce as *mut Coalesce).cast(),
-        )
-        .map_err(|f| f.into_error(ifname))?;
-        Ok(coalesce)
+        self.get(ifname, "ETHTOOL_GCOALESCE", coalesce)
     }
 
     /// `ETHTOOL_GRXFH`: the fields the RSS hash covers for `flow_type` ([`UDP_V4_FLOW`],
@@ -522,9 +513,11 @@ impl Ethtool {
     /// reports hash fields only on kernels from 2025 on (`ETHTOOL_A_RSS_FLOW_HASH`), and
     /// no crate wraps either.
     pub fn rx_flow_hash(&self, ifname: &str, flow_type: u32) -> Result<FlowHash, Error> {
-        let mut request = Rxnfc::new(ETHTOOL_GRXFH, flow_type);
-        self.call(ifname, "ETHTOOL_GRXFH", (&mut request as *mut Rxnfc).cast())
-            .map_err(|f| f.into_error(ifname))?;
+        let request = self.get(
+            ifname,
+            "ETHTOOL_GRXFH",
+            Rxnfc::new(ETHTOOL_GRXFH, flow_type),
+        )?;
         Ok(FlowHash(request.data))
     }
 
@@ -754,6 +747,21 @@ impl Ethtool {
         let header = self.values.first().copied().unwrap_or(0).to_ne_bytes();
         let written = u32::from_ne_bytes([header[4], header[5], header[6], header[7]]) as usize;
         Ok(written == count)
+    }
+
+    /// One get of a fixed-size struct the kernel answers in place: the ioctl with
+    /// `request` (its `cmd` set) as the buffer, a failure named by `command` and the
+    /// device. Shared by the gets that need no sizing (driver info, rings, coalescing,
+    /// flow hash fields).
+    fn get<T: AnsweredInPlace>(
+        &self,
+        ifname: &str,
+        command: &'static str,
+        mut request: T,
+    ) -> Result<T, Error> {
+        self.call(ifname, command, (&mut request as *mut T).cast())
+            .map_err(|f| f.into_error(ifname))?;
+        Ok(request)
     }
 
     /// Issues `SIOCETHTOOL` for `ifname` with `data` as `ifr_data`. `data` must point at
