@@ -153,31 +153,25 @@ impl Daemon {
             .inventory
             .device(device)
             .map_or((0, 0), |d| (d.rx_queues.len(), d.tx_queues.len()));
-        match renewal {
-            Renewal::QueueSetChanged => info!(
-                device,
-                rx_queues = rx,
-                tx_queues = tx,
-                reset,
-                "{device}: queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values: placing its queues again"
+        let what = match renewal {
+            Renewal::QueueSetChanged => {
+                format!("queue set changed (now {rx} rx, {tx} tx); its driver reset {reset} values")
+            }
+            Renewal::ChannelsSet if reset > 0 => format!(
+                "channels set again ({rx} rx, {tx} tx, as before); its driver reset {reset} values"
             ),
-            Renewal::ChannelsSet if reset > 0 => info!(
-                device,
-                rx_queues = rx,
-                tx_queues = tx,
-                reset,
-                "{device}: channels set again ({rx} rx, {tx} tx, as before); its driver reset {reset} values: placing its queues again"
+            Renewal::Appeared if reset > 0 => format!(
+                "appeared again ({rx} rx, {tx} tx); its driver set {reset} values steerd had written"
             ),
-            Renewal::ChannelsSet => {}
-            Renewal::Appeared if reset > 0 => info!(
-                device,
-                rx_queues = rx,
-                tx_queues = tx,
-                reset,
-                "{device}: appeared again ({rx} rx, {tx} tx); its driver set {reset} values steerd had written: placing its queues again"
-            ),
-            Renewal::Appeared => {}
-        }
+            Renewal::ChannelsSet | Renewal::Appeared => return,
+        };
+        info!(
+            device,
+            rx_queues = rx,
+            tx_queues = tx,
+            reset,
+            "{device}: {what}: placing its queues again"
+        );
     }
 
     /// What follows every discovery: the samplers follow the new model, managed IRQs are
