@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get};
 
 use crate::decisions::DecisionLog;
 use crate::metrics::Metrics;
@@ -210,6 +210,20 @@ fn monotonic_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// `body` with its content type: every answer but `/healthz`'s is one.
+fn typed(content_type: &'static str, body: String) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// A GET route answering what `body` makes of the shared state, as JSON (`/status`,
+/// `/decisions`).
+fn json(shared: Arc<Shared>, body: fn(&Shared) -> String) -> MethodRouter {
+    get(move || {
+        let shared = shared.clone();
+        async move { typed("application/json", body(&shared)) }
+    })
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -231,53 +245,21 @@ pub async fn serve(
                         .and_then(|v| v.to_str().ok())
                         .is_some_and(|v| v.contains("application/openmetrics-text"));
                     if wants_openmetrics {
-                        (
-                            [(
-                                header::CONTENT_TYPE,
-                                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                            )],
+                        typed(
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
                             shared.metrics.encode(),
                         )
-                            .into_response()
                     } else {
-                        (
-                            [(
-                                header::CONTENT_TYPE,
-                                "text/plain; version=0.0.4; charset=utf-8",
-                            )],
+                        typed(
+                            "text/plain; version=0.0.4; charset=utf-8",
                             shared.metrics.encode_classic(),
                         )
-                            .into_response()
                     }
                 }
             }),
         )
-        .route(
-            "/decisions",
-            get(move || {
-                let shared = decisions_state.clone();
-                async move {
-                    (
-                        [(header::CONTENT_TYPE, "application/json")],
-                        shared.decisions_json(),
-                    )
-                        .into_response()
-                }
-            }),
-        )
-        .route(
-            "/status",
-            get(move || {
-                let shared = status_state.clone();
-                async move {
-                    (
-                        [(header::CONTENT_TYPE, "application/json")],
-                        shared.status_json(),
-                    )
-                        .into_response()
-                }
-            }),
-        )
+        .route("/decisions", json(decisions_state, Shared::decisions_json))
+        .route("/status", json(status_state, Shared::status_json))
         .route(
             "/healthz",
             get(move || {
