@@ -504,38 +504,44 @@ impl<'a> Planner<'a> {
 
     /// Counts a queue vector in the occupancy of the CPU it fires on.
     pub fn claim(&mut self, slot: usize) {
-        let view = &self.irqs[slot];
-        let (false, Some(d), Some(cpu)) = (view.claimed, view.device, view.cpu) else {
-            return;
-        };
-        let core = self.core(cpu);
-        let dev = &mut self.devices[d];
-        DeviceView::count(&mut dev.on_cpu, cpu, true);
-        DeviceView::count(&mut dev.on_core, core, true);
-        if let Some(n) = self.core_vectors.get_mut(core as usize) {
-            *n += 1;
-        }
-        self.irqs[slot].claimed = true;
+        self.occupy(slot, true);
     }
 
     /// Takes a queue vector out of the occupancy.
     pub fn release(&mut self, slot: usize) {
+        if self.occupy(slot, false) {
+            for device in &self.devices {
+                device.no_free_dev_core.set(false);
+                device.no_free_core.set(false);
+            }
+        }
+    }
+
+    /// Counts a queue vector of a device, on a known CPU, in (`claim`) or out of the
+    /// occupancy of its CPU and core, per device and over all devices: the one bookkeeping
+    /// [`Self::claim`] and [`Self::release`] do in opposite directions. `false` when there
+    /// was nothing to do (no device or CPU, or already counted that way).
+    fn occupy(&mut self, slot: usize, claim: bool) -> bool {
         let view = &self.irqs[slot];
-        let (true, Some(d), Some(cpu)) = (view.claimed, view.device, view.cpu) else {
-            return;
+        let (Some(d), Some(cpu)) = (view.device, view.cpu) else {
+            return false;
         };
+        if view.claimed == claim {
+            return false;
+        }
         let core = self.core(cpu);
         let dev = &mut self.devices[d];
-        DeviceView::count(&mut dev.on_cpu, cpu, false);
-        DeviceView::count(&mut dev.on_core, core, false);
+        DeviceView::count(&mut dev.on_cpu, cpu, claim);
+        DeviceView::count(&mut dev.on_core, core, claim);
         if let Some(n) = self.core_vectors.get_mut(core as usize) {
-            *n = n.saturating_sub(1);
+            if claim {
+                *n += 1;
+            } else {
+                *n = n.saturating_sub(1);
+            }
         }
-        self.irqs[slot].claimed = false;
-        for device in &self.devices {
-            device.no_free_dev_core.set(false);
-            device.no_free_core.set(false);
-        }
+        self.irqs[slot].claimed = claim;
+        true
     }
 
     /// Takes one unit of the per-tick budget; false (and a waiting note) when spent.
