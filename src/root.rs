@@ -4,6 +4,7 @@
 //! reports run the real code on a fake tree laid out exactly like the kernel's
 //! (`DIR/proc/...`, `DIR/sys/...`), writes included. The default root is `/`.
 
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,24 @@ impl Root {
 /// directory vanished or is a plain file.
 pub fn is_absent(err: &io::Error) -> bool {
     err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(nix::libc::ENOTDIR)
+}
+
+/// The entries of a directory that may legitimately be absent: an absent one (see
+/// [`is_absent`]) has none; any other failure, opening it or reading an entry, is an
+/// [`Error::Io`] naming the directory. Streams, as `fs::read_dir` does. Shared by the
+/// sysfs readers that list devices, queues, MSI IRQs and numbered CPU entries.
+pub fn optional_dir_entries(
+    dir: &Path,
+) -> Result<impl Iterator<Item = Result<fs::DirEntry, Error>> + '_, Error> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => Some(entries),
+        Err(err) if is_absent(&err) => None,
+        Err(err) => return Err(Error::io(dir, err)),
+    };
+    Ok(entries
+        .into_iter()
+        .flatten()
+        .map(move |entry| entry.map_err(|err| Error::io(dir, err))))
 }
 
 #[cfg(test)]

@@ -11,13 +11,12 @@
 //! `cache/index*`.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::Path;
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::model::topology::{Cpu, Node, Topology};
-use crate::root::{Root, is_absent};
+use crate::root::{Root, optional_dir_entries};
 
 const CPU_DIR: &str = "sys/devices/system/cpu";
 const NODE_DIR: &str = "sys/devices/system/node";
@@ -128,14 +127,9 @@ fn cpu_dirs(root: &Root) -> Result<CpuSet, Error> {
 
 /// `prefix<N>` entries of a directory (absent directory ⇒ none), ascending.
 fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, Error> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(Error::io(dir, err)),
-    };
     let mut numbers = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| Error::io(dir, err))?;
+    for entry in optional_dir_entries(dir)? {
+        let entry = entry?;
         let name = entry.file_name();
         let Some(number) = name
             .to_str()
@@ -190,6 +184,8 @@ fn last_level_cache(root: &Root, cpu_base: &str) -> Result<Option<u32>, Error> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     use super::super::write_test_file as write;

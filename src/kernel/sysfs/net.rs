@@ -18,7 +18,7 @@ use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::limits::MAX_QUEUES;
 use crate::model::inventory::{DeviceKind, NapiSettings, NetDevice, RxQueue, TxQueue};
-use crate::root::{Root, is_absent};
+use crate::root::{Root, is_absent, optional_dir_entries};
 
 const CLASS_NET: &str = "sys/class/net";
 
@@ -38,14 +38,9 @@ pub struct SysNetDevice {
 /// is no devices; a device that vanishes while being read is skipped.
 pub fn read_devices(root: &Root) -> Result<Vec<SysNetDevice>, Error> {
     let dir = root.path(CLASS_NET);
-    let entries = match fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(Error::io(dir, err)),
-    };
     let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| Error::io(&dir, err))?;
+    for entry in optional_dir_entries(&dir)? {
+        let entry = entry?;
         let file_type = entry
             .file_type()
             .map_err(|err| Error::io(entry.path(), err))?;
@@ -285,14 +280,9 @@ fn read_local_cpus(pci_dir: &Path) -> Result<Option<CpuSet>, Error> {
 
 fn read_msi_irqs(pci_dir: &Path) -> Result<Vec<u32>, Error> {
     let dir = pci_dir.join("msi_irqs");
-    let entries = match fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok(Vec::new()),
-        Err(err) => return Err(Error::io(dir, err)),
-    };
     let mut irqs = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| Error::io(&dir, err))?;
+    for entry in optional_dir_entries(&dir)? {
+        let entry = entry?;
         if let Some(irq) = entry
             .file_name()
             .to_str()
@@ -307,15 +297,10 @@ fn read_msi_irqs(pci_dir: &Path) -> Result<Vec<u32>, Error> {
 
 /// `queues/rx-N` and `queues/tx-N`, each sorted numerically.
 fn read_queues(dir: &Path) -> Result<(Vec<RxQueue>, Vec<TxQueue>), Error> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if is_absent(&err) => return Ok((Vec::new(), Vec::new())),
-        Err(err) => return Err(Error::io(dir, err)),
-    };
     let mut rx_indices = Vec::new();
     let mut tx_indices = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|err| Error::io(dir, err))?;
+    for entry in optional_dir_entries(dir)? {
+        let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let (indices, number) = if let Some(number) = name.strip_prefix("rx-") {
