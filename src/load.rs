@@ -356,11 +356,7 @@ impl Load {
                 continue;
             }
             let slots = before.entry(q.device.as_str()).or_default();
-            let slot = q.queue as usize;
-            if slots.len() <= slot {
-                slots.resize(slot + 1, None);
-            }
-            slots[slot] = Some(q.packets);
+            *grown_slot(slots, q.queue as usize, None) = Some(q.packets);
         }
         let mut present: HashMap<&str, Vec<bool>> = HashMap::new();
         for q in cur
@@ -373,10 +369,7 @@ impl Load {
             }
             let slot = q.queue as usize;
             let marks = present.entry(q.device.as_str()).or_default();
-            if marks.len() <= slot {
-                marks.resize(slot + 1, false);
-            }
-            marks[slot] = true;
+            *grown_slot(marks, slot, false) = true;
             let Some(rate) = before
                 .get(q.device.as_str())
                 .and_then(|slots| slots.get(slot).copied().flatten())
@@ -390,18 +383,12 @@ impl Load {
             let Some(rates) = self.rx_queues.get_mut(&q.device) else {
                 continue;
             };
-            if rates.len() <= slot {
-                rates.resize(slot + 1, None);
-            }
-            match &mut rates[slot] {
+            match grown_slot(rates, slot, None) {
                 Some(value) => smooth_rising_fast(value, rate, alpha, true),
                 empty => *empty = Some(rate),
             }
             let last = self.rx_queues_last.entry(q.device.clone()).or_default();
-            if last.len() <= slot {
-                last.resize(slot + 1, None);
-            }
-            last[slot] = Some(rate);
+            *grown_slot(last, slot, None) = Some(rate);
         }
         // Queues (and devices) that vanished have no rate any more.
         for (device, last) in &mut self.rx_queues_last {
@@ -491,6 +478,16 @@ fn napi_thread_ticks(prev: &Snapshot, cur: &Snapshot) -> Vec<(u32, u64)> {
             Some((now.cpu, now.ticks.checked_sub(before.ticks)?))
         })
         .collect()
+}
+
+/// Slot `index` of a per-queue table, the table grown (with `empty`) to hold it: the
+/// tables are as long as the highest queue number seen, which the readers keep below
+/// `MAX_QUEUES`. Shared by the rate tables `update_queues` keeps and the ones it builds.
+fn grown_slot<T: Clone>(table: &mut Vec<T>, index: usize, empty: T) -> &mut T {
+    if table.len() <= index {
+        table.resize(index + 1, empty);
+    }
+    &mut table[index]
 }
 
 #[cfg(test)]
