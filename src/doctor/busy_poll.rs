@@ -116,19 +116,8 @@ fn usable_cpus(topology: &crate::model::topology::Topology) -> CpuSet {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{deliver_queue_irqs, machine, run_check};
     use super::*;
-
-    /// eth0's vectors delivered to CPUs 0-3, one queue each.
-    fn spread(tree: &crate::fakeroot::FakeTree) {
-        for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
-            put(
-                tree,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                &format!("{q}\n"),
-            );
-        }
-    }
 
     fn pin(tree: &crate::fakeroot::FakeTree, pid: u32, cpus: &str) {
         let path = tree.root.join(format!("proc/{pid}/status"));
@@ -141,7 +130,8 @@ mod tests {
     #[test]
     fn a_busy_poll_thread_beside_other_queues_is_found_with_the_cpu_and_queues() {
         let (_dir, tree) = machine(|_| {});
-        spread(&tree);
+        // eth0's vectors delivered to CPUs 0-3, one queue each.
+        deliver_queue_irqs(&tree, |q| q);
         let pids = tree.make_busy_poll(0, 700).unwrap();
         // rx-0's thread pinned where rx-2's interrupt fires.
         pin(&tree, pids[0], "2");
@@ -177,13 +167,7 @@ mod tests {
     fn plain_threads_and_a_busy_poll_thread_on_a_cpu_of_its_own_are_fine() {
         let (_dir, tree) = machine(|m| m.isolated = CpuSet::parse_list("3").unwrap());
         // Queues on CPUs 0-2 only: CPU 3 is isolated.
-        for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
-            put(
-                &tree,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                &format!("{}\n", q % 3),
-            );
-        }
+        deliver_queue_irqs(&tree, |q| q % 3);
         let pids = tree.make_threaded(0, 700).unwrap();
         assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
         tree.make_busy_poll(0, 700).unwrap();

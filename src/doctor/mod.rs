@@ -132,6 +132,18 @@ pub(crate) mod testing {
         std::fs::write(path, text).expect("write");
     }
 
+    /// Delivers eth0's queue vector `q` to CPU `cpu_of(q)` (its
+    /// `effective_affinity_list`): where the checks see its queues' interrupts land.
+    pub fn deliver_queue_irqs(tree: &FakeTree, cpu_of: impl Fn(usize) -> usize) {
+        for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
+            put(
+                tree,
+                &format!("proc/irq/{irq}/effective_affinity_list"),
+                &format!("{}\n", cpu_of(q)),
+            );
+        }
+    }
+
     /// Runs one check over the tree, with the given samples and daemon answer.
     pub fn run_check(
         tree: &FakeTree,

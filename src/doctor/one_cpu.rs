@@ -106,7 +106,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{deliver_queue_irqs, machine, put, run_check};
     use super::*;
 
     #[test]
@@ -152,13 +152,7 @@ mod tests {
     #[test]
     fn queue_irqs_on_several_cpus_are_fine() {
         let (_dir, tree) = machine(|_| {});
-        for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
-            put(
-                &tree,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                &format!("{}\n", q % 2),
-            );
-        }
+        deliver_queue_irqs(&tree, |q| q % 2);
         assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
     }
 }

@@ -111,7 +111,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::super::sample::{Sample, Samples};
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{deliver_queue_irqs, machine, run_check};
     use super::*;
     use crate::model::snapshot::CpuTimes;
 
@@ -141,20 +141,10 @@ mod tests {
         })
     }
 
-    fn one_irq_per_cpu(tree: &crate::fakeroot::FakeTree) {
-        for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
-            put(
-                tree,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                &format!("{q}\n"),
-            );
-        }
-    }
-
     #[test]
     fn a_hot_cpu_with_one_queue_irq_gets_that_queue_spread_by_rps() {
         let (_dir, tree) = machine(|_| {});
-        one_irq_per_cpu(&tree);
+        deliver_queue_irqs(&tree, |q| q);
         let f = run_check(&tree, check, samples(80), None);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(
@@ -173,15 +163,9 @@ mod tests {
     #[test]
     fn no_hot_cpu_or_a_hot_cpu_with_many_irqs_is_fine() {
         let (_dir, tree) = machine(|_| {});
-        one_irq_per_cpu(&tree);
+        deliver_queue_irqs(&tree, |q| q);
         assert_eq!(run_check(&tree, check, samples(20), None), vec![]);
-        for irq in &tree.queue_irqs[0] {
-            put(
-                &tree,
-                &format!("proc/irq/{irq}/effective_affinity_list"),
-                "1\n",
-            );
-        }
+        deliver_queue_irqs(&tree, |_| 1);
         assert_eq!(run_check(&tree, check, samples(80), None), vec![]);
     }
 }
