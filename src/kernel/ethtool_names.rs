@@ -289,15 +289,27 @@ fn rx_queue_n_field(name: &str) -> Option<QueueStatKey> {
 fn prefix_n_underscore_field(name: &str, rx: &str, tx: &str) -> Option<QueueStatKey> {
     let (direction, rest) = direction_prefix(name, rx, tx)?;
     let (index, rest) = number(rest)?;
-    let field = packets_or_bytes(rest.strip_prefix('_')?)?;
+    let field = field_named(rest.strip_prefix('_')?, "packets")?;
     Some(key(direction, index, field))
 }
 
-fn packets_or_bytes(field: &str) -> Option<Field> {
-    match field {
-        "packets" => Some(Field::Packets),
-        "bytes" => Some(Field::Bytes),
-        _ => None,
+/// The counter a stat's last word names: `bytes`, or packets under the driver's word for
+/// them (`packets`, be2net's and vmxnet3's `pkts`, ena's `cnt`).
+fn field_named(word: &str, packets: &str) -> Option<Field> {
+    if word == packets {
+        Some(Field::Packets)
+    } else if word == "bytes" {
+        Some(Field::Bytes)
+    } else {
+        None
+    }
+}
+
+/// The `rx_` or `tx_` that some drivers repeat inside a queue's stat name.
+fn own_prefix(direction: QueueDirection) -> &'static str {
+    match direction {
+        QueueDirection::Rx => "rx_",
+        QueueDirection::Tx => "tx_",
     }
 }
 
@@ -306,11 +318,8 @@ fn dash_n_dot_field(name: &str) -> Option<QueueStatKey> {
     let (direction, rest) = direction_prefix(name, "rx-", "tx-")?;
     let (index, rest) = number(rest)?;
     let field = rest.strip_prefix('.')?;
-    let own = match direction {
-        QueueDirection::Rx => "rx_",
-        QueueDirection::Tx => "tx_",
-    };
-    let field = packets_or_bytes(field.strip_prefix(own).unwrap_or(field))?;
+    let own = own_prefix(direction);
+    let field = field_named(field.strip_prefix(own).unwrap_or(field), "packets")?;
     Some(key(direction, index, field))
 }
 
@@ -350,11 +359,7 @@ fn ena_queue(name: &str) -> Option<QueueStatKey> {
     let rest = name.strip_prefix("queue_")?;
     let (index, rest) = number(rest)?;
     let (direction, stat) = direction_prefix(rest, "_rx_", "_tx_")?;
-    let field = match stat {
-        "cnt" => Field::Packets,
-        "bytes" => Field::Bytes,
-        _ => return None,
-    };
+    let field = field_named(stat, "cnt")?;
     Some(key(direction, index, field))
 }
 
@@ -363,15 +368,7 @@ fn be2net_queue(name: &str) -> Option<QueueStatKey> {
     let (direction, rest) = direction_prefix(name, "rxq", "txq")?;
     let (index, rest) = number(rest)?;
     let stat = rest.strip_prefix(':')?.trim_start();
-    let own = match direction {
-        QueueDirection::Rx => "rx_",
-        QueueDirection::Tx => "tx_",
-    };
-    let field = match stat.strip_prefix(own)? {
-        "pkts" => Field::Packets,
-        "bytes" => Field::Bytes,
-        _ => return None,
-    };
+    let field = field_named(stat.strip_prefix(own_prefix(direction))?, "pkts")?;
     Some(key(direction, index, field))
 }
 
@@ -388,11 +385,7 @@ fn vmxnet3_block_stat(name: &str, direction: QueueDirection) -> Option<(Field, P
         QueueDirection::Rx => " rx",
         QueueDirection::Tx => " tx",
     };
-    let field = match rest.strip_suffix(suffix)? {
-        "pkts" => Field::Packets,
-        "bytes" => Field::Bytes,
-        _ => return None,
-    };
+    let field = field_named(rest.strip_suffix(suffix)?, "pkts")?;
     Some((field, part))
 }
 
