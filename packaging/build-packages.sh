@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds steerd's Debian and RPM packages: a release build, the man page and shell
+# Builds steerd's Debian and RPM packages: the shipped build (scripts/shipped-binary.sh:
+# release, glibc linked in), the man page and shell
 # completions generated from the CLI definition (examples/gen_assets.rs), then `cargo deb`
 # and `cargo generate-rpm`. Prints the two package paths, one per line, last.
 #
@@ -21,12 +22,14 @@ done
 export CARGO_TARGET_DIR="${STEERD_PACKAGING_TARGET_DIR:-$PWD/target/packaging}"
 assets=target/assets   # relative to the package root: Cargo.toml's asset lists name it
 
-cargo build --release --locked --quiet
+binary=$(scripts/shipped-binary.sh)
+triple=$(rustc -vV | sed -n 's/^host: //p')
 cargo run --release --locked --quiet --example gen_assets -- "$assets" >/dev/null
 # --strip: the release profile keeps debug info (for perf); the package does not.
-deb=$(cargo deb --no-build --locked --strip 2>/dev/null | tail -n 1)
+# --target: cargo deb then takes target/release/steerd from the triple's directory.
+deb=$(cargo deb --no-build --locked --strip --target "$triple" 2>/dev/null | tail -n 1)
 # cargo generate-rpm does not strip: package a stripped copy.
-strip --strip-debug -o "$assets/steerd" "$CARGO_TARGET_DIR/release/steerd"
+strip --strip-debug -o "$assets/steerd" "$binary"
 cargo generate-rpm --target-dir "$CARGO_TARGET_DIR" >/dev/null
 rpm=$(ls -t "$CARGO_TARGET_DIR"/generate-rpm/steerd-*.rpm | head -n 1)
 echo "$deb"

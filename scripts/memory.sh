@@ -3,7 +3,8 @@
 #
 # usage: [ROUNDS=N] scripts/memory.sh [SECONDS] [STEERD_BINARY...]   (root; SECONDS default 20)
 #
-# Without a binary it builds steerd in release (the project's profile) and measures that;
+# Without a binary it builds steerd as the packages ship it (scripts/shipped-binary.sh) and
+# measures that;
 # with one or more (say an old and a new build) it measures each, so a change's saving is
 # read in one run. Then, one after the other, for each steerd and for Debian's irqbalance:
 #
@@ -65,10 +66,8 @@ log() { printf '%s\n' "memory.sh: $*" >&2; }
 
 STEERDS=("$@")
 if [ "${#STEERDS[@]}" -eq 0 ]; then
-    log "building steerd (release)"
-    (cd "$REPO" && cargo build --release --quiet --bin steerd)
-    TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-    STEERDS=("$TARGET_DIR/release/steerd")
+    log "building steerd as the packages ship it (scripts/shipped-binary.sh)"
+    STEERDS=("$("$REPO/scripts/shipped-binary.sh")")
 fi
 for binary in "${STEERDS[@]}"; do
     [ -x "$binary" ] || {

@@ -4,7 +4,7 @@
 # `--symbol-ordering-file` for the release `steerd`).
 #
 # usage: scripts/text-order.sh [SECONDS]      (root; SECONDS per workload, default 20)
-#        STEERD_BINARY=PATH profiles that build instead of a fresh release build (another
+#        STEERD_BINARY=PATH profiles that build instead of the shipped one (another
 #        target or profile: its symbol names carry its own hashes); TEXT_ORDER_OUT=FILE
 #        writes the list there instead of packaging/text-order.txt.
 #
@@ -15,7 +15,7 @@
 # together at the start of the text, the code that runs fills far fewer 64 kB windows.
 #
 # How: valgrind's callgrind lists every function a process executes. The script builds
-# steerd (release) and examples/decision_churn, then runs steerd under callgrind in two
+# steerd as the packages ship it (scripts/shipped-binary.sh) and examples/decision_churn, then runs steerd under callgrind in two
 # workloads, each SECONDS long with /metrics, /status and /decisions read, a SIGHUP
 # reload halfway and SIGTERM at the end (the restore):
 #
@@ -54,13 +54,13 @@ log() { printf '%s\n' "text-order.sh: $*" >&2; }
 . "$REPO/scripts/measure-lib.sh"
 
 TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-# steerd on its own, as it ships: the symbol names of steerd's own code carry a hash of
-# the crate's build (its features too), and the example needs the test-support feature.
+# steerd on its own, as it ships (scripts/shipped-binary.sh): the symbol names of
+# steerd's own code carry a hash of the crate's build (its target and features too), and
+# the example needs the test-support feature.
 BUILT=${STEERD_BINARY:-}
 if [ -z "$BUILT" ]; then
-    log "building steerd (release)"
-    (cd "$REPO" && cargo build --release --quiet --bin steerd)
-    BUILT="$TARGET_DIR/release/steerd"
+    log "building steerd as the packages ship it (scripts/shipped-binary.sh)"
+    BUILT=$("$REPO/scripts/shipped-binary.sh")
 fi
 # Without its debug information valgrind names functions by the symbol table, as the
 # linker does (with it, by the debug information's names, in another mangling).
