@@ -3,7 +3,8 @@
 #
 # usage: scripts/budget.sh [SECONDS]        (default 60; must be run as root)
 #
-# Builds steerd in release, then for SECONDS each, one after the other:
+# Builds steerd as the packages ship it (scripts/shipped-binary.sh) and the idle floor
+# (release), then for SECONDS each, one after the other:
 #   (a) steerd run --root / --interval 1s --metrics-listen 127.0.0.1:<free port>
 #                                           (the default configuration: on an idle machine
 #                                            it goes quiet after 3 ticks, ticking every 5 s
@@ -94,10 +95,10 @@ target_pid() {
 
 # --- preparation ------------------------------------------------------------------------------
 
-log "building steerd and the idle floor (release)"
-(cd "$REPO" && cargo build --release --quiet --bin steerd --example idle_floor)
+log "building steerd as the packages ship it (scripts/shipped-binary.sh) and the idle floor (release)"
+STEERD=$("$REPO/scripts/shipped-binary.sh")
+(cd "$REPO" && cargo build --release --quiet --example idle_floor)
 TARGET_DIR=$(cd "$REPO" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-STEERD="$TARGET_DIR/release/steerd"
 FLOOR="$TARGET_DIR/release/examples/idle_floor"
 for binary in "$STEERD" "$FLOOR"; do
     [ -x "$binary" ] || {
