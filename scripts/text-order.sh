@@ -70,6 +70,10 @@ log "building examples/decision_churn (release)"
 (cd "$REPO" && cargo build --release --quiet --example decision_churn)
 CHURN="$TARGET_DIR/release/examples/decision_churn"
 
+# steerd runs itself again at start with glibc's thread cache off (src/memory.rs), and
+# callgrind does not follow an exec: with the tunable already set it runs on as it is.
+export GLIBC_TUNABLES=glibc.malloc.tcache_count=0
+
 save_values
 log "saved $(wc -l <"$SAVED") kernel value(s) to restore at the end"
 

@@ -85,7 +85,11 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, CommandError> {
             metrics_listen,
             state_file,
         } => {
+            let exec_error = steerd::memory::without_thread_cache();
             init_logging();
+            if let Some(error) = exec_error {
+                tracing::debug!(%error, "could not run again without glibc's thread cache; running with it");
+            }
             steerd::daemon::run(steerd::daemon::Options {
                 root: root.clone(),
                 config_path: config.clone(),

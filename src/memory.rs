@@ -1,5 +1,6 @@
 //! The daemon's allocator settings, made once at the start of `steerd run` before any
-//! other thread exists (docs/performance.md, "Where the memory goes").
+//! other thread exists (docs/performance.md, "Where the memory goes"): glibc's per-thread
+//! cache off, then one arena.
 //!
 //! The daemon's heap is small (about 300 kB live, most of it kept for the process's life:
 //! receive buffers, the metrics registry, the machine model), so what matters is not
@@ -25,4 +26,58 @@ pub fn one_malloc_arena() {
             tracing::debug!("mallopt(M_ARENA_MAX, 1) refused; each thread may get an arena");
         }
     }
+}
+
+/// The glibc tunable that empties its per-thread cache of freed chunks (tcache).
+pub const NO_THREAD_CACHE: &str = "glibc.malloc.tcache_count=0";
+
+/// Set in the environment of the program executed again, so that it never does it twice.
+const EXECED: &str = "STEERD_WITHOUT_THREAD_CACHE";
+
+/// Executes this program again in place, once, with glibc's per-thread cache of freed
+/// chunks turned off, unless `GLIBC_TUNABLES` already names a tcache count (then, or on a
+/// libc that is not glibc, it does nothing). Returns only if there was nothing to do, or
+/// with the error of an exec that failed (the daemon then runs on with the cache).
+///
+/// Why: glibc keeps up to seven freed chunks of each small size per thread, outside its
+/// bins, where they can neither serve another size nor merge with their neighbours. With
+/// the daemon's mix of long-lived and per-tick allocations that held about 120 kB of RSS:
+/// on the fake root of `scripts/decision-memory.sh 240` (about 8 decisions a second),
+/// RssAnon 700-704 kB with the cache, 576-580 kB without it, in one run
+/// (docs/performance.md, where the idle CPU cost of doing without it is measured too).
+/// glibc reads its tunables only when a program starts, from `GLIBC_TUNABLES`, and
+/// `mallopt` has no parameter for this one, so the only way from inside is an exec with
+/// the variable set:
+/// same PID, arguments, environment (an operator's own tunables are kept, this one
+/// appended) and open descriptors, before the daemon has opened anything, started a
+/// thread or logged a line.
+pub fn without_thread_cache() -> Option<std::io::Error> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::unix::process::CommandExt;
+        let tunables = std::env::var_os("GLIBC_TUNABLES").unwrap_or_default();
+        let tunables = tunables.to_string_lossy();
+        // The marker: once is enough, whatever glibc made of the variable (it rewrites it
+        // in place while parsing it).
+        if tunables.contains("glibc.malloc.tcache_count") || std::env::var_os(EXECED).is_some() {
+            return None;
+        }
+        let value = if tunables.is_empty() {
+            NO_THREAD_CACHE.to_string()
+        } else {
+            format!("{tunables}:{NO_THREAD_CACHE}")
+        };
+        let mut args = std::env::args_os();
+        let argv0 = args.next().unwrap_or_else(|| "steerd".into());
+        // /proc/self/exe: the running program itself, even if its file was replaced since.
+        let error = std::process::Command::new("/proc/self/exe")
+            .arg0(argv0)
+            .args(args)
+            .env("GLIBC_TUNABLES", value)
+            .env(EXECED, "1")
+            .exec();
+        Some(error)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
 }

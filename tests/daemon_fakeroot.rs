@@ -908,6 +908,27 @@ fn dry_run_writes_nothing() {
     assert!(m.changed().is_empty());
 }
 
+/// `steerd run` executes itself once more, before anything else, without glibc's
+/// per-thread cache (src/memory.rs says why): the process started is the one that runs,
+/// with the marker that stops a second exec in its environment, and it works.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn runs_again_once_without_glibcs_thread_cache() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start_with(m.root(), None, &["--dry-run"]);
+    daemon.wait_ticks(2);
+    let environ = std::fs::read(format!("/proc/{}/environ", daemon.pid())).expect("environ");
+    assert!(
+        environ
+            .split(|&b| b == 0)
+            .any(|var| var == b"STEERD_WITHOUT_THREAD_CACHE=1"),
+        "{}",
+        String::from_utf8_lossy(&environ)
+    );
+    assert_eq!(daemon.stop(Signal::SIGTERM).code(), Some(0));
+}
+
 /// 11. irqbalance's ban file (`cpus.irqbalance_banned_cpus: true`) and the configuration
 ///     file (`--watch-config`) are followed while running: a CPU that CRI-O bans in
 ///     `/etc/sysconfig/irqbalance` is left by steerd's IRQs within a few ticks, and a
