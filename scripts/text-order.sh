@@ -3,7 +3,8 @@
 # linker is to put them first in the program's text (build.rs passes the file to lld as
 # `--symbol-ordering-file` for the release `steerd`).
 #
-# usage: scripts/text-order.sh [SECONDS]      (root; SECONDS per workload, default 20)
+# usage: [IDLE=S] scripts/text-order.sh [SECONDS]   (root; SECONDS per workload, default 20,
+#        then IDLE seconds, default 20, without a read)
 #        STEERD_BINARY=PATH profiles that build instead of the shipped one (another
 #        target or profile: its symbol names carry its own hashes); TEXT_ORDER_OUT=FILE
 #        writes the list there instead of packaging/text-order.txt.
@@ -16,8 +17,9 @@
 #
 # How: valgrind's callgrind lists every function a process executes. The script builds
 # steerd as the packages ship it (scripts/shipped-binary.sh) and examples/decision_churn, then runs steerd under callgrind in two
-# workloads, each SECONDS long with /metrics, /status and /decisions read, a SIGHUP
-# reload halfway and SIGTERM at the end (the restore):
+# workloads, each SECONDS long with /metrics, /status and /decisions read every second, a
+# SIGHUP reload halfway, then IDLE seconds without a read (quiet mode starts), one scrape
+# (which wakes it) and SIGTERM at the end (the restore):
 #
 #   - on this machine's real /proc and /sys, as scripts/memory.sh runs it (the default
 #     configuration, a state file in a temporary directory; the values steerd writes are
@@ -34,6 +36,7 @@
 set -euo pipefail
 
 DURATION=${1:-20}
+IDLE=${IDLE:-20}
 if [ "$(id -u)" -ne 0 ]; then
     echo "text-order.sh: must run as root (the real-root workload runs steerd as the daemon runs)" >&2
     exit 2
@@ -101,6 +104,13 @@ exercise() {
         [ "$t" -eq $((DURATION / 2)) ] && kill -HUP "$pid"
         sleep 1
     done
+    # Then idle, as a machine without traffic is and as memory.sh measures it: the reads
+    # above are loopback packets, which keep quiet mode off. With none for IDLE seconds
+    # quiet mode starts (after three idle ticks) and its code is profiled too; one scrape
+    # then wakes it.
+    sleep "$IDLE"
+    curl -fsS -m 5 -o /dev/null "$base/metrics" 2>/dev/null || true
+    sleep 3
     kill -TERM "$pid"
     for _ in $(seq 100); do
         kill -0 "$pid" 2>/dev/null || break
