@@ -18,8 +18,9 @@
 # How: valgrind's callgrind lists every function a process executes. The script builds
 # steerd as the packages ship it (scripts/shipped-binary.sh) and examples/decision_churn, then runs steerd under callgrind in two
 # workloads, each SECONDS long with /metrics, /status and /decisions read every second, a
-# SIGHUP reload halfway, then IDLE seconds without a read (quiet mode starts), one scrape
-# (which wakes it) and SIGTERM at the end (the restore):
+# SIGHUP reload halfway, then IDLE seconds without a read (what an idle daemon runs: with
+# the reads alone the list left 300-500 kB more text mapped, docs/performance.md), one
+# scrape, and SIGTERM at the end (the restore):
 #
 #   - on this machine's real /proc and /sys, as scripts/memory.sh runs it (the default
 #     configuration, a state file in a temporary directory; the values steerd writes are
@@ -105,9 +106,9 @@ exercise() {
         sleep 1
     done
     # Then idle, as a machine without traffic is and as memory.sh measures it: the reads
-    # above are loopback packets, which keep quiet mode off. With none for IDLE seconds
-    # quiet mode starts (after three idle ticks) and its code is profiled too; one scrape
-    # then wakes it.
+    # above are loopback packets every second, and an idle daemon runs other code. With
+    # none for IDLE seconds that code is profiled too (quiet mode's, when it starts within
+    # IDLE under callgrind; the lists of 2026-11-26 hold none of it), then one scrape.
     sleep "$IDLE"
     curl -fsS -m 5 -o /dev/null "$base/metrics" 2>/dev/null || true
     sleep 3
