@@ -167,7 +167,7 @@ daemon_stats() {
         function v(x) { return x == "" ? "-" : x }
         END { print v(s), v(c), v(t), v(ok), v(er) }')
     echo "D $up alive ${st:-- - -} $fds ${m:-- - - - -} ${parts:-- -}"
-    rss_step_lines "$up" "${st%% *}"
+    rss_step_lines "$up" "${rss:--}"
 }
 
 # When RSS differs from the last sample (the first sample included): each mapping's Rss

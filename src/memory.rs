@@ -29,9 +29,11 @@ pub fn one_malloc_arena() {
 }
 
 /// The glibc tunable that empties its per-thread cache of freed chunks (tcache).
-pub const NO_THREAD_CACHE: &str = "glibc.malloc.tcache_count=0";
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const NO_THREAD_CACHE: &str = "glibc.malloc.tcache_count=0";
 
 /// Set in the environment of the program executed again, so that it never does it twice.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 const EXECED: &str = "STEERD_WITHOUT_THREAD_CACHE";
 
 /// Executes this program again in place, once, with glibc's per-thread cache of freed
@@ -47,10 +49,9 @@ const EXECED: &str = "STEERD_WITHOUT_THREAD_CACHE";
 /// (docs/performance.md, where the idle CPU cost of doing without it is measured too).
 /// glibc reads its tunables only when a program starts, from `GLIBC_TUNABLES`, and
 /// `mallopt` has no parameter for this one, so the only way from inside is an exec with
-/// the variable set:
-/// same PID, arguments, environment (an operator's own tunables are kept, this one
-/// appended) and open descriptors, before the daemon has opened anything, started a
-/// thread or logged a line.
+/// the variable set: same PID, arguments, environment (an operator's own tunables are
+/// kept, this one appended) and open descriptors, before the daemon has opened anything,
+/// started a thread or logged a line.
 pub fn without_thread_cache() -> Option<std::io::Error> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
