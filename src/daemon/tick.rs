@@ -26,11 +26,17 @@ impl Daemon {
             self.files_changed = false;
             self.look_at_followed_files();
         }
-        if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
+        // Every slow-timer tick (rediscovery or recheck, so every 30 s) ends by handing
+        // glibc's free pages back: crate::memory::return_free_pages says why.
+        let return_free_pages = if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover("periodic");
+            true
         } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
             self.recheck_written();
-        }
+            true
+        } else {
+            false
+        };
         let depth = if self.idle_ticks > 0
             && !self.idle_ticks.is_multiple_of(STAT_EVERY_IDLE_TICKS)
             && !self.quiet.is_asleep()
@@ -71,6 +77,9 @@ impl Daemon {
         );
         self.report_tick(report);
         self.finish_tick(started);
+        if return_free_pages {
+            crate::memory::return_free_pages();
+        }
     }
 
     /// Logs, counts and shows what the engine did this tick.
