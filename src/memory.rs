@@ -94,7 +94,7 @@ pub fn without_thread_cache() -> Option<std::io::Error> {
 /// or a reload builds the new model (or configuration) while the old one is alive and
 /// then frees the old one, so the heap's live data moves and the holes it leaves stay
 /// resident. In the lab's hour soak (docs/reliability.md, "Soak") that was the whole of
-/// the RSS growth: the heap's RSS rose 452 -> 524 kB in 4 kB steps, most of them just
+/// the RSS growth: the heap's RSS rose 412 -> 524 kB in 4-8 kB steps, most of them just
 /// after a rediscovery or a reload, while the heap's range stayed put. The cost is one
 /// walk of glibc's bins and a few `madvise` calls every 30 s; pages reused afterwards
 /// fault back in.
