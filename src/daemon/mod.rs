@@ -164,6 +164,27 @@ impl Daemon {
         let config_text = read_config_text(&options.config_path).map_err(StartError::Config)?;
         // Syntax and values first: a broken file is reported before the machine is read.
         check_config_text(&options.config_path, &config_text, None).map_err(StartError::Config)?;
+        // Subscribed before the first discovery: a change between that discovery and the
+        // subscription would otherwise go unheard until the 5-minute rediscovery (seen in
+        // the lab: eth0 read `down` just before its link came up, and the RSS lever, which
+        // leaves a down device alone, stayed idle for the whole run). An event that comes
+        // before the discovery costs one more discovery at the first tick.
+        let link_events = subscribe_on_host(&root, LinkEvents::subscribe, || {
+            format!(
+                "no link events; rediscovering every {}s only",
+                REDISCOVER_EVERY.as_secs()
+            )
+        });
+        let queue_events = subscribe_on_host(&root, QueueEvents::subscribe, || {
+            format!(
+                "no queue uevents; a channel-count change (ethtool -L) is seen only by the read-back every {}s",
+                RECHECK_EVERY.as_secs()
+            )
+        });
+        let ethtool_events = subscribe_on_host(&root, EthtoolEvents::subscribe, || {
+            "no ethtool notifications; channel changes are heard from uevents only".to_string()
+        })
+        .flatten();
         let machine = discover(&root).map_err(|source| StartError::Discovery {
             root: root.path(""),
             source,
@@ -202,22 +223,6 @@ impl Daemon {
             ),
             None => {}
         }
-        let link_events = subscribe_on_host(&root, LinkEvents::subscribe, || {
-            format!(
-                "no link events; rediscovering every {}s only",
-                REDISCOVER_EVERY.as_secs()
-            )
-        });
-        let queue_events = subscribe_on_host(&root, QueueEvents::subscribe, || {
-            format!(
-                "no queue uevents; a channel-count change (ethtool -L) is seen only by the read-back every {}s",
-                RECHECK_EVERY.as_secs()
-            )
-        });
-        let ethtool_events = subscribe_on_host(&root, EthtoolEvents::subscribe, || {
-            "no ethtool notifications; channel changes are heard from uevents only".to_string()
-        })
-        .flatten();
         shared
             .metrics
             .observe_only
