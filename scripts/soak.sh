@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The soak (issue 16, docs/lab.md): builds the steerd the packages ship
 # (scripts/shipped-binary.sh: static glibc, its text in packaging/text-order.txt's order)
-# and the lab in release mode, then runs steerd alone in the QEMU lab for MINUTES (default 60) under traffic that changes every
-# minute (spread, skew, elephant, idle, TCP) with a configuration reload every 5 minutes,
+# and the lab in release mode, then runs steerd alone in the QEMU lab for MINUTES
+# (default 60) under traffic that changes every minute (spread, skew, elephant, idle,
+# TCP) with a configuration reload every 5 minutes,
 # and prints the first and last 5 minutes side by side (RSS, fds, threads, tick time), the
 # RSS growth, panics, reloads and the restore after SIGTERM. Exits 1 when a target is not
 # met (RSS growth above 1 %, a panic, a lost original, a failed reload, fds or threads
