@@ -11,6 +11,9 @@
 //! steerd for an hour under changing traffic and reloads, `scripts/soak.sh`). Nothing here touches the host's
 //! IRQs: every value a balancer changes is the guest's.
 
+// The veth bed shares this module's helpers; examples/lab.rs does not run it.
+#[allow(dead_code)]
+pub mod bed;
 pub mod doctor;
 pub mod faults;
 pub mod image;

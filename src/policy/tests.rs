@@ -825,3 +825,38 @@ fn a_skewed_hash_gets_a_table_step_first_then_an_undo_when_it_did_not_help() {
     let (_, tally) = state.rss_counts().next().unwrap();
     assert_eq!((tally.taken, tally.kept, tally.reverted), (2, 0, 4));
 }
+
+/// Issue 30's veth bed in the model: a per-packet cost twenty times the default (a
+/// thousand policy-routing rules) saturates the sender's CPU at about 24k pkt/s, under
+/// `busy_pps`. The CPU's irq+softirq share says it is hot, so RPS must come on; an
+/// absolute packet rate said it was not (the rule before the fix never turned RPS on).
+#[test]
+fn a_cpu_saturated_by_costly_packets_under_busy_pps_gets_rps() {
+    let shape = Shape::new(1, 2, 1, Siblings::Split);
+    let mut sim = SimMachine::new(&shape, vec![NicSpec::veth("veth0", 4, 0)], 7);
+    sim.costs.proto_ns = 40_000.0;
+    sim.set_rate("veth0", 40_000.0);
+    let config = Config::default();
+    assert!(config.watermarks.busy_pps > 30_000.0);
+    let mut bench = Bench::new(sim, config);
+    bench.run(4);
+    let cpu0 = bench.load.cpu(0).expect("CPU 0");
+    assert!(cpu0.net_share >= 0.9, "CPU 0 share {}", cpu0.net_share);
+    assert!(cpu0.processed_pps < 30_000.0, "{}", cpu0.processed_pps);
+    let mut state = PolicyState::new();
+    let mut plan = bench.decide(&mut state);
+    for _ in 0..3 {
+        if !rps_actions(&plan).is_empty() {
+            break;
+        }
+        bench.run(1);
+        plan = bench.decide(&mut state);
+    }
+    let rps = rps_actions(&plan);
+    assert_eq!(rps.len(), 4, "{plan}");
+    assert!(
+        rps.iter()
+            .all(|a| a.new == KnobValue::Cpus(CpuSet::first_n(2))),
+        "{plan}"
+    );
+}

@@ -1,0 +1,378 @@
+//! The veth throughput bed: where spreading receive work over more CPUs can deliver more
+//! packets, unlike the QEMU guest, whose vCPUs share the host's cores with QEMU and the
+//! sender (docs/lab.md, "Saturation").
+//!
+//! On the host kernel, in two namespaces of its own joined by a multi-queue veth pair, a
+//! UDP sender pinned to one CPU sends many flows to one application in the receiver's
+//! namespace, whose input route lookup scans never-matching policy-routing rules (a
+//! per-packet cost in the softirq path, like netfilter rules). veth has no IRQ: without
+//! RPS the whole receive path runs on the sender's CPU and throttles it. Each run takes
+//! one balancer (`none`, `steerd` with its built-in configuration in the receiver's
+//! namespace, `hand`: RPS over every online CPU on every queue, the seeds' recipe) and
+//! measures packets delivered to the application, drops, the irq+softirq share of every
+//! CPU and a light request/response probe's latency, and checks that every mask is back
+//! after the balancer stops. irqbalance is not a balancer here: veth has no IRQ to move.
+//!
+//! `examples/bed.rs` is its command line (`scripts/bed.sh`); `tests/veth_bed.rs` its short
+//! form in CI.
+
+pub mod measure;
+pub mod netns;
+pub mod report;
+pub mod traffic;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{LabError, Result, io};
+use netns::BedNet;
+use traffic::Traffic;
+
+/// What steers the receiver's queues in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BedBalancer {
+    None,
+    Steerd,
+    Hand,
+}
+
+impl BedBalancer {
+    pub const ALL: [BedBalancer; 3] = [BedBalancer::None, BedBalancer::Steerd, BedBalancer::Hand];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BedBalancer::None => "none",
+            BedBalancer::Steerd => "steerd",
+            BedBalancer::Hand => "hand",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<BedBalancer> {
+        Self::ALL.into_iter().find(|b| b.name() == s)
+    }
+}
+
+/// The bed's shape and load.
+#[derive(Debug, Clone)]
+pub struct BedConfig {
+    pub queues: u32,
+    pub rules: u32,
+    pub flows: u16,
+    pub rate: u32,
+    pub length: Duration,
+    pub sender_cpu: usize,
+    pub steerd: PathBuf,
+}
+
+impl Default for BedConfig {
+    fn default() -> Self {
+        BedConfig {
+            queues: 4,
+            rules: 1000,
+            flows: 64,
+            rate: 60_000,
+            length: Duration::from_secs(20),
+            sender_cpu: 0,
+            steerd: PathBuf::from("target/release/steerd"),
+        }
+    }
+}
+
+/// One run's figures (one JSON line with `--format json`). Rates are over the steady
+/// window: the second half of the traffic.
+#[derive(Debug, Clone, Serialize)]
+pub struct BedRun {
+    pub scenario: &'static str,
+    pub balancer: &'static str,
+    pub rep: u32,
+    pub offered_pps: u32,
+    pub sent_pps: f64,
+    pub delivered_pps: f64,
+    /// softnet `dropped` (backlog full) over the whole run, every CPU.
+    pub softnet_drops: u64,
+    /// veth has no tap: always `null`; kept so that lab and bed lines share their fields.
+    pub tap_drops: Option<u64>,
+    /// The receiver's UDP `RcvbufErrors` over the run (the application's socket full).
+    pub rcvbuf_errors: u64,
+    /// Packets due that the sender could not send in time, over the run.
+    pub not_sent: u64,
+    pub busiest_si_share: f64,
+    pub si_share: Vec<f64>,
+    pub processed_share: Vec<f64>,
+    /// Seconds from the traffic's start to the first `rps_cpus` change (`hand`: written
+    /// before the traffic, 0; `none`: `null`).
+    pub first_change_s: Option<f64>,
+    pub changes_after_convergence: u32,
+    pub restored: bool,
+    pub probe_p50_us: Option<f64>,
+    pub probe_p99_us: Option<f64>,
+    pub probe_lost: u32,
+    /// The receiver's masks in the steady window, queue by queue.
+    pub rps_cpus: Vec<String>,
+}
+
+/// Why the bed cannot run on this machine, or `None` when it can.
+pub fn unavailable(config: &BedConfig) -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("needs root (network namespaces, veth, RPS masks)".into());
+    }
+    if super::which("ip").is_none() {
+        return Some("ip not found (apt-get install iproute2)".into());
+    }
+    let online = online_cpus();
+    if online < 2 || config.sender_cpu >= online {
+        return Some(format!(
+            "needs at least 2 online CPUs and the sender's CPU {} among them ({online} online)",
+            config.sender_cpu
+        ));
+    }
+    None
+}
+
+/// The number of CPUs online (`/sys/devices/system/cpu/online`), at least 1.
+pub fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|t| steerd::CpuSet::parse_list(t.trim()).ok())
+        .map_or(1, |s| s.len())
+}
+
+/// Runs the bed once with `balancer`.
+pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun> {
+    let net = BedNet::create(config.queues, config.rules)?;
+    let originals = net.rps_masks()?;
+    let work = tempfile::tempdir().map_err(io("making a temporary directory"))?;
+    let mut daemon = None;
+    let mut first_change = None;
+    match balancer {
+        BedBalancer::None => {}
+        BedBalancer::Hand => {
+            let all = hex_mask(online_cpus())?;
+            for q in 0..config.queues {
+                net.write_queue(q, "rps_cpus", &all)?;
+            }
+            first_change = Some(0.0);
+        }
+        BedBalancer::Steerd => {
+            daemon = Some(Steerd::start(&config.steerd, &net, work.path())?);
+            // Discovery and the first samples before the load.
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+    }
+    let before_run = measure::softnet()?;
+    let rcvbuf_before = net.udp_counter("RcvbufErrors")?;
+    let traffic = Traffic::start(
+        &net,
+        config.flows,
+        config.rate,
+        config.length,
+        config.sender_cpu,
+    )?;
+    let half = config.length / 2;
+    let mut last = net.rps_masks()?;
+    let mut changes_after = 0u32;
+    let mut window: Option<Reading> = None;
+    let mut steady_masks = last.clone();
+    while traffic.started.elapsed() < config.length {
+        std::thread::sleep(Duration::from_millis(100));
+        let at = traffic.started.elapsed();
+        let masks = net.rps_masks()?;
+        if masks != last {
+            let changed = masks.iter().zip(&last).filter(|(a, b)| a != b).count() as u32;
+            if first_change.is_none() {
+                first_change = Some(at.as_secs_f64());
+            }
+            if window.is_some() {
+                changes_after += changed;
+            }
+            last = masks;
+        }
+        if window.is_none() && at >= half {
+            window = Some(Reading::take(&traffic)?);
+            steady_masks = last.clone();
+        }
+    }
+    let end = Reading::take(&traffic)?;
+    let done = traffic.finish()?;
+    let after_run = measure::softnet()?;
+    let rcvbuf_errors = net
+        .udp_counter("RcvbufErrors")?
+        .saturating_sub(rcvbuf_before);
+
+    // Stop the balancer and see what is left.
+    match balancer {
+        BedBalancer::Steerd => {
+            if let Some(mut d) = daemon.take() {
+                d.stop()?;
+            }
+        }
+        BedBalancer::Hand => {
+            for (q, original) in originals.iter().enumerate() {
+                net.write_queue(q as u32, "rps_cpus", original)?;
+            }
+        }
+        BedBalancer::None => {}
+    }
+    let restored = net.rps_masks()? == originals;
+
+    let start =
+        window.ok_or_else(|| LabError::Guest("the traffic ended before its window".into()))?;
+    let secs = end.at.duration_since(start.at).as_secs_f64().max(1e-3);
+    let si_share = measure::si_shares(&start.cpu_times, &end.cpu_times);
+    let processed = measure::softnet_delta(&start.softnet, &end.softnet);
+    let total_processed: u64 = processed.iter().map(|p| p.0).sum();
+    let processed_share: Vec<f64> = processed
+        .iter()
+        .map(|p| p.0 as f64 / total_processed.max(1) as f64)
+        .collect();
+    let softnet_drops = measure::softnet_delta(&before_run, &after_run)
+        .iter()
+        .map(|p| p.1)
+        .sum();
+    let steady_probes: Vec<_> = done.probes.iter().filter(|p| p.at >= half).collect();
+    let mut rtts: Vec<f64> = steady_probes
+        .iter()
+        .filter_map(|p| p.rtt)
+        .map(|d| d.as_secs_f64() * 1e6)
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    let length = config.length.as_secs_f64();
+    Ok(BedRun {
+        scenario: "veth-bed",
+        balancer: balancer.name(),
+        rep,
+        offered_pps: config.rate,
+        sent_pps: round(done.sent.sent as f64 / length, 0),
+        delivered_pps: round(
+            end.delivered.saturating_sub(start.delivered) as f64 / secs,
+            0,
+        ),
+        softnet_drops,
+        tap_drops: None,
+        rcvbuf_errors,
+        not_sent: done.sent.not_sent,
+        busiest_si_share: round(si_share.iter().copied().fold(0.0, f64::max), 3),
+        si_share: si_share.into_iter().map(|s| round(s, 3)).collect(),
+        processed_share: processed_share.into_iter().map(|s| round(s, 3)).collect(),
+        first_change_s: first_change.map(|s| round(s, 1)),
+        changes_after_convergence: changes_after,
+        restored,
+        probe_p50_us: measure::quantile(&rtts, 0.5).map(|v| round(v, 0)),
+        probe_p99_us: measure::quantile(&rtts, 0.99).map(|v| round(v, 0)),
+        probe_lost: (steady_probes.len() - rtts.len()) as u32,
+        rps_cpus: steady_masks,
+    })
+}
+
+/// The counters at one edge of the steady window.
+struct Reading {
+    at: Instant,
+    delivered: u64,
+    cpu_times: Vec<(u64, u64)>,
+    softnet: Vec<(u64, u64)>,
+}
+
+impl Reading {
+    fn take(traffic: &Traffic) -> Result<Reading> {
+        Ok(Reading {
+            at: Instant::now(),
+            delivered: traffic.delivered.load(std::sync::atomic::Ordering::Relaxed),
+            cpu_times: measure::cpu_times()?,
+            softnet: measure::softnet()?,
+        })
+    }
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (v * scale).round() / scale
+}
+
+/// The kernel's hex mask for CPUs 0..n (`3` for two CPUs).
+fn hex_mask(n: usize) -> Result<String> {
+    steerd::CpuSet::first_n(n as u32)
+        .to_mask(n as u32)
+        .map_err(|e| LabError::Guest(format!("a mask of {n} CPUs: {e}")))
+}
+
+/// steerd in the receiver's namespace (`ip netns exec`, which mounts that namespace's
+/// `/sys`), on its built-in configuration but for `irq.non_queue: leave`: `/proc/irq` is
+/// the host's, and the bed must not move the host's own IRQs (the namespace has no NIC,
+/// so no queue IRQ is steerd's to move either way).
+struct Steerd {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Steerd {
+    fn start(binary: &Path, net: &BedNet, dir: &Path) -> Result<Steerd> {
+        let config = dir.join("steerd.yaml");
+        std::fs::write(&config, "irq:\n  non_queue: leave\n")
+            .map_err(io("writing the bed's steerd.yaml"))?;
+        let log = dir.join("steerd.log");
+        let stderr = std::fs::File::create(&log).map_err(io("creating steerd's log"))?;
+        let binary = std::fs::canonicalize(binary)
+            .map_err(io(format!("finding steerd at {}", binary.display())))?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", &net.receiver.name])
+            .arg(&binary)
+            .args(["run", "--config"])
+            .arg(&config)
+            .arg("--state-file")
+            .arg(dir.join("state.json"))
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(io("starting steerd"))?;
+        Ok(Steerd {
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// SIGTERM, then up to 10 s for steerd to restore and exit.
+    fn stop(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                if !status.success() {
+                    return Err(LabError::Guest(format!(
+                        "steerd exited {status}; its log:\n{}",
+                        std::fs::read_to_string(&self.log).unwrap_or_default()
+                    )));
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(LabError::Guest(
+            "steerd did not exit within 10 s of SIGTERM".into(),
+        ))
+    }
+
+    /// steerd's log so far (its decisions with their reasons).
+    #[allow(dead_code)]
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Steerd {
+    fn drop(&mut self) {
+        // Only the PID this bed started.
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The bed's verdict: per balancer the medians over the rounds, and steerd's ratios to
+//! `none` and `hand` taken within each round (the machine is shared and noisy: a round's
+//! runs follow each other within a minute) and then their median, against the targets of
+//! issue 30: at least 1.25x none's delivered packets, at least 0.95x hand's, probe p99 at
+//! most none's, every run restored.
+
+use super::BedRun;
+
+/// Delivered packets, steerd over `none`, at least this.
+pub const MIN_OVER_NONE: f64 = 1.25;
+/// Delivered packets, steerd over `hand`, at least this.
+pub const MIN_OVER_HAND: f64 = 0.95;
+
+/// The printed verdict and whether every target is met.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub text: String,
+    pub met: bool,
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn of<'a>(runs: &'a [BedRun], balancer: &str) -> Vec<&'a BedRun> {
+    runs.iter().filter(|r| r.balancer == balancer).collect()
+}
+
+/// steerd's per-round ratio of `figure` to `other`'s, for the rounds holding both.
+fn ratios(runs: &[BedRun], other: &str, figure: impl Fn(&BedRun) -> Option<f64>) -> Vec<f64> {
+    of(runs, "steerd")
+        .into_iter()
+        .filter_map(|s| {
+            let o = runs
+                .iter()
+                .find(|r| r.balancer == other && r.rep == s.rep)?;
+            let (a, b) = (figure(s)?, figure(o)?);
+            (b > 0.0).then_some(a / b)
+        })
+        .collect()
+}
+
+/// Medians per balancer, ratios, and the targets.
+pub fn judge(runs: &[BedRun]) -> Verdict {
+    let mut text = String::from(
+        "balancer  runs  delivered pkt/s  softnet drops  busiest si  probe p50/p99 us  first change s  changes after  restored\n",
+    );
+    for balancer in ["none", "steerd", "hand"] {
+        let these = of(runs, balancer);
+        if these.is_empty() {
+            continue;
+        }
+        let m = |f: &dyn Fn(&BedRun) -> Option<f64>| {
+            median(these.iter().filter_map(|r| f(r)).collect())
+                .map_or("-".to_string(), |v| format!("{v:.0}"))
+        };
+        let share = median(these.iter().map(|r| r.busiest_si_share).collect()).unwrap_or(0.0);
+        let first = median(these.iter().filter_map(|r| r.first_change_s).collect())
+            .map_or("-".to_string(), |v| format!("{v:.1}"));
+        text.push_str(&format!(
+            "{balancer:<8}  {:>4}  {:>15}  {:>13}  {:>10.2}  {:>16}  {:>14}  {:>13}  {}/{}\n",
+            these.len(),
+            m(&|r| Some(r.delivered_pps)),
+            m(&|r| Some(r.softnet_drops as f64)),
+            share,
+            format!("{}/{}", m(&|r| r.probe_p50_us), m(&|r| r.probe_p99_us)),
+            first,
+            these
+                .iter()
+                .map(|r| r.changes_after_convergence)
+                .max()
+                .unwrap_or(0),
+            these.iter().filter(|r| r.restored).count(),
+            these.len()
+        ));
+    }
+    let mut met = runs.iter().all(|r| r.restored);
+    let mut check = |name: &str, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
+        let (shown, pass) = match value {
+            Some(v) => (format!("{v:.2}"), ok(v)),
+            None => ("not measured".to_string(), false),
+        };
+        met &= pass;
+        text.push_str(&format!(
+            "{name}: {shown} ({})\n",
+            if pass { "met" } else { "NOT met" }
+        ));
+    };
+    if !of(runs, "steerd").is_empty() {
+        if !of(runs, "none").is_empty() {
+            check(
+                "steerd/none delivered (median of rounds, target >= 1.25)",
+                median(ratios(runs, "none", |r| Some(r.delivered_pps))),
+                &|v| v >= MIN_OVER_NONE,
+            );
+            check(
+                "steerd/none probe p99 (median of rounds, target <= 1.00)",
+                median(ratios(runs, "none", |r| r.probe_p99_us)),
+                &|v| v <= 1.0,
+            );
+        }
+        if !of(runs, "hand").is_empty() {
+            check(
+                "steerd/hand delivered (median of rounds, target >= 0.95)",
+                median(ratios(runs, "hand", |r| Some(r.delivered_pps))),
+                &|v| v >= MIN_OVER_HAND,
+            );
+        }
+    }
+    text.push_str(&format!(
+        "restored: {} of {} runs\n",
+        runs.iter().filter(|r| r.restored).count(),
+        runs.len()
+    ));
+    Verdict { text, met }
+}
