@@ -10,7 +10,7 @@ pub fn cpu_times() -> Result<Vec<(u64, u64)>> {
     Ok(parse_cpu_times(&text))
 }
 
-fn parse_cpu_times(text: &str) -> Vec<(u64, u64)> {
+pub fn parse_cpu_times(text: &str) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for line in text.lines() {
         // "cpuN ..." lines; the "cpu  ..." total line has a space where N would be.
@@ -59,7 +59,7 @@ pub fn softnet() -> Result<Vec<(u64, u64)>> {
     Ok(parse_softnet(&text))
 }
 
-fn parse_softnet(text: &str) -> Vec<(u64, u64)> {
+pub fn parse_softnet(text: &str) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for (row, line) in text.lines().enumerate() {
         let cols: Vec<&str> = line.split_whitespace().collect();
@@ -90,32 +90,4 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     }
     let rank = (q * sorted.len() as f64).ceil() as usize;
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lines_give_irq_plus_softirq_and_the_total() {
-        let text = "cpu  900 2 3 4 5 6 7 8 0 0\ncpu0 10 0 10 60 0 5 15 0 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\nintr 5\n";
-        assert_eq!(parse_cpu_times(text), vec![(20, 100), (2, 8)]);
-        let shares = si_shares(&[(0, 0), (0, 0)], &[(20, 100), (2, 8)]);
-        assert_eq!(shares, vec![0.2, 0.25]);
-    }
-
-    #[test]
-    fn softnet_rows_by_their_cpu_column() {
-        let text = "0000000a 00000001 0 0 0 0 0 0 0 0 0 0 00000000 0 0\n\
-                    00000014 00000000 0 0 0 0 0 0 0 0 0 0 00000002 0 0\n";
-        assert_eq!(parse_softnet(text), vec![(10, 1), (0, 0), (20, 0)]);
-    }
-
-    #[test]
-    fn quantiles_by_nearest_rank() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(quantile(&v, 0.5), Some(2.0));
-        assert_eq!(quantile(&v, 0.99), Some(4.0));
-        assert_eq!(quantile(&[], 0.5), None);
-    }
 }
