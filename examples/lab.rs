@@ -5,7 +5,8 @@
 //! [--balancers a,b] [--steerd PATH] [SCENARIO...]`; root and QEMU needed (see
 //! docs/lab.md). `--rss-secs` sets the traffic of `rss-skew` and `rss-elephant` (40 s by
 //! default; 300 for the lever's 5-minute oscillation check). `LAB_CONSOLE=DIR` keeps each
-//! run's guest console as `DIR/SCENARIO-BALANCER-N.log`.
+//! run's guest console as `DIR/SCENARIO-BALANCER-N.log`. `--format json` prints one JSON
+//! object per run on stdout as it ends (`lab/json.rs`) and the tables on stderr.
 //!
 //! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
@@ -37,6 +38,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut steerd = PathBuf::from("target/release/steerd");
     let mut wanted = Vec::new();
     let (mut cpus, mut queues, mut rss) = (None, None, false);
+    let mut json = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -48,6 +50,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--cpus" => cpus = Some(value()?.parse::<u32>()?),
             "--queues" => queues = Some(value()?.parse::<u32>()?),
             "--rss" => rss = true,
+            "--format" => json = value()? == "json",
             "--balancers" => {
                 balancers = value()?
                     .split(',')
@@ -56,7 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             "-h" | "--help" => {
                 println!(
-                    "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [SCENARIO...]\n\
+                    "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json] [SCENARIO...]\n\
                      {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
@@ -109,7 +112,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
     let mut lab = lab::run::Lab::build(&work, &steerd)?;
     eprintln!("lab: guest kernel {}", lab.kernel.version);
-    println!("Guest kernel {}.\n", lab.kernel.version);
+    if !json {
+        println!("Guest kernel {}.\n", lab.kernel.version);
+    }
     let mut rows = Vec::new();
     let mut failures = 0;
     for s in &scenarios {
@@ -132,6 +137,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 let m = lab::report::analyse(s, &raw);
+                if json {
+                    let line = lab::json::line(s, b.name(), rep + 1, &m);
+                    println!("{}", serde_json::to_string(&line)?);
+                }
                 eprintln!(
                     "lab: {} {} #{}: first change {:?}, busiest {:.2}, input CPUs {}, late changes {}, restored {}",
                     s.name,
@@ -217,18 +226,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let _ = std::fs::remove_dir_all(&work);
+    // With --format json the tables and verdicts go to stderr: stdout holds JSON only.
+    let mut summary = String::new();
     for table in [
         lab::report::table(&rows),
         lab::report::threaded_table(&rows),
         lab::rss::table(&rows),
     ] {
         if !table.is_empty() {
-            print!("{table}");
-            println!();
+            summary.push_str(&table);
+            summary.push('\n');
         }
     }
     for (what, ok) in lab::report::verdicts(&rows) {
-        println!("- {} {what}", if ok { "met:" } else { "NOT MET:" });
+        summary.push_str(&format!(
+            "- {} {what}\n",
+            if ok { "met:" } else { "NOT MET:" }
+        ));
+    }
+    if json {
+        eprint!("{summary}");
+    } else {
+        print!("{summary}");
     }
     if failures > 0 {
         return Err(format!("{failures} run(s) failed (see above)").into());

@@ -276,6 +276,23 @@ hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $
             taskset -pc "$cpu" "$pid" > /dev/null
         done
 }
+add_rules() { # $1 never-matching policy-routing rules: a per-packet cost in the softirq path
+    i=0
+    while [ "$i" -lt "$1" ]; do
+        ip rule add from "10.200.$((i / 250)).$((i % 250 + 1))" table 100 pref $((1000 + i))
+        i=$((i + 1))
+    done
+}
+hand_rps() { # RPS over every online CPU on every rx queue, RFS sized (the seeds' recipe)
+    cpus=$(grep -c '^processor' /proc/cpuinfo)
+    mask=$(printf '%x' $(( (1 << cpus) - 1 )))
+    queues=$(ls -d /sys/class/net/eth0/queues/rx-* | wc -l)
+    echo 32768 > /proc/sys/net/core/rps_sock_flow_entries
+    for q in /sys/class/net/eth0/queues/rx-*; do
+        echo "$mask" > "$q/rps_cpus"
+        echo $(( 32768 / queues )) > "$q/rps_flow_cnt"
+    done
+}
 
 echo "LAB KERNEL $(uname -r)"
 # The scenario's set-up (before the snapshot: it is the machine as the balancer finds it).

@@ -59,6 +59,13 @@ pub struct Metrics {
     pub busiest_processed: f64,
     /// The highest irq+softirq share of a CPU's time in the steady window.
     pub busiest_softirq: f64,
+    /// Every CPU's irq+softirq share in the steady window, by CPU.
+    pub softirq_shares: Vec<f64>,
+    /// UDP datagrams the guest's stack received (`InDatagrams + NoPorts + InErrors`).
+    pub udp_received: Option<u64>,
+    /// Value changes over the run by lever: `irq` (a vector's affinity), `rps` (a
+    /// receive queue's mask), `napi` (a NAPI thread's allowed CPUs).
+    pub changes_by_lever: BTreeMap<String, usize>,
     /// Packets processed per second in the steady window (all CPUs).
     pub processed_pps: f64,
     /// UDP datagrams the guest's stack received per datagram sent.
@@ -379,6 +386,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             continue;
         }
         m.changes += changed;
+        for (k, v) in &b.values {
+            if nic_value(k, b) && a.values.get(k).is_some_and(|old| old != v) {
+                let lever = k.split(' ').next().unwrap_or(k).to_string();
+                *m.changes_by_lever.entry(lever).or_default() += 1;
+            }
+        }
         if b.up < reference {
             m.idle_changes += changed;
         } else if m.first_change.is_none() {
@@ -407,7 +420,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             m.busiest_processed = *processed.iter().max().unwrap_or(&0) as f64 / total as f64;
         }
         m.processed_pps = total as f64 / (b.up - a.up);
-        m.busiest_softirq = b
+        m.softirq_shares = b
             .stat
             .iter()
             .map(|(cpu, v)| {
@@ -415,7 +428,8 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
                 let all = delta(cpu, v.1, &a.stat, |x| x.1) as f64;
                 if all > 0.0 { soft / all } else { 0.0 }
             })
-            .fold(0.0, f64::max);
+            .collect();
+        m.busiest_softirq = m.softirq_shares.iter().copied().fold(0.0, f64::max);
         let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
         for (irq, (name, counts)) in &b.interrupts {
             if vector_kind(name) != Some("input") {
@@ -484,6 +498,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
                     .unwrap_or(0)
             };
             let received = get("InDatagrams") + get("NoPorts") + get("InErrors");
+            m.udp_received = Some(received);
             if raw.sent.udp_packets > 0 {
                 m.delivered = Some(received as f64 / raw.sent.udp_packets as f64);
             }

@@ -76,6 +76,9 @@ pub struct Scenario {
     /// scraped before SIGTERM: the RSS lever's scenarios (`lab/rss.rs`), whose figures go to
     /// their own table.
     pub rss_watch: bool,
+    /// Whether the hand placement also turns RPS on over every CPU with RFS sized
+    /// (`hand_rps`): the seeds' recipe, the hand row of the saturated scenarios.
+    pub hand_rps: bool,
 }
 
 /// The total UDP rate of the scenarios, packets/s: about what the host offers from 2 CPUs
@@ -111,6 +114,7 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
         daemon_stats: false,
         threaded: false,
         rss_watch: false,
+        hand_rps: false,
     }
 }
 
@@ -322,6 +326,9 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
         super::faults::offline_in_flight(),
         super::faults::removal_in_flight(),
     ]
+    .into_iter()
+    .chain(super::saturation::all(idle, RSS_SECS))
+    .collect()
 }
 
 /// The scenario's guest environment for one balancer.
@@ -329,10 +336,15 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
     let mut setup = s.setup.clone();
     let daemon = match balancer {
         Balancer::Hand => {
-            setup = if setup.is_empty() {
-                "hand_place".into()
+            let hand = if s.hand_rps {
+                "hand_place; hand_rps"
             } else {
-                format!("{setup}; hand_place")
+                "hand_place"
+            };
+            setup = if setup.is_empty() {
+                hand.into()
+            } else {
+                format!("{setup}; {hand}")
             };
             "none"
         }

@@ -1,0 +1,79 @@
+//! One JSON object per lab run (`examples/lab --format json`), one a line, with the
+//! fields the veth bed's lines share (`lab/bed`), so scripts can read both the same way.
+//!
+//! Rates: `offered_pps` is the scenario's UDP rate, `delivered_pps` the UDP datagrams the
+//! guest's stack received over the UDP phases' length, `processed_pps` softnet
+//! `processed` per second in the steady window. Shares are of the steady window.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::report::Metrics;
+use super::scenario::Scenario;
+
+/// A run, as printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunLine {
+    pub scenario: &'static str,
+    pub balancer: &'static str,
+    pub rep: u32,
+    pub kernel: Option<String>,
+    pub offered_pps: u32,
+    pub delivered_pps: Option<f64>,
+    pub processed_pps: f64,
+    pub softnet_drops: u64,
+    pub tap_drops: Option<u64>,
+    pub busiest_si_share: f64,
+    pub si_share: Vec<f64>,
+    pub busiest_processed_share: f64,
+    pub input_irq_cpus: usize,
+    pub first_change_s: Option<f64>,
+    pub changes: usize,
+    pub changes_by_lever: BTreeMap<String, usize>,
+    pub changes_after_convergence: usize,
+    pub rps_cpus: Vec<String>,
+    pub restored: bool,
+    pub daemon_cpu_s: Option<f64>,
+}
+
+fn round(v: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (v * scale).round() / scale
+}
+
+/// The line of one run of `s` with `balancer`.
+pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunLine {
+    let offered = s.phases.iter().map(|p| p.udp_pps).max().unwrap_or(0);
+    let udp_secs: f64 = s
+        .phases
+        .iter()
+        .filter(|p| p.udp_pps > 0)
+        .map(|p| p.length.as_secs_f64())
+        .sum();
+    RunLine {
+        scenario: s.name,
+        balancer,
+        rep,
+        kernel: m.kernel.clone(),
+        offered_pps: offered,
+        delivered_pps: m
+            .udp_received
+            .filter(|_| udp_secs > 0.0)
+            .map(|n| round(n as f64 / udp_secs, 0)),
+        processed_pps: round(m.processed_pps, 0),
+        softnet_drops: m.softnet_dropped,
+        tap_drops: Some(m.tap_dropped),
+        busiest_si_share: round(m.busiest_softirq, 3),
+        si_share: m.softirq_shares.iter().map(|v| round(*v, 3)).collect(),
+        busiest_processed_share: round(m.busiest_processed, 3),
+        input_irq_cpus: m.input_cpus,
+        first_change_s: m.first_change.map(|v| round(v, 1)),
+        changes: m.changes,
+        changes_by_lever: m.changes_by_lever.clone(),
+        changes_after_convergence: m.late_changes,
+        rps_cpus: m.rps_masks.clone(),
+        restored: m.restored,
+        daemon_cpu_s: m.daemon_cpu_s,
+    }
+}

@@ -1,0 +1,100 @@
+//! The saturated scenarios (`sat-*`, issue 30): the table's scenarios with a receive path
+//! that fills the CPUs it runs on, so the load-driven levers (hot-CPU relief, RPS for a hot
+//! queue, the RSS table, NAPI threads under load) have something to relieve.
+//!
+//! The cost: [`RULES`] policy-routing rules that never match (`ip rule add from
+//! 10.200.X.Y table 100`), added in the guest's set-up. Every received packet's input
+//! route lookup scans them in the softirq path, on the CPU that processes the packet (after
+//! RPS), the way a long netfilter chain (kube-proxy's iptables mode) or conntrack costs a
+//! busy server. It needs no extra tool (busybox's `ip` has `rule`) and leaves the
+//! transmit path alone. With every input vector on CPU0 and 60k UDP packets/s offered, a
+//! 6.1 guest processed about 16k/s with two CPUs at 0.90 irq+softirq (docs/lab.md).
+//!
+//! The guest's vCPUs share the host's 2 cores with QEMU and the sender, so spreading work
+//! over more guest CPUs cannot deliver more packets here: these scenarios show whether and
+//! how fast the levers act, and what they do to the guest's work; the veth bed
+//! (`lab/bed`) is where delivered packets are judged.
+//!
+//! The hand recipe here is the seeds' ("queues one per core, RPS over all local cores, RFS
+//! sized"): `hand_place`, then `hand_rps` (every rx queue's `rps_cpus` over all CPUs,
+//! `rps_sock_flow_entries` 32768 and each queue's `rps_flow_cnt` its share).
+
+use std::time::Duration;
+
+use super::scenario::{Scenario, THREADED_ON, UDP_PPS, base, udp};
+
+/// Never-matching policy-routing rules in every saturated guest.
+pub const RULES: u32 = 1000;
+
+/// The guest shell that adds the rules (before the snapshot: the machine as found).
+pub fn add_rules() -> String {
+    format!("add_rules {RULES}")
+}
+
+/// Every `sat-` scenario; `idle` is `sat-burst`'s idle spell, `rss_length` `sat-skew`'s
+/// traffic.
+pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
+    let idle_s = idle.as_secs();
+    let sat = |setup: &str, s: Scenario| Scenario {
+        setup: if setup.is_empty() {
+            add_rules()
+        } else {
+            format!("{}; {setup}", add_rules())
+        },
+        hand_rps: true,
+        ..s
+    };
+    let mut skew = super::rss::skew(rss_length);
+    skew.name = "sat-skew";
+    skew.what = "rss=on, 8 UDP flows hashed onto queues 0-1 only (seed 002), saturating rules";
+    let skew_setup = skew.setup.clone();
+    vec![
+        sat(
+            "pin_inputs 0",
+            base(
+                "sat-cpu0",
+                "every input vector on CPU0, 8 UDP flows, saturating rules",
+            ),
+        ),
+        sat(
+            "",
+            base(
+                "sat-defaults",
+                "the driver's placement (queue N on CPU N), 8 UDP flows, saturating rules",
+            ),
+        ),
+        sat(&skew_setup, skew),
+        sat(
+            "",
+            Scenario {
+                phases: vec![udp(1, 30, 1, UDP_PPS)],
+                ..base(
+                    "sat-elephant",
+                    "the driver's placement, one UDP flow, saturating rules",
+                )
+            },
+        ),
+        sat(
+            "",
+            Scenario {
+                duration: Duration::from_secs(idle_s + 22),
+                phases: vec![udp(idle_s, 20, 8, UDP_PPS)],
+                steady: Duration::from_secs(10),
+                ..base(
+                    "sat-burst",
+                    "the driver's placement, idle, then 8 UDP flows, saturating rules",
+                )
+            },
+        ),
+        sat(
+            &format!("{THREADED_ON}; pin_inputs 0"),
+            Scenario {
+                threaded: true,
+                ..base(
+                    "sat-threaded",
+                    "threaded NAPI on, every input vector on CPU0, 8 UDP flows, saturating rules",
+                )
+            },
+        ),
+    ]
+}
