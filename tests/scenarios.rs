@@ -8,7 +8,7 @@ use steerd::knob::{Knob, KnobValue};
 use steerd::policy::NoteKind;
 use steerd::sim::scenarios::{self, vector_cores, vector_cpus};
 use steerd::sim::table;
-use steerd::sim::{Run, Scenario, SimMachine, Steerd, run};
+use steerd::sim::{HandRps, NoBalancer, Run, Scenario, SimMachine, Steerd, TickRecord, run};
 
 fn steerd_run(scenario: &Scenario) -> Run {
     let mut policy = Steerd::new(scenario.config.clone());
@@ -517,4 +517,116 @@ fn s13_virtio_after_idle_no_vector_moves_at_all() {
     let late: Vec<_> = result.changes().filter(|(tick, _)| *tick >= 330).collect();
     assert!(late.is_empty(), "actions after convergence: {late:?}");
     assert!(result.reaction() == Some(0), "{:?}", result.reaction());
+}
+
+/// Packets delivered per second over a run's window: offered minus dropped (what CPU 0
+/// cannot serve the model drops; on the bed the sender leaves it unsent), over the window's
+/// seconds (the simulated clock: a tick is `now_ns / ticks`).
+fn delivered_pps(result: &Run) -> f64 {
+    let (start, end) = result.window;
+    let secs_per_tick = result.machine.now_ns() as f64 / 1e9 / result.ticks.len().max(1) as f64;
+    let window: Vec<&TickRecord> = result
+        .ticks
+        .iter()
+        .filter(|t| t.tick >= start && t.tick < end)
+        .collect();
+    let delivered: f64 = window.iter().map(|t| t.offered - t.dropped).sum();
+    delivered / (window.len().max(1) as f64 * secs_per_tick)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// The veth bed (lab/bed: 2 CPUs, 3000 rules, 40k pkt/s offered from a sender on CPU 0),
+/// measured on this host, medians of 3 rounds (bed-3reps-e08778d): none 22.3k pkt/s
+/// delivered, steerd 39.4k, hand 39.6k; steerd/none 1.77 (rounds 1.62, 1.79, 1.77),
+/// steerd/hand 1.00; steerd's masks "3" on all four queues. The model, calibrated on the
+/// none run alone (`scenarios::veth_bed`), must agree: steerd/none within ±20 % of 1.77,
+/// steerd/hand >= 0.95, steerd's masks over both CPUs on every queue.
+///
+/// As the bed does, it takes the median of per-round ratios, each round with flows hashed
+/// anew (`veth_bed_round`): what two CPUs deliver depends on how many of the 64 flows
+/// RPS's hash sends to the sender's CPU, and one draw is one draw (round 0 puts 64 % there
+/// and gives 1.38 alone; the bed's hand rounds put 43-46 % there).
+///
+/// Where the model and the bed part (not asserted): steerd acts on the model's first tick,
+/// 2.3-3.3 s in on the bed, because the model shows CPU 0's excess as softnet drops
+/// (distress, confirmed in one tick) where the bed's sender sends less and drops nothing
+/// (pressure, three ticks); and the model's 39 µs of protocol work per packet is the same
+/// on every CPU, where the bed did better once RPS moved work off the sender's CPU (its
+/// steerd round 1 put 69 % on CPU 0 and still delivered 34.7k; the model gives about 29k
+/// for that split), so the model is pessimistic for an unlucky split.
+#[test]
+fn s18_veth_bed_steerd_delivers_what_rps_by_hand_does_as_the_bed_measured() {
+    const ROUNDS: u64 = 9;
+    let (mut none, mut steerd, mut hand) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut vs_none, mut vs_hand) = (Vec::new(), Vec::new());
+    let both = CpuSet::from_iter([0, 1]);
+    for round in 0..ROUNDS {
+        let scenario = scenarios::veth_bed_round(round);
+        let none_run = run(&scenario, &mut NoBalancer);
+        let steerd_result = steerd_run(&scenario);
+        let hand_run = run(&scenario, &mut HandRps::new());
+        let [n, s, h] = [&none_run, &steerd_result, &hand_run].map(delivered_pps);
+        let first = steerd_result.changes().map(|(tick, _)| tick).min();
+        eprintln!(
+            "round {round}: delivered none {n:.0}, steerd {s:.0}, hand {h:.0} pkt/s; \
+             steerd/none {:.2}, steerd/hand {:.2}; CPU 0's share of processed under hand {:.2}; \
+             steerd's first change at tick {first:?}",
+            s / n,
+            s / h,
+            1.0 - cpu_share(&hand_run, 1),
+        );
+        assert!(
+            (22_000.0..=24_000.0).contains(&n),
+            "round {round}: calibration: CPU 0 alone should carry 22-24k pkt/s, carries {n:.0}"
+        );
+        let masks: Vec<CpuSet> = (0..4)
+            .map(|q| mask(&steerd_result.machine, "veth0", q))
+            .collect();
+        assert!(
+            masks.iter().all(|m| both.is_subset(m)),
+            "round {round}: {masks:?}"
+        );
+        assert_eq!(
+            steerd_result.window_actions(),
+            0,
+            "round {round}: still acting"
+        );
+        none.push(n);
+        steerd.push(s);
+        hand.push(h);
+        vs_none.push(s / n);
+        vs_hand.push(s / h);
+    }
+    let (vs_none, vs_hand) = (median(vs_none), median(vs_hand));
+    eprintln!(
+        "veth bed (model), medians of {ROUNDS} rounds: delivered none {:.0}, steerd {:.0}, \
+         hand {:.0} pkt/s; steerd/none {vs_none:.2} (bed 1.77), steerd/hand {vs_hand:.2} (bed 1.00)",
+        median(none),
+        median(steerd),
+        median(hand),
+    );
+    assert!(
+        (1.77 * 0.8..=1.77 * 1.2).contains(&vs_none),
+        "steerd/none {vs_none:.2}, the bed's 1.77 ± 20 %"
+    );
+    assert!(vs_hand >= 0.95, "steerd/hand {vs_hand:.2}");
+}
+
+/// CPU `cpu`'s share of all processed packets over a run's window.
+fn cpu_share(result: &Run, cpu: usize) -> f64 {
+    let (start, end) = result.window;
+    let (mut mine, mut all) = (0.0, 0.0);
+    for t in result
+        .ticks
+        .iter()
+        .filter(|t| t.tick >= start && t.tick < end)
+    {
+        mine += t.processed.get(cpu).copied().unwrap_or(0.0);
+        all += t.processed.iter().sum::<f64>();
+    }
+    mine / all.max(1.0)
 }

@@ -10,9 +10,11 @@
 //! would. Runs are seeded and the same on every machine.
 //!
 //! The scenarios of issues 3 and 18 live in [`scenarios`]; [`table`] runs them under
-//! steerd and an irqbalance-like [`baseline`] side by side.
+//! steerd and an irqbalance-like [`baseline`] side by side; [`fixed`] has the veth bed's
+//! other two balancers (none, RPS by hand) for [`scenarios::veth_bed`].
 
 pub mod baseline;
+pub mod fixed;
 pub mod machine;
 pub mod rng;
 pub mod run;
@@ -23,6 +25,7 @@ pub mod topo;
 mod traffic;
 mod view;
 
+pub use fixed::{HandRps, NoBalancer};
 pub use machine::{Costs, NicSpec, SimMachine, TickTruth};
 pub use run::{Run, Scenario, TickRecord, run};
 pub use steerd::{Change, Controller, Steerd};
