@@ -338,13 +338,14 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
     } else {
         why
     };
-    if mask.is_empty() {
+    if mask.is_empty() || !has_headroom(p, &name, &mask, &hot_cpus) {
         return;
     }
     let dwell = p.config.hysteresis.rps_dwell.as_nanos() as u64;
     let mut changes = Vec::new();
     let mut all_off = true;
     for (queue, current) in &dev_queues {
+        let mask = widened(p, d, *queue, current, &mask);
         if !hot_queues.contains(queue) || *current == mask {
             continue;
         }
@@ -381,6 +382,42 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
         100.0 * super::context::RPS_INTERRUPT_SHARE
     );
     apply(p, d, changes, kind, why, expected, true);
+}
+
+/// Whether some CPU of `mask` outside `hot` can take work: it shows no hot signal this
+/// tick (confirmed or not) and its irq+softirq share is under the high watermark.
+/// Spreading onto CPUs that are as busy as the hot one relieves nothing: it queues packets
+/// in their backlogs (softnet drops) and adds an IPI per batch. Seen in the lab's
+/// `sat-cpu0` (issue 30): once the four queues had a CPU each, every CPU was saturated,
+/// and RPS masks chased the heat from CPU to CPU for four seconds while half a million
+/// packets were dropped from the backlogs. When none can, the plan says so.
+fn has_headroom(p: &mut Planner, name: &str, mask: &CpuSet, hot: &CpuSet) -> bool {
+    let high = p.config.watermarks.high;
+    let cool = mask.iter().filter(|&cpu| {
+        !hot.contains(cpu)
+            && p.heat_of(cpu).signal.is_none()
+            && p.load.cpu(cpu).is_some_and(|l| l.net_share < high)
+    });
+    if cool.count() > 0 {
+        return true;
+    }
+    p.waiting.push(format!(
+        "{name}: RPS over CPUs {} cannot relieve CPUs {}: none of them has headroom (each is hot or at irq+softirq share >= {high:.2})",
+        mask.to_list(),
+        hot.to_list()
+    ));
+    false
+}
+
+/// The mask a queue gets when `wanted` is proposed: a mask steerd set keeps its CPUs (a
+/// widening adds CPUs, it never swaps them: swapping chased the heat from CPU to CPU in
+/// the lab's `sat-cpu0`); any other mask is replaced.
+fn widened(p: &Planner, d: usize, queue: u32, current: &CpuSet, wanted: &CpuSet) -> CpuSet {
+    if !current.is_empty() && owned(p, d, queue, current) {
+        current.union(wanted)
+    } else {
+        wanted.clone()
+    }
 }
 
 /// Whether `pps` of a hot CPU's receive work (one queue's, or the work no queue IRQ
@@ -449,6 +486,10 @@ fn per_core_relief(
         if mask.len() < 2 || *current == mask || mask.is_subset(current) {
             continue;
         }
+        if !has_headroom(p, &name, &mask, hot_cpus) {
+            continue;
+        }
+        let mask = widened(p, d, queue, current, &mask);
         let t = target(p, d, queue);
         if p.frozen(&t) {
             continue;

@@ -860,3 +860,33 @@ fn a_cpu_saturated_by_costly_packets_under_busy_pps_gets_rps() {
         "{plan}"
     );
 }
+
+/// The lab's `sat-cpu0` once the vectors have a CPU each (issue 30): every CPU of a
+/// 4-queue NIC is saturated by its own queue, so no CPU can take work and RPS would only
+/// queue packets on busy CPUs. steerd turns no RPS on and says why; before the headroom
+/// rule it spread each hot queue over the other (hot) CPUs, then swapped those masks tick
+/// after tick as the heat moved.
+#[test]
+fn no_rps_when_every_cpu_is_saturated() {
+    let mut sim = skewed_virtio([1.0, 1.0, 1.0, 1.0]);
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    sim.costs.proto_ns = 60_000.0;
+    sim.set_rate("eth0", 80_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    for tick in 0..20 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        assert!(rps_actions(&plan).is_empty(), "tick {tick}: {plan}");
+        if tick >= 5 {
+            assert!(
+                plan.idle_reason
+                    .as_deref()
+                    .is_some_and(|r| r.contains("headroom")),
+                "tick {tick}: {plan}"
+            );
+        }
+        bench.apply(&plan, &mut state);
+    }
+    assert!(bench.load.cpu(3).is_some_and(|l| l.net_share >= 0.9));
+}
