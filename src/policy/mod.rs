@@ -16,7 +16,8 @@
 //! 3. relief of other hot CPUs by IRQ moves;
 //! 4. the RSS table lever: entries moved from hot receive queues to cool ones, one
 //!    measured step at a time, kept or undone (`rss`);
-//! 5. RPS on, widen, narrow, off (with RFS tables alongside);
+//! 5. RPS on, widen, narrow, off (with RFS tables alongside); every change that spreads
+//!    work is a trial, undone when the machine got worse (`rps_trial`);
 //! 6. the global RFS table off once RPS is off everywhere.
 //!
 //! Steps 2 to 6 share a budget of `hysteresis.max_actions_per_tick` action groups.
@@ -32,6 +33,7 @@ pub mod placement;
 pub mod plan;
 mod rfs;
 mod rps;
+pub mod rps_trial;
 pub mod rss;
 pub mod rss_table;
 pub mod state;

@@ -47,6 +47,9 @@ pub enum ReasonKind {
     RpsOff,
     /// RPS set to the configured static mask.
     RpsStatic,
+    /// An RPS change that made the machine worse (less receive work done, or backlog
+    /// drops), undone after its trial.
+    RpsUndo,
     /// RFS flow tables set up alongside RPS.
     RfsOn,
     /// RFS flow tables cleared: RPS is off.
@@ -59,7 +62,7 @@ pub enum ReasonKind {
 
 impl ReasonKind {
     /// Every reason, so the metrics can export each action's series at 0 from the start.
-    pub const ALL: [ReasonKind; 19] = [
+    pub const ALL: [ReasonKind; 20] = [
         ReasonKind::ForbiddenCpu,
         ReasonKind::RemoteNode,
         ReasonKind::StackedVectors,
@@ -75,6 +78,7 @@ impl ReasonKind {
         ReasonKind::RpsNarrow,
         ReasonKind::RpsOff,
         ReasonKind::RpsStatic,
+        ReasonKind::RpsUndo,
         ReasonKind::RfsOn,
         ReasonKind::RfsOff,
         ReasonKind::RssStep,
@@ -103,7 +107,8 @@ impl ReasonKind {
             | ReasonKind::RpsWiden
             | ReasonKind::RpsNarrow
             | ReasonKind::RpsOff
-            | ReasonKind::RpsStatic => &[RPS_CPUS],
+            | ReasonKind::RpsStatic
+            | ReasonKind::RpsUndo => &[RPS_CPUS],
             ReasonKind::RfsOn | ReasonKind::RfsOff => &[RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES],
             ReasonKind::RssStep | ReasonKind::RssRevert => &[RSS_INDIRECTION],
         }
@@ -127,6 +132,7 @@ impl ReasonKind {
             ReasonKind::RpsNarrow => "rps_narrow",
             ReasonKind::RpsOff => "rps_off",
             ReasonKind::RpsStatic => "rps_static",
+            ReasonKind::RpsUndo => "rps_undo",
             ReasonKind::RfsOn => "rfs_on",
             ReasonKind::RfsOff => "rfs_off",
             ReasonKind::RssStep => "rss_step",

@@ -22,6 +22,7 @@ use super::context::{Planner, rps_capable};
 use super::hysteresis::{HotSignal, kilo};
 use super::plan::{NoteKind, ReasonKind};
 use super::rfs;
+use super::rps_trial::{self, Judgement};
 use crate::config::RpsMode;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
@@ -41,9 +42,27 @@ pub fn plan(p: &mut Planner, distress: bool) {
             RpsMode::Static if !distress => static_masks(p, d),
             RpsMode::Off if !distress => off_by_config(p, d),
             RpsMode::Auto => {
-                turn_on(p, d, distress, &unexplained);
-                if !distress {
-                    calm_down(p, d);
+                let name = dev.name.clone();
+                match rps_trial::judge(p, &name) {
+                    Judgement::Free => {
+                        turn_on(p, d, distress, &unexplained);
+                        if !distress {
+                            calm_down(p, d);
+                        }
+                    }
+                    Judgement::Running => p.waiting.push(format!(
+                        "{name}: an RPS change is on trial (judged {} s after it was made)",
+                        rps_trial::TRIAL_NS / 1_000_000_000
+                    )),
+                    Judgement::Undo { masks, why } => undo(p, d, masks, why),
+                    Judgement::Held { why, left_s } => {
+                        p.waiting.push(format!(
+                            "{name}: RPS was undone ({why}); held off for {left_s} s more"
+                        ));
+                        if !distress {
+                            calm_down(p, d);
+                        }
+                    }
                 }
             }
             _ => {}
@@ -153,6 +172,13 @@ fn apply(
         kind,
         ReasonKind::RpsOn | ReasonKind::RpsWiden | ReasonKind::RpsStatic
     );
+    if matches!(kind, ReasonKind::RpsOn | ReasonKind::RpsWiden) {
+        let before = changes
+            .iter()
+            .map(|(queue, _)| (*queue, p.rps_mask(&name, *queue).unwrap_or_default()))
+            .collect();
+        rps_trial::start(p, &name, before);
+    }
     for (queue, new) in &changes {
         let old = p.rps_mask(&name, *queue).unwrap_or_default();
         p.touched = p.touched.union(&old).union(new);
@@ -182,6 +208,27 @@ fn apply(
         rfs::disable_for(p, d, &changes);
     }
     true
+}
+
+/// Writes back the masks from before a trial that made the machine worse, where they are
+/// still steerd's, in one action group outside the budget (it takes a harm away).
+fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String) {
+    let name = p.devices[d].dev.name.clone();
+    let current: std::collections::HashMap<u32, CpuSet> = queues(p, d).into_iter().collect();
+    let changes: Vec<(u32, CpuSet)> = masks
+        .into_iter()
+        .filter(|(queue, before)| {
+            current
+                .get(queue)
+                .is_some_and(|now| now != before && owned(p, d, *queue, now))
+        })
+        .collect();
+    let why = format!(
+        "the RPS change on {name} made the machine worse: {why}; undone, RPS held off {name} for {} s",
+        rps_trial::HOLD_NS / 1_000_000_000
+    );
+    let expected = format!("{name}'s masks as they were before the change");
+    apply(p, d, changes, ReasonKind::RpsUndo, why, expected, false);
 }
 
 fn static_masks(p: &mut Planner, d: usize) {

@@ -30,6 +30,10 @@ pub struct PolicyState {
     pub(crate) ticks: u64,
     /// The RSS table lever's memory, by device.
     pub(crate) rss: super::rss::Levers,
+    /// RPS changes on trial, or undone and held off, by device.
+    pub(crate) rps_trials: super::rps_trial::Trials,
+    /// RPS trials kept and undone so far.
+    pub(crate) rps_trial_counts: super::rps_trial::TrialCounts,
     /// The last decision had no action and nothing waiting (a dwell time, the action
     /// budget): deciding again on the same model could differ only through the load.
     pub(crate) settled: bool,
@@ -79,6 +83,11 @@ impl PolicyState {
             .map(|(name, lever)| (name.as_str(), lever.counts))
     }
 
+    /// RPS trials kept and undone so far.
+    pub fn rps_trial_counts(&self) -> super::rps_trial::TrialCounts {
+        self.rps_trial_counts
+    }
+
     /// The value steerd last wrote to a target.
     pub fn written(&self, target: &Knob) -> Option<&KnobValue> {
         self.written.get(target)
@@ -94,6 +103,10 @@ impl PolicyState {
     /// someone else set and steerd respected, are gone. No dwell time holds it either: the
     /// next decision places it afresh. A failure for good (a managed IRQ) is kept.
     pub fn forget_owner(&mut self, target: &Knob) {
+        // An RPS trial on that device has nothing of steerd's left to judge or undo.
+        if let Knob::RpsCpus { device, .. } = target {
+            self.rps_trials.remove(device);
+        }
         self.written.remove(target);
         self.changed_at.remove(target);
         self.external.remove(target);
