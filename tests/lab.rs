@@ -172,6 +172,68 @@ fn real_nic_lab_short_form() -> TestResult {
     Ok(())
 }
 
+/// Issue 30's short form: `sat-cpu0` (1,000 never-matching policy-routing rules in the
+/// receive path, every input vector on CPU0) with no balancer, irqbalance and steerd, one
+/// run each (about 4 minutes). No balancer must leave a CPU saturated (else this machine
+/// cannot show it, and the test says so); steerd must act within 2 s, change nothing after
+/// convergence, restore everything, drop no more packets than irqbalance (softnet and tap
+/// together) and deliver at least [`SAT_DELIVERED_FLOOR`] of no balancer's packets. The
+/// issue's target is -2 % on medians of 3 runs (docs/lab.md, "Saturation"); one run each in
+/// the guest varies more than that between runs of the same balancer, hence the floor here.
+fn saturated_cpu0_never_worse_than_no_balancer() -> TestResult {
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
+    let sat = scenario("sat-cpu0");
+    let none = run(&mut lab, &sat, Balancer::None);
+    if none.busiest_softirq < 0.85 {
+        return common::suite::not_here(format!(
+            "the guest carries sat-cpu0's load without saturating a CPU (busiest irq+softirq {:.2} with no balancer)",
+            none.busiest_softirq
+        ));
+    }
+    let theirs = run(&mut lab, &sat, Balancer::Irqbalance);
+    let ours = run(&mut lab, &sat, Balancer::Steerd);
+    let delivered = |m: &Metrics| m.udp_received.unwrap_or(0) as f64;
+    let drops = |m: &Metrics| m.softnet_dropped + m.tap_dropped;
+    eprintln!(
+        "sat-cpu0 delivered none {:.0} irqbalance {:.0} steerd {:.0}; drops (softnet+tap) none {} irqbalance {} steerd {}",
+        delivered(&none),
+        delivered(&theirs),
+        delivered(&ours),
+        drops(&none),
+        drops(&theirs),
+        drops(&ours)
+    );
+    assert!(
+        ours.first_change.is_some_and(|t| t < 2.0),
+        "{}",
+        show(&ours)
+    );
+    assert_eq!(ours.late_changes, 0, "{}", show(&ours));
+    assert!(ours.restored, "{}", show(&ours));
+    assert!(
+        delivered(&ours) >= SAT_DELIVERED_FLOOR * delivered(&none),
+        "steerd delivered {:.0}, no balancer {:.0}: {}",
+        delivered(&ours),
+        delivered(&none),
+        show(&ours)
+    );
+    assert!(
+        drops(&ours) as f64 <= 1.05 * drops(&theirs) as f64,
+        "steerd dropped {}, irqbalance {}: {}",
+        drops(&ours),
+        drops(&theirs),
+        show(&ours)
+    );
+    Ok(())
+}
+
+/// See [`saturated_cpu0_never_worse_than_no_balancer`].
+const SAT_DELIVERED_FLOOR: f64 = 0.85;
+
 /// The guest kernel of the threaded-NAPI case: `STEERD_LAB_KERNEL` when set, else Debian's
 /// 6.12 cloud kernel where `scripts/lab-kernel-6.12.sh` unpacked it, else /boot's (6.1:
 /// threaded NAPI exists since 5.12, and steerd then maps threads to queues by NAPI id order).
@@ -796,6 +858,7 @@ fn inflight_held_write_from_log() {
 suite_main!(
     inflight_held_write_from_log,
     real_nic_lab_short_form,
+    saturated_cpu0_never_worse_than_no_balancer,
     threaded_napi_pinned,
     faults_in_flight,
     doctor_in_the_guest,

@@ -898,6 +898,16 @@ fn no_rps_when_every_cpu_is_saturated() {
 /// the host's two cores and RPS cost 160-250k backlog drops.
 #[test]
 fn an_rps_change_that_brings_backlog_drops_is_undone_and_held_off() {
+    let (tick, _) = rps_undone_after(3_000.0);
+    assert!(tick >= 3, "judged after the trial, not at once");
+    // Heavy loss (12 % of the packets) is undone without waiting out the trial.
+    let (tick, _) = rps_undone_after(20_000.0);
+    assert!(tick <= 2, "undone early, at decision {tick}");
+}
+
+/// Turns RPS on for a hot queue, then puts `drops` backlog drops per second on each CPU of
+/// the new mask; returns the decision (after the change) that undid it, and the state.
+fn rps_undone_after(drops: f64) -> (u32, PolicyState) {
     let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
     sim.set_rate("eth0", 450_000.0);
     let mut bench = Bench::new(sim, Config::default());
@@ -922,7 +932,7 @@ fn an_rps_change_that_brings_backlog_drops_is_undone_and_held_off() {
         bench.run(1);
         // Every CPU of the new mask drops from its backlog.
         for cpu in [0, 2, 3] {
-            bench.load.cpus[cpu].dropped_per_sec = 3_000.0;
+            bench.load.cpus[cpu].dropped_per_sec = drops;
         }
         let plan = bench.decide(&mut state);
         bench.apply(&plan, &mut state);
@@ -936,7 +946,6 @@ fn an_rps_change_that_brings_backlog_drops_is_undone_and_held_off() {
         );
     }
     let (tick, action, plan) = undo.expect("the change was undone");
-    assert!(tick >= 3, "judged after the trial, not at once: {plan}");
     assert_eq!(action.reason.kind, ReasonKind::RpsUndo, "{plan}");
     assert_eq!(action.new, KnobValue::Cpus(CpuSet::new()), "{plan}");
     assert!(action.reason.text.contains("backlog drops"), "{plan}");
@@ -954,4 +963,5 @@ fn an_rps_change_that_brings_backlog_drops_is_undone_and_held_off() {
         assert!(rps_actions(&plan).is_empty(), "tick {tick}, held: {plan}");
         bench.apply(&plan, &mut state);
     }
+    (tick, state)
 }
