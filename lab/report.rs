@@ -119,6 +119,8 @@ pub struct Metrics {
     pub irq_cpu_processed: Option<f64>,
     /// The receive queues' RPS masks at the end of the run (`rps_cpus`, queue order).
     pub rps_masks: Vec<String>,
+    /// The input vectors' `smp_affinity_list` at the end of the run, by IRQ number.
+    pub input_masks: Vec<String>,
     /// The RSS lever's figures (scenarios with `rss_watch`).
     pub rss: Option<super::rss::RssFigures>,
 }
@@ -464,6 +466,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         }
     }
     if let Some(last) = samples.last() {
+        m.input_masks = last
+            .interrupts
+            .iter()
+            .filter(|(_, (name, _))| vector_kind(name) == Some("input"))
+            .filter_map(|(irq, _)| last.values.get(&format!("irq {irq}")).cloned())
+            .collect();
         m.rps_masks = last
             .values
             .iter()

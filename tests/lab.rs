@@ -115,7 +115,21 @@ fn real_nic_lab_short_form() -> TestResult {
         ours.busiest_processed,
         theirs.busiest_processed
     );
-    assert_eq!(ours.input_cpus, 4, "{}", show(&ours));
+    // steerd's part: the four input vectors on four CPUs of their own. Where their
+    // interrupts then arrive is the kernel's: a NAPI that always finds work keeps polling on
+    // the CPU it runs on and never re-arms its interrupt (docs/kernel.md, "Under
+    // saturation"), which a loaded host under TCG can bring about in this unsaturated
+    // scenario too (seen once in CI on 2026-11-27: interrupts from 3 CPUs, masks on 4).
+    let distinct: std::collections::BTreeSet<&String> = ours.input_masks.iter().collect();
+    assert!(
+        ours.input_masks.len() == 4
+            && distinct.len() == 4
+            && ours.input_masks.iter().all(|m| m.parse::<u32>().is_ok()),
+        "input masks {:?}: {}",
+        ours.input_masks,
+        show(&ours)
+    );
+    assert!(ours.input_cpus >= 3, "{}", show(&ours));
     assert!(
         ours.first_change.is_some_and(|t| t < 2.0),
         "{}",
