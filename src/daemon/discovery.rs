@@ -83,6 +83,7 @@ impl Daemon {
         device: &str,
         renewal: Renewal,
     ) {
+        self.engine.policy_mut().forget_rps_trial(device);
         let mut targets: Vec<Knob> = Vec::new();
         for inventory in [before, &self.engine.machine().inventory] {
             for irq in inventory

@@ -103,13 +103,16 @@ impl PolicyState {
     /// someone else set and steerd respected, are gone. No dwell time holds it either: the
     /// next decision places it afresh. A failure for good (a managed IRQ) is kept.
     pub fn forget_owner(&mut self, target: &Knob) {
-        // An RPS trial on that device has nothing of steerd's left to judge or undo.
-        if let Knob::RpsCpus { device, .. } = target {
-            self.rps_trials.remove(device);
-        }
         self.written.remove(target);
         self.changed_at.remove(target);
         self.external.remove(target);
+    }
+
+    /// Forgets a device's RPS trial, running or held: its queue set changed (or it came
+    /// back), so the throughput before the change says nothing about the device now, and a
+    /// hold earned by the old queues does not bind the new ones.
+    pub fn forget_rps_trial(&mut self, device: &str) {
+        self.rps_trials.remove(device);
     }
 
     /// The value someone else set on a target steerd leaves alone (`on_external_change:
