@@ -52,14 +52,7 @@ impl LabNetns {
 
     /// Moves the calling thread into the namespace (sockets it opens afterwards live there).
     pub fn enter_thread(&self) -> Result<()> {
-        let path = format!("/run/netns/{}", self.name);
-        let file = File::open(&path).map_err(io(format!("opening {path}")))?;
-        nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-            super::LabError::Io {
-                what: format!("entering {path}"),
-                source: e.into(),
-            }
-        })
+        enter(&self.name)
     }
 
     /// Makes the tap put each UDP packet on the queue a table of the host's names for its
@@ -237,4 +230,17 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
     out[2..4].copy_from_slice(&off.to_le_bytes());
     out[4..].copy_from_slice(&imm.to_le_bytes());
     u64::from_le_bytes(out)
+}
+
+/// Moves the calling thread into the named network namespace (`/run/netns/NAME`); sockets
+/// it opens afterwards live there. The lab's namespace and the veth bed's use it.
+pub fn enter(name: &str) -> Result<()> {
+    let path = format!("/run/netns/{name}");
+    let file = File::open(&path).map_err(io(format!("opening {path}")))?;
+    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
+        super::LabError::Io {
+            what: format!("entering {path}"),
+            source: e.into(),
+        }
+    })
 }

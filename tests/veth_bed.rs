@@ -66,22 +66,16 @@ fn steerd_delivers_what_the_hand_recipe_does_on_a_saturated_veth_bed() -> TestRe
     panic!("no round met every target:\n{}", rounds.join("\n"));
 }
 
-// The bed's readers, on text laid out as the kernel prints it.
+// The bed's arithmetic (its readers are steerd's own, tested in procfs_readers).
 
-fn cpu_lines_give_irq_plus_softirq_and_the_total() {
-    use lab::bed::measure::{parse_cpu_times, si_shares};
-    let text = "cpu  900 2 3 4 5 6 7 8 0 0\ncpu0 10 0 10 60 0 5 15 0 0 0\ncpu1 1 1 1 1 1 1 1 1 0 0\nintr 5\n";
-    assert_eq!(parse_cpu_times(text), vec![(20, 100), (2, 8)]);
+fn shares_and_deltas_between_two_readings() {
+    use lab::bed::measure::{si_shares, softnet_delta};
     let shares = si_shares(&[(0, 0), (0, 0)], &[(20, 100), (2, 8)]);
     assert_eq!(shares, vec![0.2, 0.25]);
-}
-
-fn softnet_rows_by_their_cpu_column() {
-    let text = "0000000a 00000001 0 0 0 0 0 0 0 0 0 0 00000000 0 0\n\
-                00000014 00000000 0 0 0 0 0 0 0 0 0 0 00000002 0 0\n";
+    // softnet's counters are 32-bit and wrap.
     assert_eq!(
-        lab::bed::measure::parse_softnet(text),
-        vec![(10, 1), (0, 0), (20, 0)]
+        softnet_delta(&[(0xffff_fff0, 1)], &[(0x10, 3)]),
+        vec![(0x20, 2)]
     );
 }
 
@@ -104,8 +98,7 @@ fn snmp_values_by_name() {
 
 suite_main!(
     steerd_delivers_what_the_hand_recipe_does_on_a_saturated_veth_bed,
-    cpu_lines_give_irq_plus_softirq_and_the_total,
-    softnet_rows_by_their_cpu_column,
+    shares_and_deltas_between_two_readings,
     quantiles_by_nearest_rank,
     snmp_values_by_name,
 );

@@ -2,36 +2,40 @@
 //! `/proc/stat` (the irq+softirq share) and softnet's `processed` and `dropped` per CPU.
 //! Both files are global, so the bed runs alone (nothing else of the project at once).
 
+use steerd::Root;
+use steerd::kernel::procfs::{softnet::read_softnet, stat::read_stat};
+
 use crate::lab::{Result, io};
 
-/// Per CPU: (irq+softirq jiffies, all jiffies).
+/// Per CPU: (irq+softirq jiffies, all jiffies), from steerd's own `/proc/stat` reader.
 pub fn cpu_times() -> Result<Vec<(u64, u64)>> {
-    let text = std::fs::read_to_string("/proc/stat").map_err(io("reading /proc/stat"))?;
-    Ok(parse_cpu_times(&text))
+    let stat = read_stat(&Root::new("/"))
+        .map_err(|e| io("reading /proc/stat")(std::io::Error::other(e.to_string())))?;
+    Ok(by_cpu(
+        stat.cpu_times
+            .iter()
+            .map(|t| (t.cpu, (t.irq + t.softirq, t.total()))),
+    ))
 }
 
-pub fn parse_cpu_times(text: &str) -> Vec<(u64, u64)> {
+/// Per CPU: softnet (`processed`, `dropped`), from steerd's own `softnet_stat` reader.
+pub fn softnet() -> Result<Vec<(u64, u64)>> {
+    let rows = read_softnet(&Root::new("/"))
+        .map_err(|e| io("reading /proc/net/softnet_stat")(std::io::Error::other(e.to_string())))?;
+    Ok(by_cpu(rows.iter().map(|r| {
+        (r.cpu, (u64::from(r.processed), u64::from(r.dropped)))
+    })))
+}
+
+/// A table indexed by CPU id (CPUs without a row read 0).
+fn by_cpu(rows: impl Iterator<Item = (u32, (u64, u64))>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
-    for line in text.lines() {
-        // "cpuN ..." lines; the "cpu  ..." total line has a space where N would be.
-        let Some(rest) = line.strip_prefix("cpu") else {
-            continue;
-        };
-        let mut fields = rest.split(' ').filter(|f| !f.is_empty());
-        let Some(Ok(cpu)) = (!rest.starts_with(' '))
-            .then(|| fields.next().map(str::parse::<usize>))
-            .flatten()
-        else {
-            continue;
-        };
-        let values: Vec<u64> = fields.filter_map(|f| f.parse().ok()).collect();
-        // user nice system idle iowait irq softirq steal (guest time is inside user).
-        let all: u64 = values.iter().take(8).sum();
-        let si = values.get(5).copied().unwrap_or(0) + values.get(6).copied().unwrap_or(0);
+    for (cpu, values) in rows {
+        let cpu = cpu as usize;
         if out.len() <= cpu {
             out.resize(cpu + 1, (0, 0));
         }
-        out[cpu] = (si, all);
+        out[cpu] = values;
     }
     out
 }
@@ -50,27 +54,6 @@ pub fn si_shares(before: &[(u64, u64)], after: &[(u64, u64)]) -> Vec<f64> {
             }
         })
         .collect()
-}
-
-/// Per CPU: softnet (`processed`, `dropped`).
-pub fn softnet() -> Result<Vec<(u64, u64)>> {
-    let text = std::fs::read_to_string("/proc/net/softnet_stat")
-        .map_err(io("reading /proc/net/softnet_stat"))?;
-    Ok(parse_softnet(&text))
-}
-
-pub fn parse_softnet(text: &str) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    for (row, line) in text.lines().enumerate() {
-        let cols: Vec<&str> = line.split_whitespace().collect();
-        let hex = |i: usize| cols.get(i).and_then(|c| u64::from_str_radix(c, 16).ok());
-        let cpu = hex(12).map_or(row, |c| c as usize);
-        if out.len() <= cpu {
-            out.resize(cpu + 1, (0, 0));
-        }
-        out[cpu] = (hex(0).unwrap_or(0), hex(1).unwrap_or(0));
-    }
-    out
 }
 
 /// Per CPU, the counters' growth between two readings (32-bit counters wrap).

@@ -364,12 +364,6 @@ impl Steerd {
             "steerd did not exit within 10 s of SIGTERM".into(),
         ))
     }
-
-    /// steerd's log so far (its decisions with their reasons).
-    #[allow(dead_code)]
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
 }
 
 impl Drop for Steerd {

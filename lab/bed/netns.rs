@@ -5,12 +5,12 @@
 //!
 //! Dropping the value deletes both namespaces, and with them the veth pair and the rules.
 
-use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::lab::netns::enter;
 use crate::lab::{LabError, Result, io, run_cmd};
 
 /// The sender's and the receiver's addresses: RFC 2544's benchmark range, only inside the
@@ -39,9 +39,9 @@ impl Netns {
         &self,
         f: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        let path = format!("/run/netns/{}", self.name);
+        let name = self.name.clone();
         std::thread::spawn(move || {
-            enter(&path)?;
+            enter(&name)?;
             f()
         })
         .join()
@@ -55,26 +55,15 @@ impl Netns {
         cpu: Option<usize>,
         f: impl FnOnce() -> Result<T> + Send + 'static,
     ) -> std::thread::JoinHandle<Result<T>> {
-        let path = format!("/run/netns/{}", self.name);
+        let name = self.name.clone();
         std::thread::spawn(move || {
-            enter(&path)?;
+            enter(&name)?;
             if let Some(cpu) = cpu {
                 pin(cpu)?;
             }
             f()
         })
     }
-}
-
-/// Moves the calling thread into the namespace at `path`.
-fn enter(path: &str) -> Result<()> {
-    let file = File::open(path).map_err(io(format!("opening {path}")))?;
-    nix::sched::setns(file.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| {
-        LabError::Io {
-            what: format!("entering {path}"),
-            source: e.into(),
-        }
-    })
 }
 
 /// Pins the calling thread to one CPU.

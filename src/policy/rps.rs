@@ -172,15 +172,14 @@ fn apply(
         kind,
         ReasonKind::RpsOn | ReasonKind::RpsWiden | ReasonKind::RpsStatic
     );
+    let olds: Vec<(u32, CpuSet)> = changes
+        .iter()
+        .map(|(queue, _)| (*queue, p.rps_mask(&name, *queue).unwrap_or_default()))
+        .collect();
     if matches!(kind, ReasonKind::RpsOn | ReasonKind::RpsWiden) {
-        let before = changes
-            .iter()
-            .map(|(queue, _)| (*queue, p.rps_mask(&name, *queue).unwrap_or_default()))
-            .collect();
-        rps_trial::start(p, &name, before);
+        rps_trial::start(p, &name, olds.clone());
     }
-    for (queue, new) in &changes {
-        let old = p.rps_mask(&name, *queue).unwrap_or_default();
+    for ((queue, new), (_, old)) in changes.iter().zip(olds) {
         p.touched = p.touched.union(&old).union(new);
         let irq_cpu = p.devices[d]
             .vectors
@@ -440,12 +439,12 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
 /// packets were dropped from the backlogs. When none can, the plan says so.
 fn has_headroom(p: &mut Planner, name: &str, mask: &CpuSet, hot: &CpuSet) -> bool {
     let high = p.config.watermarks.high;
-    let cool = mask.iter().filter(|&cpu| {
+    let cool = mask.iter().any(|cpu| {
         !hot.contains(cpu)
             && p.heat_of(cpu).signal.is_none()
             && p.load.cpu(cpu).is_some_and(|l| l.net_share < high)
     });
-    if cool.count() > 0 {
+    if cool {
         return true;
     }
     p.waiting.push(format!(
