@@ -108,6 +108,7 @@ pub struct Metrics {
     pub actions: Family<ActionLabels, Counter>,
     pub write_errors: Family<WriteErrorLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
+    pub irq_move_checks: Family<ResultLabels, Counter>,
     pub tick_duration: Histogram,
     pub ticks: Counter,
     pub ticks_skipped: Counter,
@@ -155,6 +156,7 @@ impl Metrics {
             actions: Family::default(),
             write_errors: Family::default(),
             config_reloads: Family::default(),
+            irq_move_checks: Family::default(),
             tick_duration: Histogram::new(tick_duration_buckets()),
             ticks: Counter::default(),
             ticks_skipped: Counter::default(),
@@ -227,6 +229,11 @@ impl Metrics {
             metrics.config_reloads.clone(),
         );
         registry.register(
+            "irq_move_checks",
+            "Checked moves of queue vectors whose queue carried work, by result (took_effect, no_effect, took_effect_late, unknown)",
+            metrics.irq_move_checks.clone(),
+        );
+        registry.register(
             "tick_duration_seconds",
             "Time one tick took: sample, decide, apply",
             metrics.tick_duration.clone(),
@@ -236,6 +243,11 @@ impl Metrics {
         // or action sees a rise from 0 rather than a new series.
         for result in ["ok", "error"] {
             drop(metrics.config_reloads.get_or_create(&ResultLabels {
+                result: result.to_string(),
+            }));
+        }
+        for result in crate::engine::MoveEffect::LABELS {
+            drop(metrics.irq_move_checks.get_or_create(&ResultLabels {
                 result: result.to_string(),
             }));
         }

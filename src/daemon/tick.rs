@@ -6,15 +6,16 @@
 
 use std::time::{Duration, Instant};
 
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use super::discovery::online_cpus_changed;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
 use crate::apply::{Actuator, FailureKind, WriteFailure};
 use crate::engine::sampling::Depth;
-use crate::engine::{Sample, TickKind, TickReport, Writer, Written};
+use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport, Writer, Written};
 use crate::knob::{Knob, KnobValue};
+use crate::metrics::ResultLabels;
 use crate::policy;
 use crate::status_report::{Calm, Verdict};
 
@@ -84,6 +85,9 @@ impl Daemon {
 
     /// Logs, counts and shows what the engine did this tick.
     fn report_tick(&mut self, mut report: TickReport) {
+        for verdict in &report.moves {
+            self.report_move(verdict);
+        }
         match report.kind {
             TickKind::Baseline => self.set_verdict(Verdict::Baseline, None),
             TickKind::Skipped => {
@@ -121,6 +125,64 @@ impl Daemon {
                 self.export_rss_steps();
                 self.export_load();
             }
+        }
+    }
+
+    /// Logs and counts what the check of a queue vector's move found (`move_check`).
+    fn report_move(&self, verdict: &MoveVerdict) {
+        let MoveVerdict {
+            irq,
+            device,
+            queue,
+            from,
+            to,
+            effect,
+        } = verdict;
+        self.shared
+            .metrics
+            .irq_move_checks
+            .get_or_create(&ResultLabels {
+                result: effect.label().to_string(),
+            })
+            .inc();
+        let result = effect.label();
+        match effect {
+            MoveEffect::TookEffect { after_s } => info!(
+                irq,
+                device,
+                queue,
+                from,
+                to,
+                result,
+                "irq {irq} ({device} queue {queue}): move {from} -> {to} took effect, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
+            ),
+            MoveEffect::NoEffect { queue_pps } => warn!(
+                irq,
+                device,
+                queue,
+                from,
+                to,
+                result,
+                "irq {irq} ({device} queue {queue}): move {from} -> {to} did not take effect: no interrupt since the write while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until it fires, and RPS may spread it"
+            ),
+            MoveEffect::TookEffectLate { after_s } => info!(
+                irq,
+                device,
+                queue,
+                from,
+                to,
+                result,
+                "irq {irq} ({device} queue {queue}): move {from} -> {to} took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
+            ),
+            MoveEffect::Unknown => info!(
+                irq,
+                device,
+                queue,
+                from,
+                to,
+                result,
+                "irq {irq} ({device} queue {queue}): move {from} -> {to} not verified: no interrupt since the write, and the driver counts no packets per queue"
+            ),
         }
     }
 

@@ -13,6 +13,7 @@
 //! writing, rediscover). The engine is the one owner of current values: its writes and
 //! rediscoveries update them, and the policy reads them from here.
 
+mod move_check;
 mod report;
 mod retry;
 mod wide;
@@ -29,10 +30,12 @@ use crate::discover::Machine;
 use crate::kernel::procfs::interrupts::Interrupts;
 use crate::knob::{Knob, KnobValue};
 use crate::load::Load;
-use crate::model::inventory::{Inventory, RxQueue};
+use crate::model::inventory::{Inventory, IrqRole, RxQueue};
 use crate::model::snapshot::Snapshot;
 use crate::policy::{self, Action, DecideInput, Placement, PolicyState};
+use move_check::MoveChecks;
 
+pub use move_check::{MoveEffect, MoveVerdict};
 pub use report::{Outcome, Reaction, TickKind, TickReport};
 pub use retry::{BACKOFF_BASE_NS, BACKOFF_MAX_NS, Retries};
 pub use writer::{DryRun, Writer, Written};
@@ -73,6 +76,8 @@ pub struct Engine {
     retries: Retries,
     /// IRQs whose affinity write read back another value, with how many times in a row.
     not_taken: BTreeMap<u32, u32>,
+    /// Applied moves of queue vectors being checked, and those that have not taken effect.
+    moves: MoveChecks,
     /// Skip `decide` on ticks where `policy::can_skip` allows it (on; off only to check
     /// that skipping changes nothing).
     pub skip_idle: bool,
@@ -95,6 +100,7 @@ impl Engine {
             decide_needed: true,
             retries: Retries::default(),
             not_taken: BTreeMap::new(),
+            moves: MoveChecks::default(),
             skip_idle: true,
         }
     }
@@ -121,6 +127,7 @@ impl Engine {
     /// managed IRQ) must not keep steerd off its successor.
     pub fn replace_machine(&mut self, machine: Machine) -> Machine {
         self.placement = Placement::from_inventory(&machine.inventory);
+        self.moves.mark(&mut self.placement);
         let placement = &self.placement;
         self.retries.retain(|knob| placement.value(knob).is_some());
         self.decide_needed = true;
@@ -129,7 +136,8 @@ impl Engine {
 
     /// Current values as a caller found them (the simulator reads its machine each
     /// tick); the next tick decides only if they differ from what the engine knew.
-    pub fn observe_placement(&mut self, placement: Placement) {
+    pub fn observe_placement(&mut self, mut placement: Placement) {
+        self.moves.mark(&mut placement);
         if placement != self.placement {
             self.placement = placement;
             self.decide_needed = true;
@@ -185,9 +193,12 @@ impl Engine {
         }
         self.load
             .update(&self.previous, &self.current, self.config.load.smoothing);
+        let moves = self.check_moves();
         if self.skip_idle && policy::can_skip(&self.input(), &self.policy, !self.decide_needed) {
             policy::skip_tick(&mut self.policy);
-            return TickReport::without_decision(TickKind::Skipped);
+            let mut report = TickReport::without_decision(TickKind::Skipped);
+            report.moves = moves;
+            return report;
         }
         self.decide_needed = false;
         wide::locate(self, sample.interrupts);
@@ -208,6 +219,7 @@ impl Engine {
             plan,
             rediscover: false,
             decide_ns,
+            moves,
         };
         for action in &report.plan.actions {
             let outcome = if report.rediscover {
@@ -225,6 +237,25 @@ impl Engine {
             report.outcomes.push(outcome);
         }
         report
+    }
+
+    /// Judges the moves being checked against the new sample (`move_check`); a change of
+    /// a mark changes what the policy sees, so the tick decides.
+    fn check_moves(&mut self) -> Vec<MoveVerdict> {
+        let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
+        let verdicts = self
+            .moves
+            .check(&self.current, &self.load, floor, &mut self.placement);
+        let marks_changed = verdicts.iter().any(|v| {
+            matches!(
+                v.effect,
+                MoveEffect::NoEffect { .. } | MoveEffect::TookEffectLate { .. }
+            )
+        });
+        if marks_changed {
+            self.decide_needed = true;
+        }
+        verdicts
     }
 
     fn input(&self) -> DecideInput<'_> {
@@ -261,11 +292,15 @@ impl Engine {
             Ok(Written::NotWritten) => Outcome::DryRun,
             Ok(Written::Applied(after)) => {
                 self.retries.succeeded(knob);
+                let moved_from = self.queue_vector_cpu(knob);
                 if let Knob::IrqAffinity { irq } = knob {
                     self.not_taken.remove(irq);
                 }
                 self.policy.record_applied(action, now_ns);
                 self.record_value(knob, &after);
+                if let Some((irq, from)) = moved_from {
+                    self.check_move(irq, from, &after, now_ns);
+                }
                 Outcome::Applied
             }
             Err(failure) => {
@@ -322,9 +357,66 @@ impl Engine {
         }
     }
 
+    /// A queue vector's number and the CPU its work is on now, for a write to its mask.
+    fn queue_vector_cpu(&self, knob: &Knob) -> Option<(u32, u32)> {
+        let Knob::IrqAffinity { irq } = knob else {
+            return None;
+        };
+        let cpu = self
+            .placement
+            .irqs
+            .get(irq)?
+            .cpu(&self.machine.topology.online)?;
+        Some((*irq, cpu))
+    }
+
+    /// Starts checking that a queue vector moved from `from` to the single CPU `value`
+    /// names took its queue's work along, when that queue carries work (`move_check`).
+    fn check_move(&mut self, irq: u32, from: u32, value: &KnobValue, now_ns: u64) {
+        let KnobValue::Cpus(cpus) = value else {
+            return;
+        };
+        let inventory = &self.machine.inventory;
+        let vector = inventory
+            .irqs
+            .binary_search_by_key(&irq, |i| i.irq)
+            .ok()
+            .map(|index| &inventory.irqs[index]);
+        let (Some(to), Some(vector)) = (cpus.first().filter(|_| cpus.len() == 1), vector) else {
+            return;
+        };
+        let (Some(device), Some(queue), true) = (
+            vector.device.as_deref(),
+            vector.queue,
+            matches!(vector.role, IrqRole::Rx | IrqRole::Rxtx),
+        ) else {
+            return;
+        };
+        let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
+        // Without per-queue counters: its interrupts, or the work of the CPU it was on
+        // (a saturated NAPI fires nothing).
+        let receiving = match self.load.rx_queue_pps(device, queue) {
+            Some(pps) => pps >= floor,
+            None => {
+                self.load.irq_rate(irq) > 0.0
+                    || self
+                        .load
+                        .cpu(from)
+                        .is_some_and(|c| c.processed_pps >= floor)
+            }
+        };
+        if to != from && receiving {
+            self.moves.start(irq, device, queue, from, to, now_ns);
+        }
+    }
+
     /// Keeps the model in step with a value read back (after a write, or found changed by
     /// someone else), so the next decision starts from what is really there.
     fn record_value(&mut self, knob: &Knob, value: &KnobValue) {
+        if let Knob::IrqAffinity { irq } = knob {
+            // A new mask: an earlier move's check no longer holds (a move starts anew).
+            self.moves.forget(*irq);
+        }
         self.placement.set(knob, value);
         let inventory = &mut self.machine.inventory;
         match (knob, value) {

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::move_check::MoveVerdict;
 use crate::apply::WriteFailure;
 use crate::policy::{Action, Plan};
 
@@ -96,6 +97,8 @@ pub struct TickReport {
     pub rediscover: bool,
     /// Wall time `decide` took, in nanoseconds (0 when it did not run).
     pub decide_ns: u64,
+    /// What the checks of earlier queue vector moves found this tick (`move_check`).
+    pub moves: Vec<MoveVerdict>,
 }
 
 impl TickReport {
@@ -106,6 +109,7 @@ impl TickReport {
             outcomes: Vec::new(),
             rediscover: false,
             decide_ns: 0,
+            moves: Vec::new(),
         }
     }
 

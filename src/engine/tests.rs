@@ -217,3 +217,123 @@ fn a_write_of_the_value_already_there_is_not_made() {
     assert!(!outcome.was_attempted() && !outcome.counts_as_action());
     assert!(writer.writes.is_empty(), "{:?}", writer.writes);
 }
+
+/// Under saturation a NAPI keeps polling where it ran: vectors moved off CPU 0 whose
+/// interrupts then stop while their queues keep receiving are found not to have moved,
+/// their work stays counted on CPU 0, they are not moved again (a note says why), and
+/// once they fire the move is found to have taken effect late and the mark goes.
+#[test]
+fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    let moved: Vec<u32> = report
+        .plan
+        .actions
+        .iter()
+        .filter_map(|a| match a.target {
+            Knob::IrqAffinity { irq } => Some(irq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved.len(), 3, "{}", report.plan);
+    // The simulated machine is not written (the writer only records), so its queues keep
+    // receiving; the moved vectors' interrupt counts are held still, as a saturated NAPI
+    // that never re-arms leaves them.
+    let mut held: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut silent_tick =
+        |engine: &mut Engine, sim: &mut SimMachine, held: &mut BTreeMap<u32, u64>| {
+            let mut snapshot = sim.step();
+            for &irq in &moved {
+                let total = &mut snapshot.irq_totals[irq as usize];
+                *total = *held.entry(irq).or_insert(*total);
+            }
+            engine.tick(
+                Sample {
+                    snapshot: &mut snapshot,
+                    interrupts: &mut || None,
+                },
+                &mut Scripted::default(),
+            )
+        };
+    let mut verdicts = Vec::new();
+    let mut last = None;
+    for _ in 0..4 {
+        let report = silent_tick(&mut engine, &mut sim, &mut held);
+        // (Queue 0's vector, left on CPU 0 by the first decision, may move later.)
+        verdicts.extend(
+            report
+                .moves
+                .iter()
+                .filter(|v| moved.contains(&v.irq))
+                .cloned(),
+        );
+        last = Some(report);
+    }
+    assert_eq!(verdicts.len(), 3, "{verdicts:?}");
+    for verdict in &verdicts {
+        assert!(moved.contains(&verdict.irq));
+        assert_eq!(verdict.from, 0);
+        assert!(
+            matches!(verdict.effect, MoveEffect::NoEffect { queue_pps } if queue_pps > 100_000.0),
+            "{verdict:?}"
+        );
+        assert_eq!(engine.placement().irqs[&verdict.irq].work_stays_on, Some(0));
+    }
+    let plan = &last.as_ref().map(|r| r.plan.clone()).unwrap_or_default();
+    assert!(
+        plan.actions
+            .iter()
+            .all(|a| !matches!(a.target, Knob::IrqAffinity { irq } if moved.contains(&irq))),
+        "{plan}"
+    );
+    assert_eq!(
+        plan.notes
+            .iter()
+            .filter(|n| n.kind == crate::policy::NoteKind::MoveNoEffect)
+            .count(),
+        3,
+        "{plan}"
+    );
+    // Their interrupts come back: the moves took effect late, and the marks go.
+    let report = tick(&mut engine, &mut sim, &mut DryRun);
+    let late: Vec<&MoveVerdict> = report
+        .moves
+        .iter()
+        .filter(|v| moved.contains(&v.irq))
+        .collect();
+    assert_eq!(late.len(), 3, "{:?}", report.moves);
+    assert!(
+        late.iter()
+            .all(|v| matches!(v.effect, MoveEffect::TookEffectLate { .. }))
+    );
+    assert!(
+        moved
+            .iter()
+            .all(|irq| engine.placement().irqs[irq].work_stays_on.is_none())
+    );
+}
+
+/// A move whose vector keeps firing is found to have taken effect, once per move.
+#[test]
+fn a_move_whose_vector_keeps_firing_took_effect() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    tick(&mut engine, &mut sim, &mut writer);
+    let verdicts: Vec<MoveVerdict> = (0..6)
+        .flat_map(|_| tick(&mut engine, &mut sim, &mut writer).moves)
+        .collect();
+    let moves = writer
+        .writes
+        .iter()
+        .filter(|k| matches!(k, Knob::IrqAffinity { .. }))
+        .count();
+    assert_eq!(verdicts.len(), moves, "{verdicts:?}");
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| matches!(v.effect, MoveEffect::TookEffect { .. }))
+    );
+}

@@ -48,6 +48,9 @@ pub enum Blocker {
     NonQueueLeft,
     /// No readable affinity.
     Unknown,
+    /// Its last move has not taken effect: its queue's NAPI keeps polling on the old CPU
+    /// (`IrqAffinity::work_stays_on`). Moving it again would not move its work either.
+    NoEffect,
 }
 
 /// One IRQ as the rules see it.
@@ -361,7 +364,7 @@ impl<'a> Planner<'a> {
                     IrqAffinity {
                         affinity: affinity.clone(),
                         effective: irq.effective_affinity.clone(),
-                        fires_on: None,
+                        ..IrqAffinity::default()
                     }
                     .cpu(&self.topology.online)
                 }),
@@ -376,6 +379,8 @@ impl<'a> Planner<'a> {
                 Some(Blocker::Failed)
             } else if !self.state.external.is_empty() && self.state.external.contains_key(&target) {
                 Some(Blocker::External)
+            } else if current.is_some_and(|values| values.work_stays_on.is_some()) {
+                Some(Blocker::NoEffect)
             } else if affinity.is_none() {
                 Some(Blocker::Unknown)
             } else if !config.irq.enabled || device.is_some_and(|d| !self.devices[d].manages_irqs) {

@@ -50,7 +50,10 @@ pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
         };
         let irq = view.irq.irq;
         p.claim(slot);
-        if matches!(blocker, Blocker::Managed | Blocker::Failed) {
+        if matches!(
+            blocker,
+            Blocker::Managed | Blocker::Failed | Blocker::NoEffect
+        ) {
             let serves = p.serves(slot);
             let target = Knob::IrqAffinity { irq };
             let (kind, text) = if blocker == Blocker::Managed {
@@ -58,6 +61,13 @@ pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
                     NoteKind::Managed,
                     format!(
                         "irq {irq} ({serves}) is kernel-managed or read-only: never moved (fires on CPU {cpu})"
+                    ),
+                )
+            } else if blocker == Blocker::NoEffect {
+                (
+                    NoteKind::MoveNoEffect,
+                    format!(
+                        "irq {irq} ({serves}): its move has not taken effect, no interrupt since while its queue receives (a saturated NAPI keeps polling on CPU {cpu}); its work is counted there and it is not moved again until it fires"
                     ),
                 )
             } else {

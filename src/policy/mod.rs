@@ -44,7 +44,7 @@ use crate::load::Load;
 use crate::model::inventory::Inventory;
 use crate::model::topology::Topology;
 
-pub use context::RPS_INTERRUPT_SHARE;
+pub use context::{RPS_INTERRUPT_SHARE, WORK_FLOOR_SHARE};
 pub use placement::{IrqAffinity, Placement, RxQueueValues};
 pub use plan::{Action, Note, NoteKind, Plan, Reason, ReasonKind};
 pub use rfs::flow_cnt_for;

@@ -30,15 +30,24 @@ pub struct IrqAffinity {
     /// vectors whose mask spans several CPUs: with a single-CPU mask the mask says it all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fires_on: Option<u32>,
+    /// The CPU its queue's work stays on after a move that has not taken effect: no
+    /// interrupt since the write while the queue kept receiving, so its NAPI keeps polling
+    /// where it ran (`engine::move_check`). Set and cleared by the engine only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_stays_on: Option<u32>,
 }
 
 impl IrqAffinity {
-    /// Where the IRQ's interrupts go, as best known: its mask when that is a single online
+    /// Where the IRQ's work is, as best known: where it stays after a move that has not
+    /// taken effect (`work_stays_on`); else its mask when that is a single online
     /// CPU (never a stale effective affinity, see `effective`); otherwise the CPU they
     /// were seen arriving on, then the effective affinity (within the mask, or anywhere
     /// online when no CPU of the mask is: the kernel broke the affinity), then the mask's
     /// first online CPU. Allocates nothing: it runs for every IRQ on every decision.
     pub fn cpu(&self, online: &CpuSet) -> Option<u32> {
+        if let Some(cpu) = self.work_stays_on.filter(|&c| online.contains(c)) {
+            return Some(cpu);
+        }
         let in_mask = |c: u32| online.contains(c) && self.affinity.contains(c);
         if self.affinity.len() == 1
             && let Some(cpu) = self.affinity.first().filter(|&c| in_mask(c))
@@ -101,6 +110,7 @@ impl Placement {
                         affinity,
                         effective: irq.effective_affinity.clone(),
                         fires_on: None,
+                        work_stays_on: None,
                     },
                 ))
             })
@@ -227,6 +237,7 @@ impl Placement {
                         affinity: cpus.clone(),
                         effective,
                         fires_on: None,
+                        work_stays_on: None,
                     },
                 );
             }

@@ -186,6 +186,8 @@ pub enum NoteKind {
     /// A hot queue's UDP flows are hashed on IP addresses only: `ethtool -N DEV
     /// rx-flow-hash udp4 sdfn` would spread flows between the same two hosts.
     UdpHash,
+    /// A queue vector's move has not taken effect: its NAPI keeps polling on the old CPU.
+    MoveNoEffect,
 }
 
 impl NoteKind {
@@ -201,6 +203,7 @@ impl NoteKind {
             NoteKind::ForeignMask => "foreign_mask",
             NoteKind::RssTable => "rss_table",
             NoteKind::UdpHash => "udp_hash",
+            NoteKind::MoveNoEffect => "move_no_effect",
         }
     }
 }

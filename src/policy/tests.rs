@@ -610,9 +610,16 @@ fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
         affinity: set(mask),
         effective: effective.map(set),
         fires_on,
+        work_stays_on: None,
     };
     // A single-CPU mask wins over a stale effective affinity.
     assert_eq!(values("0", Some("2"), None).cpu(&online), Some(0));
+    // A move that has not taken effect: the work is where it stayed, whatever the mask.
+    let stuck = IrqAffinity {
+        work_stays_on: Some(3),
+        ..values("0", None, None)
+    };
+    assert_eq!(stuck.cpu(&online), Some(3));
     // A wide mask: measured arrivals, then effective within the mask, then the mask.
     assert_eq!(values("0-3", Some("1"), Some(3)).cpu(&online), Some(3));
     assert_eq!(values("0-3", Some("1"), None).cpu(&online), Some(1));

@@ -127,6 +127,9 @@ impl SimMachine {
                         // As the daemon measures it: only for masks that leave the kernel
                         // a choice, and only when the IRQ fired.
                         fires_on: self.fired_on(irq).filter(|_| cpus.len() > 1),
+                        // The engine's own judgement (`engine::move_check`), not the
+                        // machine's: the engine marks it again on what it observes.
+                        work_stays_on: None,
                     },
                 )
             })

@@ -1,0 +1,362 @@
+//! Whether a queue vector's move moved its work.
+//!
+//! Writing an IRQ's affinity changes where its *next* interrupt is delivered, and a NAPI
+//! is scheduled on the CPU its interrupt arrives on. A NAPI that finds a full budget of
+//! packets on every poll never re-arms its interrupt, so under saturation it keeps polling
+//! where it ran, whatever the mask says (docs/kernel.md, "Under saturation"): the move's
+//! expected effect ("CPU 0 40k -> 20k pkt/s") does not happen, and a policy that believed
+//! the mask would think the CPU relieved and look no further.
+//!
+//! So every applied move of a queue vector whose queue carries work is checked, from
+//! counters already sampled: the vector's interrupt count (`proc/stat`'s `intr` line)
+//! rising by [`MIN_INTERRUPTS`] after the write says its interrupts arrive under the new
+//! single-CPU mask (on x86 the first one may still land on the old CPU, which moves the
+//! vector); none for [`CHECK_NS`] while the queue keeps receiving says its work stayed on
+//! the old CPU. Such a vector is marked in the placement (`IrqAffinity::work_stays_on`):
+//! the load counts its work where it is, the policy does not move it again, and RPS can
+//! spread what it brings. The mark goes when its interrupts come back (the move took
+//! effect late), when its queue falls idle (its NAPI completes and re-arms on the new
+//! CPU), or when anyone writes its mask again.
+
+use std::collections::BTreeMap;
+
+use crate::load::Load;
+use crate::model::snapshot::Snapshot;
+use crate::policy::Placement;
+
+/// Interrupts after the write that show the vector fires under its new mask.
+pub const MIN_INTERRUPTS: u64 = 2;
+
+/// How long a receiving queue's vector may stay silent after a move before the move is
+/// said not to have taken effect: a few ticks (the default tick is 250 ms), so that a
+/// busy but not saturated NAPI, which re-arms within milliseconds, is never misjudged.
+pub const CHECK_NS: u64 = 2_000_000_000;
+
+/// A move being checked, or one that has not taken effect.
+#[derive(Debug, Clone, PartialEq)]
+struct Move {
+    device: String,
+    queue: u32,
+    from: u32,
+    to: u32,
+    written_ns: u64,
+    /// The vector's interrupt count in the first sample read after the write (`None`
+    /// until then): interrupts counted earlier may predate the write.
+    count_at: Option<u64>,
+}
+
+/// What a check found, for the driver to log and count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoveVerdict {
+    pub irq: u32,
+    pub device: String,
+    pub queue: u32,
+    pub from: u32,
+    pub to: u32,
+    pub effect: MoveEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MoveEffect {
+    /// Its interrupts arrive on the new CPU, `after_s` seconds after the write at most.
+    TookEffect { after_s: f64 },
+    /// No interrupt for [`CHECK_NS`] while its queue received `queue_pps`: its NAPI keeps
+    /// polling on `from`.
+    NoEffect { queue_pps: f64 },
+    /// A move that had not taken effect did, `after_s` seconds after the write.
+    TookEffectLate { after_s: f64 },
+    /// No interrupt for [`CHECK_NS`], and the queue's packets are not counted (the driver
+    /// has no per-queue counters): whether it still receives is not known.
+    Unknown,
+}
+
+impl MoveEffect {
+    /// Every result's label, for metrics that exist from the start.
+    pub const LABELS: [&'static str; 4] =
+        ["took_effect", "no_effect", "took_effect_late", "unknown"];
+
+    /// The metric label of the result.
+    pub fn label(&self) -> &'static str {
+        match self {
+            MoveEffect::TookEffect { .. } => "took_effect",
+            MoveEffect::NoEffect { .. } => "no_effect",
+            MoveEffect::TookEffectLate { .. } => "took_effect_late",
+            MoveEffect::Unknown => "unknown",
+        }
+    }
+}
+
+/// The moves being checked and those that have not taken effect, by IRQ number.
+#[derive(Debug, Default)]
+pub struct MoveChecks {
+    checking: BTreeMap<u32, Move>,
+    no_effect: BTreeMap<u32, Move>,
+}
+
+impl MoveChecks {
+    /// Starts checking a move of `irq` (a vector of `device`'s queue `queue`) from the CPU
+    /// it fired on to `to`, written at `now_ns`. A move of a vector already being checked,
+    /// or marked, replaces it.
+    pub fn start(&mut self, irq: u32, device: &str, queue: u32, from: u32, to: u32, now_ns: u64) {
+        self.no_effect.remove(&irq);
+        self.checking.insert(
+            irq,
+            Move {
+                device: device.to_string(),
+                queue,
+                from,
+                to,
+                written_ns: now_ns,
+                count_at: None,
+            },
+        );
+    }
+
+    /// Forgets `irq` (its mask was written or found changed): what it was checked for no
+    /// longer holds. The caller clears the placement's mark.
+    pub fn forget(&mut self, irq: u32) {
+        self.checking.remove(&irq);
+        self.no_effect.remove(&irq);
+    }
+
+    /// Whether nothing is being checked or marked.
+    pub fn is_empty(&self) -> bool {
+        self.checking.is_empty() && self.no_effect.is_empty()
+    }
+
+    /// Judges every move against the latest sample and load; marks and unmarks vectors in
+    /// `placement`. `floor` is the queue rate, packets/s, below which a queue is idle.
+    pub fn check(
+        &mut self,
+        sample: &Snapshot,
+        load: &Load,
+        floor: f64,
+        placement: &mut Placement,
+    ) -> Vec<MoveVerdict> {
+        let mut verdicts = Vec::new();
+        if self.is_empty() {
+            return verdicts;
+        }
+        let read_at = sample.stat_taken_at_ns();
+        let count_of = |irq: u32| sample.irq_totals.get(irq as usize).copied();
+        let secs = |m: &Move| read_at.saturating_sub(m.written_ns) as f64 / 1e9;
+        let mut judged = Vec::new();
+        for (&irq, m) in &mut self.checking {
+            // A reading taken before the write (proc/stat carried over while idle) says
+            // nothing about it.
+            let Some(count) = count_of(irq).filter(|_| read_at > m.written_ns) else {
+                continue;
+            };
+            let Some(count_at) = m.count_at else {
+                m.count_at = Some(count);
+                continue;
+            };
+            let effect = if count.saturating_sub(count_at) >= MIN_INTERRUPTS {
+                MoveEffect::TookEffect { after_s: secs(m) }
+            } else if read_at.saturating_sub(m.written_ns) < CHECK_NS {
+                continue;
+            } else {
+                match load.rx_queue_pps(&m.device, m.queue) {
+                    // An idle queue fires nothing: its next packet will show.
+                    Some(pps) if pps < floor => {
+                        judged.push((irq, None));
+                        continue;
+                    }
+                    Some(pps) => MoveEffect::NoEffect { queue_pps: pps },
+                    None => MoveEffect::Unknown,
+                }
+            };
+            judged.push((irq, Some(effect)));
+        }
+        for (irq, effect) in judged {
+            let Some(m) = self.checking.remove(&irq) else {
+                continue;
+            };
+            let Some(effect) = effect else {
+                continue;
+            };
+            verdicts.push(verdict(irq, &m, effect));
+            if let MoveEffect::NoEffect { .. } = effect {
+                if let Some(values) = placement.irqs.get_mut(&irq) {
+                    values.work_stays_on = Some(m.from);
+                }
+                let count_at = count_of(irq);
+                self.no_effect.insert(irq, Move { count_at, ..m });
+            }
+        }
+        let mut settled = Vec::new();
+        for (&irq, m) in &self.no_effect {
+            let rose = count_of(irq)
+                .zip(m.count_at)
+                .is_some_and(|(now, then)| now.saturating_sub(then) >= MIN_INTERRUPTS);
+            let idle = load
+                .rx_queue_pps(&m.device, m.queue)
+                .is_none_or(|pps| pps < floor);
+            if rose {
+                let after_s = secs(m);
+                verdicts.push(verdict(irq, m, MoveEffect::TookEffectLate { after_s }));
+            }
+            if rose || idle {
+                settled.push(irq);
+            }
+        }
+        for irq in settled {
+            self.no_effect.remove(&irq);
+            if let Some(values) = placement.irqs.get_mut(&irq) {
+                values.work_stays_on = None;
+            }
+        }
+        verdicts
+    }
+
+    /// Marks again, in a placement read afresh (a rediscovery), the vectors whose move has
+    /// not taken effect and whose mask is still the one written.
+    pub fn mark(&self, placement: &mut Placement) {
+        for (irq, m) in &self.no_effect {
+            if let Some(values) = placement.irqs.get_mut(irq)
+                && values.affinity.len() == 1
+                && values.affinity.contains(m.to)
+            {
+                values.work_stays_on = Some(m.from);
+            }
+        }
+    }
+}
+
+fn verdict(irq: u32, m: &Move, effect: MoveEffect) -> MoveVerdict {
+    MoveVerdict {
+        irq,
+        device: m.device.clone(),
+        queue: m.queue,
+        from: m.from,
+        to: m.to,
+        effect,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpuset::CpuSet;
+    use crate::policy::placement::IrqAffinity;
+
+    const SEC: u64 = 1_000_000_000;
+
+    fn sample(at_ns: u64, count: u64) -> Snapshot {
+        Snapshot {
+            taken_at_ns: at_ns,
+            irq_totals: vec![0, 0, count],
+            ..Snapshot::default()
+        }
+    }
+
+    fn load_with(pps: Option<f64>) -> Load {
+        let mut load = Load::new();
+        load.rx_queues.insert("eth0".into(), vec![pps]);
+        load
+    }
+
+    fn placement_on(cpu: u32) -> Placement {
+        let mut placement = Placement::default();
+        placement.irqs.insert(
+            2,
+            IrqAffinity {
+                affinity: CpuSet::from_iter([cpu]),
+                ..IrqAffinity::default()
+            },
+        );
+        placement
+    }
+
+    /// Runs samples (seconds after the write, interrupt count) through a check of a move
+    /// of IRQ 2 from CPU 0 to CPU 1 written at 10 s; returns every verdict's effect.
+    fn run(samples: &[(f64, u64)], load: &Load, placement: &mut Placement) -> Vec<MoveEffect> {
+        let mut checks = MoveChecks::default();
+        checks.start(2, "eth0", 0, 0, 1, 10 * SEC);
+        samples
+            .iter()
+            .flat_map(|&(after, count)| {
+                let at = 10 * SEC + (after * 1e9) as u64;
+                checks.check(&sample(at, count), load, 1000.0, placement)
+            })
+            .map(|v| v.effect)
+            .collect()
+    }
+
+    #[test]
+    fn interrupts_after_the_write_say_the_move_took_effect() {
+        let mut placement = placement_on(1);
+        // 500 interrupts counted in the first sample after the write may predate it.
+        let effects = run(
+            &[(0.25, 500), (0.5, 501), (0.75, 540)],
+            &load_with(Some(40_000.0)),
+            &mut placement,
+        );
+        assert_eq!(effects, vec![MoveEffect::TookEffect { after_s: 0.75 }]);
+        assert_eq!(placement.irqs[&2].work_stays_on, None);
+    }
+
+    #[test]
+    fn a_silent_vector_of_a_receiving_queue_did_not_move_until_it_fires() {
+        let mut placement = placement_on(1);
+        let load = load_with(Some(40_000.0));
+        let mut checks = MoveChecks::default();
+        checks.start(2, "eth0", 0, 0, 1, 10 * SEC);
+        let mut at = |after: f64, count: u64, placement: &mut Placement| {
+            let at = 10 * SEC + (after * 1e9) as u64;
+            checks.check(&sample(at, count), &load, 1000.0, placement)
+        };
+        assert!(at(0.25, 500, &mut placement).is_empty());
+        // One interrupt (the one the old CPU takes on x86) is not yet the new CPU's.
+        assert!(at(1.5, 501, &mut placement).is_empty());
+        let verdicts = at(2.5, 501, &mut placement);
+        assert_eq!(
+            verdicts[0].effect,
+            MoveEffect::NoEffect {
+                queue_pps: 40_000.0
+            }
+        );
+        assert_eq!(placement.irqs[&2].work_stays_on, Some(0));
+        // Its work counts on CPU 0 until its interrupts come back.
+        assert!(at(5.0, 502, &mut placement).is_empty());
+        assert_eq!(placement.irqs[&2].work_stays_on, Some(0));
+        let verdicts = at(9.0, 520, &mut placement);
+        assert_eq!(
+            verdicts[0].effect,
+            MoveEffect::TookEffectLate { after_s: 9.0 }
+        );
+        assert_eq!(placement.irqs[&2].work_stays_on, None);
+    }
+
+    #[test]
+    fn an_idle_queue_or_an_uncounted_one_is_not_called_stuck() {
+        let mut placement = placement_on(1);
+        let idle = run(
+            &[(0.25, 7), (3.0, 7)],
+            &load_with(Some(10.0)),
+            &mut placement,
+        );
+        assert!(idle.is_empty(), "{idle:?}");
+        let uncounted = run(&[(0.25, 7), (3.0, 7)], &load_with(None), &mut placement);
+        assert_eq!(uncounted, vec![MoveEffect::Unknown]);
+        assert_eq!(placement.irqs[&2].work_stays_on, None);
+    }
+
+    #[test]
+    fn a_mark_is_kept_across_a_rediscovery_only_while_the_mask_is_the_one_written() {
+        let load = load_with(Some(40_000.0));
+        let mut checks = MoveChecks::default();
+        checks.start(2, "eth0", 0, 0, 1, 0);
+        let mut placement = placement_on(1);
+        checks.check(&sample(SEC / 4, 9), &load, 1000.0, &mut placement);
+        checks.check(&sample(3 * SEC, 9), &load, 1000.0, &mut placement);
+        let mut fresh = placement_on(1);
+        checks.mark(&mut fresh);
+        assert_eq!(fresh.irqs[&2].work_stays_on, Some(0));
+        let mut moved_by_others = placement_on(3);
+        checks.mark(&mut moved_by_others);
+        assert_eq!(moved_by_others.irqs[&2].work_stays_on, None);
+        checks.forget(2);
+        assert!(checks.is_empty());
+    }
+}
