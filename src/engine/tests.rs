@@ -242,7 +242,7 @@ fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect
     // receiving; the moved vectors' interrupt counts are held still, as a saturated NAPI
     // that never re-arms leaves them.
     let mut held: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut silent_tick =
+    let silent_tick =
         |engine: &mut Engine, sim: &mut SimMachine, held: &mut BTreeMap<u32, u64>| {
             let mut snapshot = sim.step();
             for &irq in &moved {
