@@ -29,6 +29,11 @@ pub struct RunLine {
     pub busiest_processed_share: f64,
     pub input_irq_cpus: usize,
     pub first_change_s: Option<f64>,
+    /// Seconds from a CPU first reaching the high watermark (0.6 irq+softirq) to the
+    /// next change of a NIC value.
+    pub first_relief_s: Option<f64>,
+    /// steerd's checks of its queue vector moves, by result (from its log).
+    pub irq_move_checks: BTreeMap<String, usize>,
     pub changes: usize,
     pub changes_by_lever: BTreeMap<String, usize>,
     pub changes_after_convergence: usize,
@@ -69,6 +74,8 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         busiest_processed_share: round(m.busiest_processed, 3),
         input_irq_cpus: m.input_cpus,
         first_change_s: m.first_change.map(|v| round(v, 1)),
+        first_relief_s: m.first_relief.map(|v| round(v, 1)),
+        irq_move_checks: m.move_checks.clone(),
         changes: m.changes,
         changes_by_lever: m.changes_by_lever.clone(),
         changes_after_convergence: m.late_changes,

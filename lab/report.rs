@@ -53,6 +53,12 @@ pub struct Metrics {
     pub first_change: Option<f64>,
     /// Changes while idle (before the burst), in scenarios with an idle spell.
     pub idle_changes: usize,
+    /// Seconds from the first sample in which a CPU's irq+softirq share reached steerd's
+    /// high watermark (0.6) to the next change of a NIC value: how fast relief starts.
+    pub first_relief: Option<f64>,
+    /// What steerd's checks of its queue vector moves found (`took_effect`, `no_effect`,
+    /// `took_effect_late`, `unknown`), counted from its log.
+    pub move_checks: BTreeMap<String, usize>,
     /// CPUs the input vectors fired on in the steady window.
     pub input_cpus: usize,
     /// The busiest CPU's share of softnet `processed` in the steady window.
@@ -338,6 +344,37 @@ fn threads_on_irq_cpus(sample: &Sample) -> bool {
         })
 }
 
+/// steerd's built-in high watermark: the irq+softirq share from which a CPU is hot.
+const HOT_SHARE: f64 = 0.6;
+
+/// The highest irq+softirq share of a CPU's time between two samples.
+fn hottest_share(a: &Sample, b: &Sample) -> f64 {
+    b.stat
+        .iter()
+        .filter_map(|(cpu, &(busy, all))| {
+            let &(busy_then, all_then) = a.stat.get(cpu)?;
+            let all = all.checked_sub(all_then).filter(|&t| t > 0)?;
+            Some(busy.saturating_sub(busy_then) as f64 / all as f64)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// steerd's verdicts on its queue vector moves, by result, from its log lines (the
+/// `result` field of its "irq N (DEV queue Q): move A -> B ..." lines).
+pub fn move_checks(log: &[String]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for line in log.iter().filter(|l| l.contains("): move ")) {
+        let result = line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("result="))
+            .map(|v| v.trim_matches('"'));
+        if let Some(result) = result {
+            *counts.entry(result.to_string()).or_default() += 1;
+        }
+    }
+    counts
+}
+
 /// The figures of one run of a scenario.
 pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     let (samples, other) = parse(&raw.lines);
@@ -377,6 +414,11 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         log: other.get("log").cloned().unwrap_or_default(),
         ..Metrics::default()
     };
+    let hot_at = samples
+        .windows(2)
+        .find(|pair| pair[1].up >= reference && hottest_share(&pair[0], &pair[1]) >= HOT_SHARE)
+        .map(|pair| pair[1].up);
+    m.move_checks = move_checks(&m.log);
     for pair in samples.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         let changed = b
@@ -398,6 +440,9 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             m.idle_changes += changed;
         } else if m.first_change.is_none() {
             m.first_change = Some(b.up - reference);
+        }
+        if let Some(hot) = hot_at.filter(|&hot| b.up >= hot && m.first_relief.is_none()) {
+            m.first_relief = Some(b.up - hot);
         }
         if b.up > start && b.up <= end + 0.5 {
             m.late_changes += changed;

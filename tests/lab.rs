@@ -405,6 +405,23 @@ fn of<'a>(run: &'a DoctorRun, check: &str) -> Vec<&'a lab::doctor::Finding> {
     run.findings.iter().filter(|f| f.check == check).collect()
 }
 
+/// steerd's verdicts on its vector moves are counted from its log lines, by result.
+fn move_checks_from_the_log() {
+    let log: Vec<String> = [
+        "2026-11-27T09:00:01Z  WARN steerd::daemon::tick: irq 25 (eth0 queue 1): move 0 -> 2 did not take effect: no interrupt since the write irq=25 result=no_effect",
+        "2026-11-27T09:00:02Z  INFO steerd::daemon::tick: irq 27 (eth0 queue 2): move 0 -> 3 took effect, its interrupts arrive on CPU 3 result=took_effect",
+        "2026-11-27T09:00:09Z  INFO steerd::daemon::tick: irq 25 (eth0 queue 1): move 0 -> 2 took effect late result=took_effect_late",
+        "2026-11-27T09:00:09Z  INFO steerd: config reloaded result=ok",
+    ]
+    .map(String::from)
+    .to_vec();
+    let counts = lab::report::move_checks(&log);
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    for result in ["no_effect", "took_effect", "took_effect_late"] {
+        assert_eq!(counts.get(result), Some(&1), "{counts:?}");
+    }
+}
+
 /// The guest's doctor lines are read back whole: report, exit status, nothing without them.
 fn doctor_console_lines() {
     let lines: Vec<String> = [
@@ -877,6 +894,7 @@ suite_main!(
     faults_in_flight,
     doctor_in_the_guest,
     doctor_console_lines,
+    move_checks_from_the_log,
     soak_five_minutes,
     soak_schedule,
     rss_table_in_the_guest,

@@ -242,21 +242,20 @@ fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect
     // receiving; the moved vectors' interrupt counts are held still, as a saturated NAPI
     // that never re-arms leaves them.
     let mut held: BTreeMap<u32, u64> = BTreeMap::new();
-    let silent_tick =
-        |engine: &mut Engine, sim: &mut SimMachine, held: &mut BTreeMap<u32, u64>| {
-            let mut snapshot = sim.step();
-            for &irq in &moved {
-                let total = &mut snapshot.irq_totals[irq as usize];
-                *total = *held.entry(irq).or_insert(*total);
-            }
-            engine.tick(
-                Sample {
-                    snapshot: &mut snapshot,
-                    interrupts: &mut || None,
-                },
-                &mut Scripted::default(),
-            )
-        };
+    let silent_tick = |engine: &mut Engine, sim: &mut SimMachine, held: &mut BTreeMap<u32, u64>| {
+        let mut snapshot = sim.step();
+        for &irq in &moved {
+            let total = &mut snapshot.irq_totals[irq as usize];
+            *total = *held.entry(irq).or_insert(*total);
+        }
+        engine.tick(
+            Sample {
+                snapshot: &mut snapshot,
+                interrupts: &mut || None,
+            },
+            &mut Scripted::default(),
+        )
+    };
     let mut verdicts = Vec::new();
     let mut last = None;
     for _ in 0..4 {
