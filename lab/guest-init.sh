@@ -189,6 +189,16 @@ reload_with() {
     cp "/etc/steerd/$1.yaml" /etc/steerd/steerd.yaml && kill -HUP "$BPID"
 }
 
+# A balancer that starts under load (`sat-late`): the set-up holds it back, an event starts it.
+hold_balancer() {
+    LATE_BALANCER=$BALANCER
+    BALANCER=none
+}
+start_late_balancer() {
+    BALANCER=$LATE_BALANCER
+    start_balancer
+}
+
 start_balancer() {
     case "$BALANCER" in
         steerd)

@@ -388,7 +388,14 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .unwrap_or_default();
     // What a first change answers: the burst after an idle spell, the first event (CPU
     // hot-plug, channels) when the machine starts placed by the driver, else the start.
-    let reference = if last.0 > Duration::from_secs(2) {
+    let late_start = s
+        .events
+        .iter()
+        .find(|(_, command)| *command == super::saturation::LATE_START);
+    let reference = if let Some((at, _)) = late_start {
+        // A balancer started under load: changes are timed from its start.
+        ready + f64::from(*at)
+    } else if last.0 > Duration::from_secs(2) {
         ready + last.0.as_secs_f64()
     } else if let (true, Some((at, _))) = (s.setup.is_empty(), s.events.first()) {
         ready + f64::from(*at)

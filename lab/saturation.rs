@@ -26,6 +26,15 @@ use super::scenario::{Scenario, THREADED_ON, UDP_PPS, base, udp};
 /// Never-matching policy-routing rules in every saturated guest.
 pub const RULES: u32 = 1000;
 
+/// When `sat-late`'s balancer starts: the CPUs have been saturated for 5 s, so every
+/// vector it moves is moved under load (docs/policy.md, "When a move does not move the
+/// work").
+pub const LATE_START_S: u32 = 6;
+
+/// The guest command that starts a held-back balancer (`hold_balancer` in the set-up);
+/// the report times first changes from it.
+pub const LATE_START: &str = "start_late_balancer";
+
 /// The guest shell that adds the rules (before the snapshot: the machine as found).
 pub fn add_rules() -> String {
     format!("add_rules {RULES}")
@@ -83,6 +92,16 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
                 ..base(
                     "sat-burst",
                     "the driver's placement, idle, then 8 UDP flows, saturating rules",
+                )
+            },
+        ),
+        sat(
+            "pin_inputs 0; hold_balancer",
+            Scenario {
+                events: vec![(LATE_START_S, LATE_START)],
+                ..base(
+                    "sat-late",
+                    "every input vector on CPU0, 8 UDP flows, saturating rules; the balancer starts at 6 s, under saturation",
                 )
             },
         ),

@@ -224,7 +224,20 @@ fn a_write_of_the_value_already_there_is_not_made() {
 /// once they fire the move is found to have taken effect late and the mark goes.
 #[test]
 fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect() {
-    let (mut sim, mut engine) = stacked();
+    // Four CPUs, as the lab's guest: no free CPU for queue 0's vector to go to.
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 4, 1, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0]);
+    sim.set_rate("eth0", 900_000.0);
+    let machine = Machine {
+        topology: sim.topology.clone(),
+        inventory: sim.inventory(),
+        warnings: Vec::new(),
+    };
+    let mut engine = Engine::new(Config::default(), machine, PolicyState::new());
     let mut writer = Scripted::default();
     tick(&mut engine, &mut sim, &mut writer);
     let report = tick(&mut engine, &mut sim, &mut writer);
@@ -258,9 +271,9 @@ fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect
     };
     let mut verdicts = Vec::new();
     let mut last = None;
+    let mut later_moves = Vec::new();
     for _ in 0..4 {
         let report = silent_tick(&mut engine, &mut sim, &mut held);
-        // (Queue 0's vector, left on CPU 0 by the first decision, may move later.)
         verdicts.extend(
             report
                 .moves
@@ -268,8 +281,25 @@ fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect
                 .filter(|v| moved.contains(&v.irq))
                 .cloned(),
         );
+        // Moves onto the CPUs the silent vectors' masks hold.
+        later_moves.extend(
+            report
+                .plan
+                .actions
+                .iter()
+                .filter(|a| match (&a.target, &a.new) {
+                    (Knob::IrqAffinity { .. }, KnobValue::Cpus(cpus)) => {
+                        cpus.iter().any(|c| (1..=3).contains(&c))
+                    }
+                    _ => false,
+                })
+                .map(|a| format!("{} -> {} ({})", a.target, a.new, a.reason.text)),
+        );
         last = Some(report);
     }
+    // Nothing moves in behind them while their masks hold CPUs 1-3 (their work counted
+    // on CPU 0): a lab run moved queue 0's vector onto one, and back when they fired.
+    assert!(later_moves.is_empty(), "{later_moves:?}");
     assert_eq!(verdicts.len(), 3, "{verdicts:?}");
     for verdict in &verdicts {
         assert!(moved.contains(&verdict.irq));

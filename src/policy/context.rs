@@ -62,8 +62,13 @@ pub struct IrqView<'a> {
     /// An rx or combined queue vector of a device.
     pub queue_vector: bool,
     pub affinity: Option<&'a CpuSet>,
-    /// The CPU it fires on (planned).
+    /// The CPU it fires on (planned), which is where its queue's work is; for a vector
+    /// whose move has not taken effect, the CPU its work stayed on.
     pub cpu: Option<u32>,
+    /// For a vector whose move has not taken effect (`Blocker::NoEffect`): the CPU of its
+    /// mask, where it will fire once its NAPI re-arms. It holds that CPU in the occupancy
+    /// and its transmit vector stays there, so nothing moves in behind it meanwhile.
+    pub will_fire_on: Option<u32>,
     /// Receive work it brings to its CPU, packets/s.
     pub weight: f64,
     /// Its queue's packets/s (measured or attributed).
@@ -394,12 +399,17 @@ impl<'a> Planner<'a> {
             if queue_vector && let Some(d) = device {
                 self.devices[d].vectors.push(slot);
             }
+            let will_fire_on = current
+                .filter(|values| values.work_stays_on.is_some() && values.affinity.len() == 1)
+                .and_then(|values| values.affinity.first())
+                .filter(|&c| self.topology.online.contains(c));
             self.irqs.push(IrqView {
                 irq,
                 device,
                 queue_vector,
                 affinity,
                 cpu,
+                will_fire_on,
                 weight: 0.0,
                 pps: 0.0,
                 blocker,
@@ -528,7 +538,7 @@ impl<'a> Planner<'a> {
     /// was nothing to do (no device or CPU, or already counted that way).
     fn occupy(&mut self, slot: usize, claim: bool) -> bool {
         let view = &self.irqs[slot];
-        let (Some(d), Some(cpu)) = (view.device, view.cpu) else {
+        let (Some(d), Some(cpu)) = (view.device, view.will_fire_on.or(view.cpu)) else {
             return false;
         };
         if view.claimed == claim {

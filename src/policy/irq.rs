@@ -770,7 +770,9 @@ pub fn follow_rx(p: &mut Planner) {
                 .copied()
                 .find(|&s| p.irqs[s].irq.queue == Some(queue));
             let Some(rx) = rx else { continue };
-            let Some(to) = p.irqs[rx].cpu else { continue };
+            let Some(to) = p.irqs[rx].will_fire_on.or(p.irqs[rx].cpu) else {
+                continue;
+            };
             if !p.allowed.contains(to) {
                 continue;
             }
