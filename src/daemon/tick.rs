@@ -128,61 +128,22 @@ impl Daemon {
         }
     }
 
-    /// Logs and counts what the check of a queue vector's move found (`move_check`).
+    /// Logs and counts what the check of a queue vector's move found (`move_check`): a
+    /// warning when it did not take effect, else an info line.
     fn report_move(&self, verdict: &MoveVerdict) {
-        let MoveVerdict {
-            irq,
-            device,
-            queue,
-            from,
-            to,
-            effect,
-        } = verdict;
+        let result = verdict.effect.label();
         self.shared
             .metrics
             .irq_move_checks
             .get_or_create(&ResultLabels {
-                result: effect.label().to_string(),
+                result: result.to_string(),
             })
             .inc();
-        let result = effect.label();
-        match effect {
-            MoveEffect::TookEffect { after_s } => info!(
-                irq,
-                device,
-                queue,
-                from,
-                to,
-                result,
-                "irq {irq} ({device} queue {queue}): move {from} -> {to} took effect, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
-            ),
-            MoveEffect::NoEffect { queue_pps } => warn!(
-                irq,
-                device,
-                queue,
-                from,
-                to,
-                result,
-                "irq {irq} ({device} queue {queue}): move {from} -> {to} did not take effect: no interrupt since the write while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until it fires, and RPS may spread it"
-            ),
-            MoveEffect::TookEffectLate { after_s } => info!(
-                irq,
-                device,
-                queue,
-                from,
-                to,
-                result,
-                "irq {irq} ({device} queue {queue}): move {from} -> {to} took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
-            ),
-            MoveEffect::Unknown => info!(
-                irq,
-                device,
-                queue,
-                from,
-                to,
-                result,
-                "irq {irq} ({device} queue {queue}): move {from} -> {to} not verified: no interrupt since the write, and the driver counts no packets per queue"
-            ),
+        let irq = verdict.irq;
+        if let MoveEffect::NoEffect { .. } = verdict.effect {
+            warn!(irq, result, "{verdict}");
+        } else {
+            info!(irq, result, "{verdict}");
         }
     }
 

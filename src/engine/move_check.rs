@@ -19,6 +19,7 @@
 //! CPU), or when anyone writes its mask again.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use crate::load::Load;
 use crate::model::snapshot::Snapshot;
@@ -219,6 +220,41 @@ impl MoveChecks {
             {
                 values.work_stays_on = Some(m.from);
             }
+        }
+    }
+}
+
+/// The journal's sentence for a verdict.
+impl fmt::Display for MoveVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let MoveVerdict {
+            irq,
+            device,
+            queue,
+            from,
+            to,
+            effect,
+        } = self;
+        write!(
+            f,
+            "irq {irq} ({device} queue {queue}): move {from} -> {to} "
+        )?;
+        match effect {
+            MoveEffect::TookEffect { after_s } => write!(
+                f,
+                "took effect, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
+            ),
+            MoveEffect::NoEffect { queue_pps } => write!(
+                f,
+                "did not take effect: no interrupt since the write while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until it fires, and RPS may spread it"
+            ),
+            MoveEffect::TookEffectLate { after_s } => write!(
+                f,
+                "took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
+            ),
+            MoveEffect::Unknown => f.write_str(
+                "not verified: no interrupt since the write, and the driver counts no packets per queue",
+            ),
         }
     }
 }
