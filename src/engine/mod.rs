@@ -243,19 +243,13 @@ impl Engine {
     /// a mark changes what the policy sees, so the tick decides.
     fn check_moves(&mut self) -> Vec<MoveVerdict> {
         let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
-        let verdicts = self
+        let checked = self
             .moves
             .check(&self.current, &self.load, floor, &mut self.placement);
-        let marks_changed = verdicts.iter().any(|v| {
-            matches!(
-                v.effect,
-                MoveEffect::NoEffect { .. } | MoveEffect::TookEffectLate { .. }
-            )
-        });
-        if marks_changed {
+        if checked.marks_changed {
             self.decide_needed = true;
         }
-        verdicts
+        checked.verdicts
     }
 
     fn input(&self) -> DecideInput<'_> {
@@ -392,6 +386,15 @@ impl Engine {
         ) else {
             return;
         };
+        // A threaded NAPI's work runs in its thread, which follows the vector in the same
+        // plan (or spins where the operator pinned it): a silent vector says nothing there.
+        let threaded = inventory
+            .device(device)
+            .and_then(|d| d.rx_queues.iter().find(|q| q.index == queue))
+            .is_some_and(|q| q.napi_thread.is_some());
+        if threaded {
+            return;
+        }
         let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
         // Without per-queue counters: its interrupts, or the work of the CPU it was on
         // (a saturated NAPI fires nothing).

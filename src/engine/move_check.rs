@@ -87,6 +87,14 @@ impl MoveEffect {
     }
 }
 
+/// What one [`MoveChecks::check`] found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub verdicts: Vec<MoveVerdict>,
+    /// A vector was marked or unmarked in the placement: what the policy sees changed.
+    pub marks_changed: bool,
+}
+
 /// The moves being checked and those that have not taken effect, by IRQ number.
 #[derive(Debug, Default)]
 pub struct MoveChecks {
@@ -126,23 +134,30 @@ impl MoveChecks {
     }
 
     /// Judges every move against the latest sample and load; marks and unmarks vectors in
-    /// `placement`. `floor` is the queue rate, packets/s, below which a queue is idle.
+    /// `placement`. `floor` is the queue rate, packets/s, below which a queue is idle. A
+    /// move whose mask is no longer the one written, or whose count went backwards (a new
+    /// IRQ descriptor), is dropped without a verdict.
     pub fn check(
         &mut self,
         sample: &Snapshot,
         load: &Load,
         floor: f64,
         placement: &mut Placement,
-    ) -> Vec<MoveVerdict> {
-        let mut verdicts = Vec::new();
+    ) -> Checked {
+        let mut checked = Checked::default();
         if self.is_empty() {
-            return verdicts;
+            return checked;
         }
         let read_at = sample.stat_taken_at_ns();
         let count_of = |irq: u32| sample.irq_totals.get(irq as usize).copied();
         let secs = |m: &Move| read_at.saturating_sub(m.written_ns) as f64 / 1e9;
+        let holds = mask_holds;
         let mut judged = Vec::new();
         for (&irq, m) in &mut self.checking {
+            if !holds(placement, irq, m) {
+                judged.push((irq, None));
+                continue;
+            }
             // A reading taken before the write (proc/stat carried over while idle) says
             // nothing about it.
             let Some(count) = count_of(irq).filter(|_| read_at > m.written_ns) else {
@@ -152,22 +167,21 @@ impl MoveChecks {
                 m.count_at = Some(count);
                 continue;
             };
-            let effect = if count.saturating_sub(count_at) >= MIN_INTERRUPTS {
-                MoveEffect::TookEffect { after_s: secs(m) }
+            let effect = if count < count_at {
+                None
+            } else if count - count_at >= MIN_INTERRUPTS {
+                Some(MoveEffect::TookEffect { after_s: secs(m) })
             } else if read_at.saturating_sub(m.written_ns) < CHECK_NS {
                 continue;
             } else {
                 match load.rx_queue_pps(&m.device, m.queue) {
                     // An idle queue fires nothing: its next packet will show.
-                    Some(pps) if pps < floor => {
-                        judged.push((irq, None));
-                        continue;
-                    }
-                    Some(pps) => MoveEffect::NoEffect { queue_pps: pps },
-                    None => MoveEffect::Unknown,
+                    Some(pps) if pps < floor => None,
+                    Some(pps) => Some(MoveEffect::NoEffect { queue_pps: pps }),
+                    None => Some(MoveEffect::Unknown),
                 }
             };
-            judged.push((irq, Some(effect)));
+            judged.push((irq, effect));
         }
         for (irq, effect) in judged {
             let Some(m) = self.checking.remove(&irq) else {
@@ -176,10 +190,11 @@ impl MoveChecks {
             let Some(effect) = effect else {
                 continue;
             };
-            verdicts.push(verdict(irq, &m, effect));
+            checked.verdicts.push(verdict(irq, &m, effect));
             if let MoveEffect::NoEffect { .. } = effect {
                 if let Some(values) = placement.irqs.get_mut(&irq) {
                     values.work_stays_on = Some(m.from);
+                    checked.marks_changed = true;
                 }
                 let count_at = count_of(irq);
                 self.no_effect.insert(irq, Move { count_at, ..m });
@@ -187,37 +202,45 @@ impl MoveChecks {
         }
         let mut settled = Vec::new();
         for (&irq, m) in &self.no_effect {
-            let rose = count_of(irq)
+            let now = count_of(irq);
+            let rose = now
                 .zip(m.count_at)
-                .is_some_and(|(now, then)| now.saturating_sub(then) >= MIN_INTERRUPTS);
+                .is_some_and(|(now, then)| now >= then && now - then >= MIN_INTERRUPTS);
+            let reset = now.zip(m.count_at).is_some_and(|(now, then)| now < then);
             let idle = load
                 .rx_queue_pps(&m.device, m.queue)
                 .is_none_or(|pps| pps < floor);
             if rose {
                 let after_s = secs(m);
-                verdicts.push(verdict(irq, m, MoveEffect::TookEffectLate { after_s }));
+                checked
+                    .verdicts
+                    .push(verdict(irq, m, MoveEffect::TookEffectLate { after_s }));
             }
-            if rose || idle {
+            if rose || idle || reset || !holds(placement, irq, m) {
                 settled.push(irq);
             }
         }
         for irq in settled {
             self.no_effect.remove(&irq);
-            if let Some(values) = placement.irqs.get_mut(&irq) {
-                values.work_stays_on = None;
+            if let Some(values) = placement.irqs.get_mut(&irq)
+                && values.work_stays_on.take().is_some()
+            {
+                checked.marks_changed = true;
             }
         }
-        verdicts
+        checked
     }
 
-    /// Marks again, in a placement read afresh (a rediscovery), the vectors whose move has
-    /// not taken effect and whose mask is still the one written.
-    pub fn mark(&self, placement: &mut Placement) {
+    /// Marks again, in a placement read afresh (a rediscovery, the simulator's view), the
+    /// vectors whose move has not taken effect; forgets every move whose vector is gone or
+    /// whose mask is no longer the one written.
+    pub fn mark(&mut self, placement: &mut Placement) {
+        self.checking
+            .retain(|&irq, m| mask_holds(placement, irq, m));
+        self.no_effect
+            .retain(|&irq, m| mask_holds(placement, irq, m));
         for (irq, m) in &self.no_effect {
-            if let Some(values) = placement.irqs.get_mut(irq)
-                && values.affinity.len() == 1
-                && values.affinity.contains(m.to)
-            {
+            if let Some(values) = placement.irqs.get_mut(irq) {
                 values.work_stays_on = Some(m.from);
             }
         }
@@ -246,17 +269,25 @@ impl fmt::Display for MoveVerdict {
             ),
             MoveEffect::NoEffect { queue_pps } => write!(
                 f,
-                "did not take effect: no interrupt since the write while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until it fires, and RPS may spread it"
+                "did not take effect: under 2 interrupts in the 2 s after the write while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until it fires, and RPS may spread it"
             ),
             MoveEffect::TookEffectLate { after_s } => write!(
                 f,
                 "took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
             ),
             MoveEffect::Unknown => f.write_str(
-                "not verified: no interrupt since the write, and the driver counts no packets per queue",
+                "not verified: under 2 interrupts in the 2 s after the write, and the driver counts no packets per queue",
             ),
         }
     }
+}
+
+/// Whether `irq`'s mask is still the single CPU the move wrote.
+fn mask_holds(placement: &Placement, irq: u32, m: &Move) -> bool {
+    placement
+        .irqs
+        .get(&irq)
+        .is_some_and(|v| v.affinity.len() == 1 && v.affinity.contains(m.to))
 }
 
 fn verdict(irq: u32, m: &Move, effect: MoveEffect) -> MoveVerdict {
@@ -313,7 +344,9 @@ mod tests {
             .iter()
             .flat_map(|&(after, count)| {
                 let at = 10 * SEC + (after * 1e9) as u64;
-                checks.check(&sample(at, count), load, 1000.0, placement)
+                checks
+                    .check(&sample(at, count), load, 1000.0, placement)
+                    .verdicts
             })
             .map(|v| v.effect)
             .collect()
@@ -340,7 +373,9 @@ mod tests {
         checks.start(2, "eth0", 0, 0, 1, 10 * SEC);
         let mut at = |after: f64, count: u64, placement: &mut Placement| {
             let at = 10 * SEC + (after * 1e9) as u64;
-            checks.check(&sample(at, count), &load, 1000.0, placement)
+            checks
+                .check(&sample(at, count), &load, 1000.0, placement)
+                .verdicts
         };
         assert!(at(0.25, 500, &mut placement).is_empty());
         // One interrupt (the one the old CPU takes on x86) is not yet the new CPU's.
@@ -373,9 +408,49 @@ mod tests {
             &mut placement,
         );
         assert!(idle.is_empty(), "{idle:?}");
+        // A marked vector whose queue falls idle loses its mark (its NAPI re-arms), and
+        // the engine is told so that it decides again.
+        let mut checks = MoveChecks::default();
+        checks.start(2, "eth0", 0, 0, 1, 0);
+        let busy = load_with(Some(40_000.0));
+        checks.check(&sample(SEC / 4, 7), &busy, 1000.0, &mut placement);
+        let marked = checks.check(&sample(3 * SEC, 7), &busy, 1000.0, &mut placement);
+        assert!(marked.marks_changed);
+        let unmarked = checks.check(
+            &sample(4 * SEC, 7),
+            &load_with(Some(10.0)),
+            1000.0,
+            &mut placement,
+        );
+        assert!(unmarked.marks_changed && unmarked.verdicts.is_empty());
+        assert_eq!(placement.irqs[&2].work_stays_on, None);
         let uncounted = run(&[(0.25, 7), (3.0, 7)], &load_with(None), &mut placement);
         assert_eq!(uncounted, vec![MoveEffect::Unknown]);
         assert_eq!(placement.irqs[&2].work_stays_on, None);
+    }
+
+    #[test]
+    fn a_reading_from_before_the_write_or_a_count_that_went_back_says_nothing() {
+        let load = load_with(Some(40_000.0));
+        let mut placement = placement_on(1);
+        let mut checks = MoveChecks::default();
+        checks.start(2, "eth0", 0, 0, 1, 10 * SEC);
+        // proc/stat carried over from before the write (idle ticks read it less often).
+        let mut stale = sample(12 * SEC, 500);
+        stale.stat_taken_at_ns = Some(9 * SEC);
+        for _ in 0..3 {
+            let checked = checks.check(&stale, &load, 1000.0, &mut placement);
+            assert!(checked.verdicts.is_empty());
+        }
+        assert!(
+            !checks.is_empty(),
+            "still waiting for a reading after the write"
+        );
+        checks.check(&sample(13 * SEC, 500), &load, 1000.0, &mut placement);
+        // A new IRQ descriptor counts from 0: the move is dropped, not judged.
+        let checked = checks.check(&sample(16 * SEC, 3), &load, 1000.0, &mut placement);
+        assert!(checked.verdicts.is_empty(), "{:?}", checked.verdicts);
+        assert!(checks.is_empty());
     }
 
     #[test]
@@ -386,13 +461,19 @@ mod tests {
         let mut placement = placement_on(1);
         checks.check(&sample(SEC / 4, 9), &load, 1000.0, &mut placement);
         checks.check(&sample(3 * SEC, 9), &load, 1000.0, &mut placement);
+        assert_eq!(placement.irqs[&2].work_stays_on, Some(0));
         let mut fresh = placement_on(1);
         checks.mark(&mut fresh);
         assert_eq!(fresh.irqs[&2].work_stays_on, Some(0));
+        // Someone else moved it: the move is forgotten, and not marked again if the mask
+        // comes back.
         let mut moved_by_others = placement_on(3);
         checks.mark(&mut moved_by_others);
         assert_eq!(moved_by_others.irqs[&2].work_stays_on, None);
-        checks.forget(2);
         assert!(checks.is_empty());
+        checks.mark(&mut fresh);
+        let mut back = placement_on(1);
+        checks.mark(&mut back);
+        assert_eq!(back.irqs[&2].work_stays_on, None);
     }
 }

@@ -374,6 +374,10 @@ impl<'a> Planner<'a> {
                     .cpu(&self.topology.online)
                 }),
             };
+            let will_fire_on = current
+                .filter(|values| values.work_stays_on.is_some() && values.affinity.len() == 1)
+                .and_then(|values| values.affinity.first())
+                .filter(|&c| self.topology.online.contains(c));
             let target = Knob::IrqAffinity { irq: irq.irq };
             // A queue's transmit vector is placed with its queue (it follows the receive
             // vector), not left alone as a non-queue IRQ.
@@ -384,7 +388,8 @@ impl<'a> Planner<'a> {
                 Some(Blocker::Failed)
             } else if !self.state.external.is_empty() && self.state.external.contains_key(&target) {
                 Some(Blocker::External)
-            } else if current.is_some_and(|values| values.work_stays_on.is_some()) {
+            } else if will_fire_on.is_some_and(|c| self.allowed.contains(c)) {
+                // (A mask CPU banned or isolated since: the placement rules move it.)
                 Some(Blocker::NoEffect)
             } else if affinity.is_none() {
                 Some(Blocker::Unknown)
@@ -399,10 +404,6 @@ impl<'a> Planner<'a> {
             if queue_vector && let Some(d) = device {
                 self.devices[d].vectors.push(slot);
             }
-            let will_fire_on = current
-                .filter(|values| values.work_stays_on.is_some() && values.affinity.len() == 1)
-                .and_then(|values| values.affinity.first())
-                .filter(|&c| self.topology.online.contains(c));
             self.irqs.push(IrqView {
                 irq,
                 device,

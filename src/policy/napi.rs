@@ -37,7 +37,7 @@ pub fn follow_irq(p: &mut Planner) {
                 .iter()
                 .copied()
                 .find(|&s| p.irqs[s].irq.queue == Some(queue.index));
-            let Some(to) = rx.and_then(|s| p.irqs[s].cpu) else {
+            let Some(to) = rx.and_then(|s| p.irqs[s].will_fire_on.or(p.irqs[s].cpu)) else {
                 continue;
             };
             if !p.allowed.contains(to) {
