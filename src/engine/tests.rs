@@ -359,7 +359,10 @@ fn a_move_whose_vector_keeps_firing_took_effect() {
         .iter()
         .filter(|k| matches!(k, Knob::IrqAffinity { .. }))
         .count();
-    assert!(moves >= 3, "the first decision's three moves at least: {moves}");
+    assert!(
+        moves >= 3,
+        "the first decision's three moves at least: {moves}"
+    );
     assert_eq!(verdicts.len(), moves, "{verdicts:?}");
     assert!(
         verdicts
