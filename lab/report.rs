@@ -347,16 +347,26 @@ fn threads_on_irq_cpus(sample: &Sample) -> bool {
 /// steerd's built-in high watermark: the irq+softirq share from which a CPU is hot.
 const HOT_SHARE: f64 = 0.6;
 
-/// The highest irq+softirq share of a CPU's time between two samples.
-fn hottest_share(a: &Sample, b: &Sample) -> f64 {
+/// Each CPU's irq+softirq share of its time between two samples, by CPU (0 for a CPU
+/// with no earlier sample or no time counted).
+fn softirq_shares(a: &Sample, b: &Sample) -> Vec<f64> {
     b.stat
         .iter()
-        .filter_map(|(cpu, &(busy, all))| {
-            let &(busy_then, all_then) = a.stat.get(cpu)?;
-            let all = all.checked_sub(all_then).filter(|&t| t > 0)?;
-            Some(busy.saturating_sub(busy_then) as f64 / all as f64)
+        .map(|(cpu, &(busy, all))| {
+            let (busy_then, all_then) = a.stat.get(cpu).copied().unwrap_or((busy, all));
+            let all = all.saturating_sub(all_then);
+            if all > 0 {
+                busy.saturating_sub(busy_then) as f64 / all as f64
+            } else {
+                0.0
+            }
         })
-        .fold(0.0, f64::max)
+        .collect()
+}
+
+/// The highest irq+softirq share of a CPU's time between two samples.
+fn hottest_share(a: &Sample, b: &Sample) -> f64 {
+    softirq_shares(a, b).into_iter().fold(0.0, f64::max)
 }
 
 /// steerd's verdicts on its queue vector moves, by result, from its log lines (the
@@ -474,15 +484,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             m.busiest_processed = *processed.iter().max().unwrap_or(&0) as f64 / total as f64;
         }
         m.processed_pps = total as f64 / (b.up - a.up);
-        m.softirq_shares = b
-            .stat
-            .iter()
-            .map(|(cpu, v)| {
-                let soft = delta(cpu, v.0, &a.stat, |x| x.0) as f64;
-                let all = delta(cpu, v.1, &a.stat, |x| x.1) as f64;
-                if all > 0.0 { soft / all } else { 0.0 }
-            })
-            .collect();
+        m.softirq_shares = softirq_shares(a, b);
         m.busiest_softirq = m.softirq_shares.iter().copied().fold(0.0, f64::max);
         let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
         for (irq, (name, counts)) in &b.interrupts {

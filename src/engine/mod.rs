@@ -242,7 +242,7 @@ impl Engine {
     /// Judges the moves being checked against the new sample (`move_check`); a change of
     /// a mark changes what the policy sees, so the tick decides.
     fn check_moves(&mut self) -> Vec<MoveVerdict> {
-        let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
+        let floor = policy::work_floor(&self.config);
         let checked = self
             .moves
             .check(&self.current, &self.load, floor, &mut self.placement);
@@ -371,11 +371,7 @@ impl Engine {
             return;
         };
         let inventory = &self.machine.inventory;
-        let vector = inventory
-            .irqs
-            .binary_search_by_key(&irq, |i| i.irq)
-            .ok()
-            .map(|index| &inventory.irqs[index]);
+        let vector = inventory.irq(irq);
         let (Some(to), Some(vector)) = (cpus.first().filter(|_| cpus.len() == 1), vector) else {
             return;
         };
@@ -395,7 +391,7 @@ impl Engine {
         if threaded {
             return;
         }
-        let floor = self.config.watermarks.busy_pps * policy::WORK_FLOOR_SHARE;
+        let floor = policy::work_floor(&self.config);
         // Without per-queue counters: its interrupts, or the work of the CPU it was on
         // (a saturated NAPI fires nothing).
         let receiving = match self.load.rx_queue_pps(device, queue) {

@@ -151,10 +151,9 @@ impl MoveChecks {
         let read_at = sample.stat_taken_at_ns();
         let count_of = |irq: u32| sample.irq_totals.get(irq as usize).copied();
         let secs = |m: &Move| read_at.saturating_sub(m.written_ns) as f64 / 1e9;
-        let holds = mask_holds;
         let mut judged = Vec::new();
         for (&irq, m) in &mut self.checking {
-            if !holds(placement, irq, m) {
+            if !mask_holds(placement, irq, m) {
                 judged.push((irq, None));
                 continue;
             }
@@ -216,7 +215,7 @@ impl MoveChecks {
                     .verdicts
                     .push(verdict(irq, m, MoveEffect::TookEffectLate { after_s }));
             }
-            if rose || idle || reset || !holds(placement, irq, m) {
+            if rose || idle || reset || !mask_holds(placement, irq, m) {
                 settled.push(irq);
             }
         }

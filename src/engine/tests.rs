@@ -37,8 +37,13 @@ impl Writer for Scripted {
 /// Eight CPUs, one 4-queue NIC with every queue vector on CPU 0 and traffic: the first
 /// decision moves three vectors at once (placement rules).
 fn stacked() -> (SimMachine, Engine) {
+    stacked_on(8)
+}
+
+/// [`stacked`] on `cpus` CPUs.
+fn stacked_on(cpus: u32) -> (SimMachine, Engine) {
     let mut sim = SimMachine::new(
-        &Shape::new(1, 8, 1, Siblings::Split),
+        &Shape::new(1, cpus, 1, Siblings::Split),
         vec![NicSpec::physical("eth0", 0, 4)],
         7,
     );
@@ -225,19 +230,7 @@ fn a_write_of_the_value_already_there_is_not_made() {
 #[test]
 fn a_move_whose_vector_falls_silent_while_its_queue_receives_did_not_take_effect() {
     // Four CPUs, as the lab's guest: no free CPU for queue 0's vector to go to.
-    let mut sim = SimMachine::new(
-        &Shape::new(1, 4, 1, Siblings::Split),
-        vec![NicSpec::physical("eth0", 0, 4)],
-        7,
-    );
-    sim.pin_queues("eth0", &[0]);
-    sim.set_rate("eth0", 900_000.0);
-    let machine = Machine {
-        topology: sim.topology.clone(),
-        inventory: sim.inventory(),
-        warnings: Vec::new(),
-    };
-    let mut engine = Engine::new(Config::default(), machine, PolicyState::new());
+    let (mut sim, mut engine) = stacked_on(4);
     let mut writer = Scripted::default();
     tick(&mut engine, &mut sim, &mut writer);
     let report = tick(&mut engine, &mut sim, &mut writer);

@@ -29,6 +29,12 @@ use super::placement::{IrqAffinity, Placement};
 /// stacks a quiet queue onto the CPU doing the machine's work.
 pub const WORK_FLOOR_SHARE: f64 = 0.1;
 
+/// Receive work, packets/s, from which a CPU or a queue carries measured work under
+/// `config`: [`WORK_FLOOR_SHARE`] of `busy_pps`.
+pub fn work_floor(config: &Config) -> f64 {
+    config.watermarks.busy_pps * WORK_FLOOR_SHARE
+}
+
 /// Share of a packet's receive cost that stays on the interrupting CPU once RPS moves the
 /// protocol work away (measured 30-36 % on veth at 250k pkt/s; docs/kernel.md, "RPS").
 pub const RPS_INTERRUPT_SHARE: f64 = 0.3;
@@ -477,9 +483,9 @@ impl<'a> Planner<'a> {
             .ok()
     }
 
-    /// Receive work from which a CPU carries measured work (see [`WORK_FLOOR_SHARE`]).
+    /// Receive work from which a CPU carries measured work (see [`work_floor`]).
     pub fn work_floor(&self) -> f64 {
-        self.config.watermarks.busy_pps * WORK_FLOOR_SHARE
+        work_floor(self.config)
     }
 
     /// Receive work of a CPU as planned.

@@ -44,7 +44,7 @@ use crate::load::Load;
 use crate::model::inventory::Inventory;
 use crate::model::topology::Topology;
 
-pub use context::{RPS_INTERRUPT_SHARE, WORK_FLOOR_SHARE};
+pub use context::{RPS_INTERRUPT_SHARE, work_floor};
 pub use placement::{IrqAffinity, Placement, RxQueueValues};
 pub use plan::{Action, Note, NoteKind, Plan, Reason, ReasonKind};
 pub use rfs::flow_cnt_for;
@@ -139,7 +139,7 @@ fn rss_lever_may_act(input: &DecideInput<'_>, state: &PolicyState) -> bool {
     if state.rss.values().any(rss::DeviceLever::busy) {
         return true;
     }
-    let floor = context::WORK_FLOOR_SHARE * input.config.watermarks.busy_pps;
+    let floor = work_floor(input.config);
     input.placement.rss_tables.keys().any(|device| {
         input
             .load

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use super::context::{Planner, WORK_FLOOR_SHARE};
+use super::context::Planner;
 use super::hysteresis::kilo;
 use super::plan::{NoteKind, ReasonKind};
 use super::rss_table::{self, Backoff, Proposal, StepRules, TableStep, Verdict};
@@ -210,7 +210,7 @@ fn balance_device(p: &mut Planner, d: usize) {
         }
     }
     let hottest = pps.iter().copied().fold(0.0, f64::max);
-    let floor = WORK_FLOOR_SHARE * p.config.watermarks.busy_pps;
+    let floor = p.work_floor();
     let proposal = if hottest < floor {
         Proposal::Balanced
     } else {
