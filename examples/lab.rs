@@ -39,6 +39,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut wanted = Vec::new();
     let (mut cpus, mut queues, mut rss) = (None, None, false);
     let mut json = false;
+    let mut nic = lab::platform::Nic::Virtio;
+    let mut userland = std::env::var_os("STEERD_LAB_USERLAND").map(PathBuf::from);
+    let mut irqbalance = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -51,6 +54,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--queues" => queues = Some(value()?.parse::<u32>()?),
             "--rss" => rss = true,
             "--format" => json = value()? == "json",
+            "--nic" => {
+                let name = value()?;
+                nic = lab::platform::Nic::parse(&name)
+                    .ok_or(format!("unknown NIC {name} (virtio, igb, vmxnet3)"))?
+            }
+            "--userland" => userland = Some(PathBuf::from(value()?)),
+            "--irqbalance" => irqbalance = Some(value()?),
             "--balancers" => {
                 balancers = value()?
                     .split(',')
@@ -59,7 +69,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             "-h" | "--help" => {
                 println!(
-                    "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json] [SCENARIO...]\n\
+                    "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
+                     [--nic virtio|igb|vmxnet3] [--userland DIR] [--irqbalance VERSION] [SCENARIO...]\n\
                      {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
@@ -110,10 +121,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
-    let mut lab = lab::run::Lab::build(&work, &steerd)?;
-    eprintln!("lab: guest kernel {}", lab.kernel.version);
+    let platform = lab::platform::Platform::new(nic, userland, irqbalance.as_deref())?;
+    let mut lab =
+        lab::run::Lab::build_with(&work, &steerd, lab::image::GuestKernel::find()?, platform)?;
+    let about = format!(
+        "guest kernel {}, NIC {}, QEMU {}, irqbalance {}",
+        lab.kernel.version,
+        lab.platform.nic.name(),
+        lab.platform.qemu_version(),
+        lab.platform.irqbalance.version
+    );
+    eprintln!("lab: {about}");
     if !json {
-        println!("Guest kernel {}.\n", lab.kernel.version);
+        println!("Guest: {about}.\n");
     }
     let mut rows = Vec::new();
     let mut failures = 0;
@@ -138,7 +158,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 let m = lab::report::analyse(s, &raw);
                 if json {
-                    let line = lab::json::line(s, b.name(), rep + 1, &m);
+                    let mut line = lab::json::line(s, b.name(), rep + 1, &m);
+                    line.nic = lab.platform.nic.name();
+                    line.irqbalance = Some(lab.platform.irqbalance.version.clone());
                     println!("{}", serde_json::to_string(&line)?);
                 }
                 eprintln!(

@@ -37,6 +37,8 @@ ip link set lo up
 ip link set eth0 up
 ip addr add "$GUEST_ADDR/24" dev eth0
 ip neigh replace "$HOST_ADDR" lladdr "$HOST_MAC" dev eth0 nud permanent
+# The NIC's own set-up (lab/platform.rs: igb hashes UDP on ports only when told to).
+eval "$NIC_SETUP"
 # TCP sinks: one listener per port, output discarded.
 for port in $TCP_PORTS; do
     ( while true; do nc -l -p "$port" > /dev/null 2>&1 || break; done ) &
@@ -44,8 +46,23 @@ done
 echo 1000000 > /proc/sys/net/ipv4/icmp_msgs_per_sec 2>/dev/null
 echo 0 > /proc/sys/net/ipv4/icmp_ratelimit 2>/dev/null
 
-# The vectors this lab watches: the NIC's (virtioN-*) and the disk's.
-QIRQS=$(awk '/virtio[0-9]+-(input|output|config|req|request)/ { sub(":", "", $1); print $1 }' /proc/interrupts)
+# Whether a /proc/interrupts line is a vector this lab watches: the NIC's and the disk's,
+# as each driver names them (virtio: virtioN-input.Q, -output.Q, -config, -req.Q; igb:
+# eth0-rx-Q, eth0-tx-Q or eth0-TxRx-Q and eth0 for the link; vmxnet3: eth0-rxtx-Q and
+# eth0-event-N).
+WATCHED='$NF ~ /^virtio[0-9]+-(input|output|config|req|request)/ || $NF ~ /^eth0(-|$)/'
+QIRQS=$(awk "$WATCHED"' { sub(":", "", $1); print $1 }' /proc/interrupts)
+
+# The NIC's queue vectors: "irq kind queue", kind input (receive), output (transmit) or
+# rxtx (both, one vector per queue pair).
+nic_vectors() {
+    awk '{ irq = $1; sub(":", "", irq); n = $NF }
+        n ~ /^virtio[0-9]+-(input|output)\.[0-9]+$/ {
+            sub(/^virtio[0-9]+-/, "", n); split(n, p, "."); print irq, p[1], p[2]; next }
+        n ~ /^eth0-(rx|tx|TxRx|rxtx)-[0-9]+$/ {
+            split(n, p, "-"); k = p[2] == "rx" ? "input" : p[2] == "tx" ? "output" : "rxtx"
+            print irq, k, p[3] }' /proc/interrupts
+}
 
 # Every NAPI kernel thread (threaded NAPI: `napi/DEV-ID`, found by its comm), one line
 # each: "$1 pid comm cpus_allowed_list last_cpu run_ticks" with its allowed CPUs
@@ -91,13 +108,20 @@ rss_table() {
     ethtool -x eth0 2>/dev/null | awk '
         $1 ~ /^[0-9]+:$/ { for (i = 2; i <= NF; i++) x = x " " $i; next }
         /RSS hash key/ { k = 1; next }
-        k == 1 { key = $1; k = 2 }
+        k == 1 { key = ($1 ~ /^[0-9a-f][0-9a-f](:|$)/ ? $1 : "-"); k = 2 }
         END { print substr(x, 2), "key", key }'
+}
+
+# Each queue's received packets since boot, "$1 queue packets" per queue, from ethtool -S
+# (virtio-net, igb: rx_queue_N_packets; vmxnet3 prints none).
+queue_packets() { # tag
+    ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
+        n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
 }
 
 snapshot() {
     napi_lines napi | cut -d' ' -f1-4
-    [ "$RSS_WATCH" = 1 ] && echo "rss-table $(rss_table)"
+    echo "rss-table $(rss_table)"
     for i in $(ls /proc/irq | grep '^[0-9]'); do
         [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list" && echo "irq $i $a"
     done
@@ -112,7 +136,7 @@ sample() {
     sed 's/^/N /' /proc/net/softnet_stat
     grep '^cpu[0-9]' /proc/stat | sed 's/^/C /'
     head -n 1 /proc/interrupts | sed 's/^/H /'
-    grep -E 'virtio[0-9]+-' /proc/interrupts | sed 's/^/I /'
+    awk "$WATCHED"' { print "I", $0 }' /proc/interrupts
     for i in $QIRQS; do
         a=-; e=-
         [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list"
@@ -223,7 +247,7 @@ start_balancer() {
 start_steerd_held() {
     sh -c 'kill -STOP $$; exec /usr/sbin/steerd run --state-file /run/steerd/state '"$STEERD_ARGS" >> /tmp/balancer.log 2>&1 &
     BPID=$!
-    paths=$(nic_vectors | awk '$2 == "input" { printf " -P /proc/irq/%s/smp_affinity_list", $1 }')
+    paths=$(nic_vectors | awk '$2 != "output" { printf " -P /proc/irq/%s/smp_affinity_list", $1 }')
     strace -qq -f -y -e signal=none -o /tmp/strace.log -e trace=write \
         -e inject=write:delay_enter="$HOLD_IRQ_WRITE":when=1 $paths -p "$BPID" &
     for _ in $(seq 1 50); do
@@ -259,12 +283,9 @@ run_doctor() {
 }
 
 # Set-up helpers for scenarios.
-nic_vectors() { # "irq kind queue" for each queue vector of the NIC
-    awk '/virtio[0-9]+-(input|output)\./ { sub(":", "", $1); n = $NF; sub(/^virtio[0-9]+-/, "", n); split(n, p, "."); print $1, p[1], p[2] }' /proc/interrupts
-}
-pin_inputs() { # every input vector on CPU $1
+pin_inputs() { # every receiving vector (input or rxtx) on CPU $1
     nic_vectors | while read -r irq kind q; do
-        [ "$kind" = input ] && echo "$1" > "/proc/irq/$irq/smp_affinity_list"
+        [ "$kind" != output ] && echo "$1" > "/proc/irq/$irq/smp_affinity_list"
     done
 }
 hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $HAND_CPUS (wrapping)
@@ -308,7 +329,10 @@ echo "LAB KERNEL $(uname -r)"
 # The scenario's set-up (before the snapshot: it is the machine as the balancer finds it).
 eval "$SETUP"
 snapshot > /tmp/before
-[ "$RSS_WATCH" = 1 ] && echo "XB $(rss_table)"
+# Every run records the RSS table (empty where the NIC has none) and each queue's packets
+# at the start and the end: a queue the hash or the table stopped feeding shows in them.
+echo "XB $(rss_table)"
+queue_packets QB
 sample
 start_balancer
 read -r START _ < /proc/uptime
@@ -352,10 +376,9 @@ done
 sample
 [ "$DAEMON_STATS" = 1 ] && daemon_stats
 grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
-# Packets received per queue over the run (Q queue packets): with the NAPI threads' run
-# ticks, a check of which thread polls which queue.
-ethtool -S eth0 2>/dev/null | awk '{ n = $1; sub(":", "", n) }
-    n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print "Q", q, $2 }'
+# Packets received per queue since boot (Q queue packets; QB at the start): with the NAPI
+# threads' run ticks, a check of which thread polls which queue.
+queue_packets Q
 if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
     timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rss' | sed 's/^/M /'
 fi
@@ -374,7 +397,7 @@ fi
 sed 's/^/LOG /' /tmp/balancer.log
 [ "$DAEMON_STATS" = 1 ] && echo "LAB PANICS $(grep -c panicked /tmp/balancer.log)"
 snapshot > /tmp/after
-[ "$RSS_WATCH" = 1 ] && echo "XA $(rss_table)"
+echo "XA $(rss_table)"
 if cmp -s /tmp/before /tmp/after; then
     echo "LAB RESTORED yes"
 else

@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::platform::{Platform, Tool};
 use super::{LabError, Result, io, run_cmd, which};
 
 /// The guest's init script.
@@ -38,24 +39,31 @@ pub struct GuestKernel {
 }
 
 impl GuestKernel {
-    /// `STEERD_LAB_KERNEL=DIR` (an unpacked kernel package: `DIR/boot/vmlinuz-V`,
-    /// `DIR/lib/modules/V`), else the newest cloud kernel in `/boot`.
+    /// `STEERD_LAB_KERNEL=DIR` (an unpacked kernel package, `scripts/lab-kernel.sh`:
+    /// `DIR/boot/vmlinuz-V`, `DIR/lib/modules/V`), else the newest cloud kernel in `/boot`.
     pub fn find() -> Result<Self> {
-        let root = std::env::var_os("STEERD_LAB_KERNEL")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        Self::find_in(&root)
+        match std::env::var_os("STEERD_LAB_KERNEL") {
+            Some(dir) => Self::find_in(Path::new(&dir)),
+            None => Self::find_in_boot(Path::new("/"), true),
+        }
     }
 
-    /// The newest cloud kernel under `root` (`root/boot/vmlinuz-V`, `root/lib/modules/V`).
+    /// The newest kernel of an unpacked package under `root` (any flavour: igb needs the
+    /// generic one).
     pub fn find_in(root: &Path) -> Result<Self> {
+        Self::find_in_boot(root, false)
+    }
+
+    /// The newest kernel under `root` (`root/boot/vmlinuz-V`, `root/lib/modules/V`); only
+    /// cloud kernels when `cloud_only` (the host's /boot also holds the kernel it runs).
+    fn find_in_boot(root: &Path, cloud_only: bool) -> Result<Self> {
         let boot = root.join("boot");
         let mut found: Vec<String> = fs::read_dir(&boot)
             .map_err(io(format!("reading {}", boot.display())))?
             .filter_map(|e| e.ok())
             .filter_map(|e| e.file_name().into_string().ok())
             .filter_map(|n| n.strip_prefix("vmlinuz-").map(str::to_string))
-            .filter(|v| v.contains("cloud"))
+            .filter(|v| !cloud_only || v.contains("cloud"))
             .collect();
         found.sort();
         let Some(version) = found.pop() else {
@@ -81,10 +89,43 @@ impl GuestKernel {
         })
     }
 
-    /// The module file of `name`, if the kernel has it as a module.
+    /// The module file of `name`, if the kernel has it as a module (`i2c-algo-bit` and
+    /// `i2c_algo_bit` name the same module; the file keeps the name it was built as).
     fn module(&self, name: &str) -> Option<PathBuf> {
-        let file = format!("{name}.ko");
-        find_file(&self.modules.join("kernel"), &file, 6)
+        let dir = self.modules.join("kernel");
+        find_file(&dir, &format!("{name}.ko"), 6)
+            .or_else(|| find_file(&dir, &format!("{}.ko", name.replace('_', "-")), 6))
+            .or_else(|| find_file(&dir, &format!("{}.ko", name.replace('-', "_")), 6))
+    }
+
+    /// `name` and the modules it needs, each after what it needs, as `insmod` must load
+    /// them: an unpacked package has no `modules.dep` (depmod runs at install), so each
+    /// module's own `depends` field is read with `modinfo -F depends` (igb on 6.18: dca,
+    /// i2c-algo-bit). Modules built into the kernel are absent and skipped.
+    pub fn with_dependencies(&self, name: &str) -> Result<Vec<String>> {
+        let mut order = Vec::new();
+        self.add_with_dependencies(name, &mut order, 0)?;
+        Ok(order)
+    }
+
+    fn add_with_dependencies(&self, name: &str, order: &mut Vec<String>, depth: u32) -> Result<()> {
+        if order.iter().any(|m| m == name) {
+            return Ok(());
+        }
+        if depth > 16 {
+            return Err(LabError::Guest(format!(
+                "module dependencies of {name} loop or run deeper than 16"
+            )));
+        }
+        let Some(path) = self.module(name) else {
+            return Ok(());
+        };
+        let depends = run_cmd("modinfo", &["-F", "depends", &path.display().to_string()])?;
+        for dep in depends.trim().split(',').filter(|d| !d.is_empty()) {
+            self.add_with_dependencies(dep, order, depth + 1)?;
+        }
+        order.push(name.to_string());
+        Ok(())
     }
 }
 
@@ -116,6 +157,7 @@ fn find_file(dir: &Path, stem: &str, depth: u32) -> Option<PathBuf> {
 pub fn build_base(
     work: &Path,
     kernel: &GuestKernel,
+    platform: &Platform,
     steerd: &Path,
 ) -> Result<(PathBuf, Vec<String>)> {
     let stage = work.join("stage");
@@ -131,15 +173,28 @@ pub fn build_base(
     copy_exec(&busybox, &stage.join("bin/busybox"))?;
     for (program, to) in [
         (steerd.to_path_buf(), "usr/sbin/steerd"),
-        (find_tool("irqbalance")?, "usr/sbin/irqbalance"),
         (find_tool("ethtool")?, "usr/sbin/ethtool"),
         // Holds a write in the in-flight fault scenarios (lab/faults.rs).
         (find_tool("strace")?, "usr/bin/strace"),
     ] {
         install(&program, &stage, to)?;
     }
+    // Last, so that a newer userland's C library replaces the host's: the host's programs
+    // run on a newer glibc, not the other way round.
+    install_from(&platform.irqbalance, &stage, "usr/sbin/irqbalance")?;
+    let mut names: Vec<String> = MODULES.iter().map(|m| m.to_string()).collect();
+    if let Some(driver) = platform.nic.driver() {
+        let needed = kernel.with_dependencies(driver)?;
+        if needed.is_empty() {
+            return Err(LabError::Missing(
+                format!("the {driver} module in kernel {}", kernel.version),
+                "the cloud kernels have no igb: scripts/lab-kernel.sh VERSION generic".into(),
+            ));
+        }
+        names.extend(needed);
+    }
     let mut loaded = Vec::new();
-    for name in MODULES {
+    for name in &names {
         let Some(path) = kernel.module(name) else {
             continue;
         };
@@ -161,6 +216,9 @@ pub fn build_base(
         }
         loaded.push(name.to_string());
     }
+    // The kernel goes beside the initrd: a userland's QEMU sees only the work directory.
+    fs::copy(&kernel.vmlinuz, work.join("vmlinuz"))
+        .map_err(io(format!("copying {}", kernel.vmlinuz.display())))?;
     let init = stage.join("init");
     fs::write(&init, INIT).map_err(io("writing init"))?;
     fs::set_permissions(&init, fs::Permissions::from_mode(0o755)).map_err(io("chmod init"))?;
@@ -172,7 +230,31 @@ pub fn build_base(
 /// Copies `program` to `to` under `stage` with the libraries it needs, without debug info.
 fn install(program: &Path, stage: &Path, to: &str) -> Result<()> {
     copy_exec(program, &stage.join(to))?;
-    copy_libraries(program, stage)?;
+    copy_libraries(
+        &[program.display().to_string()],
+        Path::new("/"),
+        stage,
+        false,
+    )?;
+    strip(stage, to)
+}
+
+/// Copies a program of another root (a userland's irqbalance) with the libraries it needs
+/// there, replacing those already in `stage`.
+fn install_from(tool: &Tool, stage: &Path, to: &str) -> Result<()> {
+    copy_exec(&tool.host_path(), &stage.join(to))?;
+    let root = tool.root.display().to_string();
+    let program = tool.path.display().to_string();
+    let ldd = if tool.root == Path::new("/") {
+        vec![program]
+    } else {
+        vec!["chroot".into(), root, "ldd".into(), program]
+    };
+    copy_libraries(&ldd, &tool.root, stage, tool.root != Path::new("/"))?;
+    strip(stage, to)
+}
+
+fn strip(stage: &Path, to: &str) -> Result<()> {
     // Debug info is most of a test build's size and the guest never reads it.
     if which("strip").is_some() {
         run_cmd(
@@ -205,12 +287,16 @@ fn copy_exec(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Copies the shared libraries `ldd` lists for a program to the same paths in the guest.
-fn copy_libraries(program: &Path, stage: &Path) -> Result<()> {
-    let out = Command::new("ldd")
-        .arg(program)
-        .output()
-        .map_err(io("running ldd"))?;
+/// Copies the shared libraries `ldd` lists for a program (`ldd_args`: the program, or
+/// `chroot ROOT ldd PROGRAM` for another root's) from `root` to the same paths in the guest;
+/// `replace` overwrites libraries already there.
+fn copy_libraries(ldd_args: &[String], root: &Path, stage: &Path, replace: bool) -> Result<()> {
+    let out = match ldd_args {
+        [program] => Command::new("ldd").arg(program).output(),
+        [first, rest @ ..] => Command::new(first).args(rest).output(),
+        [] => return Ok(()),
+    }
+    .map_err(io("running ldd"))?;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let path = match line.split("=>").nth(1) {
             Some(rest) => rest.split_whitespace().next(),
@@ -223,11 +309,58 @@ fn copy_libraries(program: &Path, stage: &Path) -> Result<()> {
             continue;
         };
         let to = stage.join(path.trim_start_matches('/'));
-        if !to.exists() {
-            copy_exec(Path::new(path), &to)?;
+        if replace || !to.exists() {
+            copy_exec(&resolve_in(root, Path::new(path))?, &to)?;
         }
     }
     Ok(())
+}
+
+/// The file `path` names inside `root`, following symlinks as a process chrooted there
+/// would: an absolute link inside a userland (`/lib64/ld-linux-x86-64.so.2`) points into
+/// that root, not at the host's file of the same name.
+fn resolve_in(root: &Path, path: &Path) -> Result<PathBuf> {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    let mut left: VecDeque<std::ffi::OsString> = VecDeque::new();
+    let owned = |c: Component| c.as_os_str().to_os_string();
+    left.extend(path.components().map(owned));
+    let mut at = PathBuf::new(); // relative to root
+    let mut links = 0;
+    while let Some(part) = left.pop_front() {
+        match Path::new(&part)
+            .components()
+            .next()
+            .unwrap_or(Component::CurDir)
+        {
+            Component::RootDir | Component::Prefix(_) => at = PathBuf::new(),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                at.pop();
+            }
+            Component::Normal(name) => {
+                let next = at.join(name);
+                let on_host = root.join(&next);
+                match fs::read_link(&on_host) {
+                    Ok(target) => {
+                        links += 1;
+                        if links > 40 {
+                            return Err(LabError::Guest(format!(
+                                "too many links resolving {} in {}",
+                                path.display(),
+                                root.display()
+                            )));
+                        }
+                        for c in target.components().rev() {
+                            left.push_front(owned(c));
+                        }
+                    }
+                    Err(_) => at = next,
+                }
+            }
+        }
+    }
+    Ok(root.join(at))
 }
 
 /// Packs a directory as a newc archive.

@@ -40,6 +40,17 @@ pub struct RunLine {
     pub rps_cpus: Vec<String>,
     pub restored: bool,
     pub daemon_cpu_s: Option<f64>,
+    /// The emulated NIC (`virtio`, `igb`, `vmxnet3`) and the irqbalance version the lab
+    /// compares with; set by the caller, which knows the platform.
+    pub nic: &'static str,
+    pub irqbalance: Option<String>,
+    /// Packets each rx queue received over the run, and how many got less than a quarter
+    /// of an even share (`Metrics::silent_queues`).
+    pub queue_packets: Vec<u64>,
+    pub silent_queues: Option<usize>,
+    /// The RSS table ("entries... key KEY") at the start and the end of the run.
+    pub rss_table_start: Option<String>,
+    pub rss_table_end: Option<String>,
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -82,5 +93,11 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         rps_cpus: m.rps_masks.clone(),
         restored: m.restored,
         daemon_cpu_s: m.daemon_cpu_s,
+        nic: "virtio",
+        irqbalance: None,
+        queue_packets: m.queue_run_packets.clone(),
+        silent_queues: m.silent_queues(),
+        rss_table_start: m.rss_table_start.clone(),
+        rss_table_end: m.rss_table_end.clone(),
     }
 }

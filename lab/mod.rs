@@ -19,6 +19,7 @@ pub mod faults;
 pub mod image;
 pub mod json;
 pub mod netns;
+pub mod platform;
 pub mod report;
 pub mod rss;
 pub mod run;

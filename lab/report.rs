@@ -129,6 +129,46 @@ pub struct Metrics {
     pub input_masks: Vec<String>,
     /// The RSS lever's figures (scenarios with `rss_watch`).
     pub rss: Option<super::rss::RssFigures>,
+    /// Packets each rx queue received from the balancer's start to the end (`ethtool -S`;
+    /// empty where the driver has no per-queue counters).
+    pub queue_run_packets: Vec<u64>,
+    /// The NIC's RSS table at the start and at the end of the run (`ethtool -x`'s entries
+    /// and key; `None` where it has none).
+    pub rss_table_start: Option<String>,
+    pub rss_table_end: Option<String>,
+}
+
+impl Metrics {
+    /// Receive queues that got less than a quarter of an even share of the run's packets:
+    /// queues the hash or the table stopped feeding (igb's silent queues, docs/lab.md).
+    pub fn silent_queues(&self) -> Option<usize> {
+        let total: u64 = self.queue_run_packets.iter().sum();
+        let n = self.queue_run_packets.len() as u64;
+        (n > 1 && total > 0).then(|| {
+            self.queue_run_packets
+                .iter()
+                .filter(|&&p| p * n * 4 < total)
+                .count()
+        })
+    }
+}
+
+/// Per-queue counts from `Q`/`QB` lines ("queue packets"), in queue order.
+fn queue_counts(lines: &[String]) -> BTreeMap<u32, u64> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let (q, p) = l.split_once(' ')?;
+            Some((q.parse().ok()?, p.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// An RSS table line (`XB`/`XA`: "entries... key KEY"), or `None` when the NIC has none.
+fn table_line(lines: Option<&Vec<String>>) -> Option<String> {
+    let line = lines?.first()?.trim().to_string();
+    let entries = line.split(" key").next().unwrap_or_default().trim();
+    (!entries.is_empty()).then_some(line)
 }
 
 fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) {
@@ -264,6 +304,10 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
             }
             "P" => other.entry("snmp").or_default().push(rest.to_string()),
             "Q" => other.entry("queue").or_default().push(rest.to_string()),
+            "QB" => other
+                .entry("queue start")
+                .or_default()
+                .push(rest.to_string()),
             "LOG" => other.entry("log").or_default().push(rest.to_string()),
             _ => {}
         }
@@ -271,11 +315,25 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
     (samples, other)
 }
 
-/// A NIC queue vector's kind, from its name (`virtio0-input.2` -> input).
-fn vector_kind(name: &str) -> Option<&str> {
+/// A NIC queue vector's kind and queue, from its name as each driver gives it: virtio-net
+/// `virtio0-input.2` and `virtio0-output.2`, igb `eth0-rx-2` and `eth0-tx-2` (or one
+/// `eth0-TxRx-2`), vmxnet3 `eth0-rxtx-2`. A vector that serves a receive queue is `input`,
+/// whether or not it also serves the transmit queue beside it: its CPU is where that queue's
+/// receive work runs.
+fn queue_vector(name: &str) -> Option<(&'static str, u32)> {
     let (_, what) = name.split_once('-')?;
-    let (kind, _) = what.split_once('.')?;
-    matches!(kind, "input" | "output").then_some(kind)
+    let (kind, queue) = what.split_once('.').or_else(|| what.split_once('-'))?;
+    let kind = match kind {
+        "input" | "rx" | "TxRx" | "rxtx" => "input",
+        "output" | "tx" => "output",
+        _ => return None,
+    };
+    Some((kind, queue.parse().ok()?))
+}
+
+/// A NIC queue vector's kind (`input` or `output`, see `queue_vector`).
+fn vector_kind(name: &str) -> Option<&'static str> {
+    queue_vector(name).map(|(kind, _)| kind)
 }
 
 fn single_cpu(list: &str) -> Option<u32> {
@@ -313,10 +371,9 @@ fn input_irqs(sample: &Sample) -> BTreeMap<u32, u32> {
     sample
         .interrupts
         .iter()
-        .filter_map(|(irq, (name, _))| {
-            let (_, what) = name.split_once('-')?;
-            let q = what.strip_prefix("input.")?.parse().ok()?;
-            Some((q, *irq))
+        .filter_map(|(irq, (name, _))| match queue_vector(name)? {
+            ("input", q) => Some((q, *irq)),
+            _ => None,
         })
         .collect()
 }
@@ -584,6 +641,13 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     m.settle = settle(&samples, other.get("event"));
     m.kernel = first("kernel");
     let queues = other.get("queue").cloned().unwrap_or_default();
+    let at_start = queue_counts(other.get("queue start").map_or(&[][..], |v| v));
+    m.queue_run_packets = queue_counts(&queues)
+        .iter()
+        .map(|(q, end)| end.saturating_sub(at_start.get(q).copied().unwrap_or(0)))
+        .collect();
+    m.rss_table_start = table_line(other.get("table before"));
+    m.rss_table_end = table_line(other.get("table after"));
     threads(&mut m, &samples, &queues, ready, start, end);
     if s.rss_watch {
         let counts: Vec<(f64, Vec<u64>)> = samples

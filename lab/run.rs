@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::image::{self, GuestKernel};
 use super::netns::LabNetns;
+use super::platform::Platform;
 use super::scenario::{Balancer, Scenario};
 use super::traffic::{self, Sent};
 use super::vm::Vm;
@@ -14,6 +15,7 @@ use super::{LabError, Result, io};
 /// The built guest: kernel, base archive and the modules it carries.
 pub struct Lab {
     pub kernel: GuestKernel,
+    pub platform: Platform,
     pub base: PathBuf,
     pub modules: Vec<String>,
     pub work: PathBuf,
@@ -40,10 +42,22 @@ impl Lab {
 
     /// Builds the guest image around `steerd` in `work` for the given kernel.
     pub fn build_on(work: &Path, steerd: &Path, kernel: GuestKernel) -> Result<Lab> {
+        Self::build_with(work, steerd, kernel, Platform::host()?)
+    }
+
+    /// Builds the guest image around `steerd` in `work` for the given kernel and platform
+    /// (NIC, userland, irqbalance).
+    pub fn build_with(
+        work: &Path,
+        steerd: &Path,
+        kernel: GuestKernel,
+        platform: Platform,
+    ) -> Result<Lab> {
         std::fs::create_dir_all(work).map_err(io(format!("creating {}", work.display())))?;
-        let (base, modules) = image::build_base(work, &kernel, steerd)?;
+        let (base, modules) = image::build_base(work, &kernel, &platform, steerd)?;
         Ok(Lab {
             kernel,
+            platform,
             base,
             modules,
             work: work.to_path_buf(),
@@ -61,7 +75,7 @@ impl Lab {
     /// Boots a guest for the scenario with the balancer and drives its traffic.
     pub fn run(&mut self, scenario: &Scenario, balancer: Balancer) -> Result<RawRun> {
         self.runs += 1;
-        let env = super::scenario::guest_env(scenario, balancer, &self.modules);
+        let env = super::scenario::guest_env(scenario, balancer, &self.modules, self.platform.nic);
         let initrd = image::with_env(&self.base, &self.work, &env)?;
         let disk = self.work.join("disk.img");
         if scenario.vm.blk_queues.is_some() {
@@ -69,7 +83,15 @@ impl Lab {
             f.set_len(16 << 20).map_err(io("sizing the guest's disk"))?;
         }
         let ns = LabNetns::create(self.runs)?;
-        let vm = Vm::start(&scenario.vm, &ns, &self.kernel.vmlinuz, &initrd, &disk)?;
+        let vm = Vm::start(
+            &scenario.vm,
+            &self.platform,
+            &ns,
+            &self.work,
+            &self.work.join("vmlinuz"),
+            &initrd,
+            &disk,
+        )?;
         let mut lines = Vec::new();
         let boot_deadline = Instant::now() + Duration::from_secs(120);
         loop {

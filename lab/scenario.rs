@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::platform::Nic;
 use super::traffic::{Phase, udp_flows};
 use super::vm::VmSpec;
 
@@ -332,7 +333,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
 }
 
 /// The scenario's guest environment for one balancer.
-pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String {
+pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic) -> String {
     let mut setup = s.setup.clone();
     let daemon = match balancer {
         Balancer::Hand => {
@@ -367,7 +368,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
          SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD={}\nSTEERD_ARGS={}\n\
-         DAEMON_STATS={}\nRSS_WATCH={}\n",
+         DAEMON_STATS={}\nRSS_WATCH={}\nNIC={}\nNIC_SETUP={}\n",
         quote(&modules.join(" ")),
         super::netns::GUEST_ADDR,
         super::netns::HOST_ADDR,
@@ -381,5 +382,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String]) -> String
         quote(&s.steerd_args),
         u8::from(s.daemon_stats),
         u8::from(s.rss_watch),
+        nic.name(),
+        quote(nic.guest_setup()),
     )
 }

@@ -9,7 +9,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use super::netns::{GUEST_MAC, LabNetns, TAP};
+use super::platform::{Nic, Platform};
 use super::{LabError, Result, io};
+
+/// Where a userland's QEMU sees the lab's work directory (kernel, initrd, disk): bound there
+/// inside the mount namespace `ip netns exec` gives it, so nothing stays mounted after QEMU.
+const USERLAND_WORK: &str = "/lab";
 
 /// The guest's hardware.
 #[derive(Debug, Clone)]
@@ -48,20 +53,38 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// Starts QEMU for `spec` on `platform` inside `ns`; `kernel`, `initrd` and `disk` are
+    /// in `work`.
     pub fn start(
         spec: &VmSpec,
+        platform: &Platform,
         ns: &LabNetns,
+        work: &Path,
         kernel: &Path,
         initrd: &Path,
         disk: &Path,
     ) -> Result<Vm> {
         let q = spec.queues;
-        let mut args: Vec<String> = vec![
-            "netns".into(),
-            "exec".into(),
-            ns.name.clone(),
-            "qemu-system-x86_64".into(),
-        ];
+        let mut args: Vec<String> = vec!["netns".into(), "exec".into(), ns.name.clone()];
+        // A userland's QEMU runs chrooted in it, with /dev (the tap's /dev/net/tun), /proc
+        // and the work directory bound in. `ip netns exec` runs its command in a mount
+        // namespace of its own that does not propagate to the host's, so the mounts end
+        // with QEMU, also when it is killed.
+        let in_work = |p: &Path| match (&platform.userland, p.strip_prefix(work)) {
+            (Some(_), Ok(rel)) => Path::new(USERLAND_WORK).join(rel).display().to_string(),
+            _ => p.display().to_string(),
+        };
+        if let Some(root) = &platform.userland {
+            let root = root.display();
+            args.extend(["sh", "-c"].map(str::to_string));
+            args.push(format!(
+                "mount --bind /dev '{root}/dev' && mount -t proc proc '{root}/proc' && \
+                 mount --bind '{}' '{root}{USERLAND_WORK}' && exec chroot '{root}' \"$@\"",
+                work.display()
+            ));
+            args.push("qemu".into());
+        }
+        args.push("qemu-system-x86_64".into());
         let mut push = |s: &str| args.extend(s.split(' ').map(str::to_string));
         push(
             "-accel tcg,thread=multi -nodefaults -display none -serial stdio -monitor none -no-reboot",
@@ -82,27 +105,36 @@ impl Vm {
             dev_extra = ",bus=bridge1,addr=0x3".into();
         }
         push(&format!(
-            "-netdev tap,id=n0,ifname={TAP},script=no,downscript=no,queues={q} \
-             -device virtio-net-pci,netdev=n0,mq=on,vectors={},mac={GUEST_MAC}{}{dev_extra}",
-            2 * q + 2,
-            // With rss=on also the largest rx ring QEMU offers: 4 times the slack before a
-            // virtqueue the table newly points at fills (see LabNetns::steer_by_table).
-            if spec.rss {
-                ",rss=on,rx_queue_size=1024"
-            } else {
-                ""
-            }
+            "-netdev tap,id=n0,ifname={TAP},script=no,downscript=no,queues={q}"
         ));
+        push(&match platform.nic {
+            Nic::Virtio => format!(
+                "-device virtio-net-pci,netdev=n0,mq=on,vectors={},mac={GUEST_MAC}{}{dev_extra}",
+                2 * q + 2,
+                // With rss=on also the largest rx ring QEMU offers: 4 times the slack before
+                // a virtqueue the table newly points at fills (see LabNetns::steer_by_table).
+                if spec.rss {
+                    ",rss=on,rx_queue_size=1024"
+                } else {
+                    ""
+                }
+            ),
+            // igb and vmxnet3 have no queue option: the driver asks for one queue per
+            // CPU, up to the device's limit, and the device model picks the guest queue of
+            // each packet itself, whichever tap queue it came through.
+            Nic::Igb => format!("-device igb,netdev=n0,mac={GUEST_MAC}{dev_extra}"),
+            Nic::Vmxnet3 => format!("-device vmxnet3,netdev=n0,mac={GUEST_MAC}{dev_extra}"),
+        });
         if let Some(n) = spec.blk_queues {
             push(&format!(
                 "-drive file={},if=none,id=d0,format=raw -device virtio-blk-pci,drive=d0,num-queues={n}",
-                disk.display()
+                in_work(disk)
             ));
         }
         args.push("-kernel".into());
-        args.push(kernel.display().to_string());
+        args.push(in_work(kernel));
         args.push("-initrd".into());
-        args.push(initrd.display().to_string());
+        args.push(in_work(initrd));
         args.push("-append".into());
         args.push(format!(
             "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init {}",

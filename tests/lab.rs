@@ -500,7 +500,7 @@ fn soak_schedule() {
     assert_eq!(windows(300.0).0, (60.0, 180.0));
     assert_eq!(windows(300.0).1.0, 180.0);
     assert!(
-        scenario::guest_env(&hour, Balancer::Steerd, &[])
+        scenario::guest_env(&hour, Balancer::Steerd, &[], lab::platform::Nic::Virtio)
             .contains("STEERD_ARGS='--config /etc/steerd/steerd.yaml'")
     );
     // A sample line with RSS's parts, and one from an older console without them.
@@ -841,7 +841,10 @@ fn rss_flows_and_hash() {
     assert_eq!(default_queue(sport, dport, 4), 1);
     let s = scenario("rss-skew");
     assert!(s.vm.rss && s.rss_watch);
-    assert!(scenario::guest_env(&s, Balancer::Steerd, &[]).contains("mode: auto"));
+    assert!(
+        scenario::guest_env(&s, Balancer::Steerd, &[], lab::platform::Nic::Virtio)
+            .contains("mode: auto")
+    );
     // threaded-rss: 8 flows in 8 buckets, 1/3/3/1 on the queues, the lever on, threaded.
     let flows = threaded_flows();
     let per_queue = (0..4)
@@ -858,7 +861,7 @@ fn rss_flows_and_hash() {
     assert_eq!(buckets.len(), 8);
     let s = scenario("threaded-rss");
     assert!(s.vm.rss && s.rss_watch && s.threaded);
-    let env = scenario::guest_env(&s, Balancer::Steerd, &[]);
+    let env = scenario::guest_env(&s, Balancer::Steerd, &[], lab::platform::Nic::Virtio);
     assert!(
         env.contains("mode: auto") && env.contains("/threaded"),
         "{env}"

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The lab matrix (docs/lab.md) from `examples/lab --format json` lines on stdin: one row per
+NIC, kernel and scenario, steerd's and irqbalance's medians side by side: first change,
+busiest CPU's share of softnet `processed` (placement) or delivered pkt/s and softnet drops
+(sat- scenarios), changes after convergence, runs restored, and the queues that got less than
+a quarter of an even share of the packets (silent queues)."""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+runs = [json.loads(line) for line in sys.stdin if line.startswith("{")]
+cells = defaultdict(lambda: defaultdict(list))
+for r in runs:
+    kernel = r.get("kernel") or "?"
+    cells[(r.get("nic", "virtio"), kernel, r["scenario"])][r["balancer"]].append(r)
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def show(v, fmt="{:.0f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def figures(rs, saturated):
+    if not rs:
+        return "-"
+    first = show(med([r["first_change_s"] for r in rs]), "{:.1f}")
+    if saturated:
+        load = "{} pkt/s, {} drops".format(
+            show(med([r["delivered_pps"] for r in rs])),
+            show(med([r["softnet_drops"] for r in rs])),
+        )
+    else:
+        load = "busiest " + show(med([r["busiest_processed_share"] for r in rs]), "{:.2f}")
+    late = max(r["changes_after_convergence"] for r in rs)
+    restored = sum(1 for r in rs if r["restored"])
+    silent = med([r.get("silent_queues") for r in rs])
+    return "{} s; {}; {} late; restored {}/{}; silent queues {}".format(
+        first, load, late, restored, len(rs), show(silent)
+    )
+
+
+irqbalance_versions = sorted({r.get("irqbalance") or "?" for r in runs})
+print(
+    "| NIC | kernel | scenario | steerd | irqbalance {} |".format(
+        " / ".join(irqbalance_versions)
+    )
+)
+print("|---|---|---|---|---|")
+for (nic, kernel, scenario), by in sorted(cells.items()):
+    saturated = scenario.startswith("sat-")
+    print(
+        "| {} | {} | {} | {} | {} |".format(
+            nic,
+            kernel,
+            scenario,
+            figures(by.get("steerd", []), saturated),
+            figures(by.get("irqbalance", []), saturated),
+        )
+    )
