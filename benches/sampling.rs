@@ -151,6 +151,7 @@ fn parse_both(stat: &[u8], softnet: &[u8], snapshot: &mut Snapshot) {
     parse_softnet(
         softnet,
         Path::new("proc/net/softnet_stat"),
+        None,
         &mut snapshot.softnet,
     )
     .expect("parse softnet_stat");
@@ -254,6 +255,7 @@ fn main() {
                 parse_softnet(
                     black_box(softnet_text.as_bytes()),
                     Path::new("proc/net/softnet_stat"),
+                    None,
                     &mut snapshot.softnet,
                 )
                 .expect("parse")

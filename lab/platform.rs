@@ -195,28 +195,10 @@ fn banner(mut command: std::process::Command) -> Result<String> {
 }
 
 /// `irqbalance version 1.9.4` -> `1.9.4`.
-fn version_of(out: &str) -> String {
+pub fn version_of(out: &str) -> String {
     out.split_whitespace()
         .last()
         .unwrap_or("?")
         .trim()
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn irqbalance_versions_are_read_from_its_banner() {
-        assert_eq!(version_of("irqbalance version 1.9.4\n"), "1.9.4");
-    }
-
-    #[test]
-    fn nics_parse_by_name() {
-        for nic in Nic::ALL {
-            assert_eq!(Nic::parse(nic.name()), Some(nic));
-        }
-        assert_eq!(Nic::parse("e1000"), None);
-    }
 }

@@ -14,7 +14,7 @@
 # scripts/lab-matrix.py, so a cell can be re-run alone and the table remade.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19:cloud igb:5.10:generic igb:6.1:generic igb:6.12:generic igb:6.19:generic vmxnet3:6.19:cloud"}
+cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19:cloud igb:5.10:generic igb:6.1:generic igb:6.12:generic igb:6.19:generic "}
 scenarios=${SCENARIOS:-"cpu0 defaults hotplug channels nic-remove kill9 sat-cpu0 sat-defaults sat-elephant sat-late"}
 reps=${REPS:-1}
 irqbalance=${IRQBALANCE:-1.9.4}

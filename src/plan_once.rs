@@ -20,7 +20,7 @@ use crate::root::Root;
 pub fn plan(root: &Root, config: &Config, window: Duration) -> Result<Plan, crate::Error> {
     let machine = discover(root)?;
     let mut sampling = Sampling::open(root)?;
-    sampling.follow(&machine.inventory);
+    sampling.follow(&machine);
     let mut one_shot = config.clone();
     one_shot.hysteresis.confirm_ticks = 1;
     one_shot.hysteresis.distress_confirm_ticks = 1;

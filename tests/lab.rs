@@ -817,6 +817,16 @@ fn rss_lever_in_the_guest() -> TestResult {
     Ok(())
 }
 
+/// The platform's names: NICs by name, irqbalance's version from its banner.
+fn platform_names() {
+    use lab::platform::{Nic, version_of};
+    for nic in Nic::ALL {
+        assert_eq!(Nic::parse(nic.name()), Some(nic));
+    }
+    assert_eq!(Nic::parse("e1000"), None);
+    assert_eq!(version_of("irqbalance version 1.9.4\n"), "1.9.4");
+}
+
 /// The hash the RSS scenarios choose their flows by, without a guest: Toeplitz as in
 /// Microsoft's verification suite, and the flows of `rss-skew` in 32 distinct buckets that
 /// the default table sends to queues 0 and 1, the elephant on queue 1.
@@ -909,4 +919,5 @@ suite_main!(
     rss_table_in_the_guest,
     rss_lever_in_the_guest,
     rss_flows_and_hash,
+    platform_names,
 );

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use steerd::Root;
-use steerd::cpuset::MAX_CPUS;
+use steerd::cpuset::{CpuSet, MAX_CPUS};
 use steerd::kernel::procfs::softirqs::{Softirqs, parse_softirqs, read_softirqs};
 use steerd::kernel::procfs::softnet::{parse_softnet, read_softnet};
 use steerd::kernel::procfs::stat::{Stat, parse_stat, read_stat};
@@ -42,7 +42,7 @@ fn softnet_of(relative: &str) -> Vec<SoftnetRow> {
     let path = fixture(relative);
     let bytes = fs::read(&path).unwrap();
     let mut rows = Vec::new();
-    parse_softnet(&bytes, &path, &mut rows).unwrap_or_else(|e| panic!("{e}"));
+    parse_softnet(&bytes, &path, None, &mut rows).unwrap_or_else(|e| panic!("{e}"));
     rows
 }
 
@@ -68,6 +68,7 @@ fn softnet_text(text: &str) -> Result<Vec<SoftnetRow>, String> {
     parse_softnet(
         text.as_bytes(),
         Path::new("proc/net/softnet_stat"),
+        None,
         &mut rows,
     )
     .map_err(|e| e.to_string())?;
@@ -198,7 +199,7 @@ fn procfs_softnet_mixed_widths_through_a_root() {
 fn procfs_broken_softnet_is_rejected_naming_file_and_line() {
     let path = fixture("procfs/proc/net/softnet_stat.broken");
     let mut rows = Vec::new();
-    let err = parse_softnet(&fs::read(&path).unwrap(), &path, &mut rows).unwrap_err();
+    let err = parse_softnet(&fs::read(&path).unwrap(), &path, None, &mut rows).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!("{}:1: 4 columns, expected at least 9", path.display())
@@ -584,7 +585,9 @@ fn parse_all(bytes: &[u8]) {
     let mut stat = Stat::default();
     let _ = parse_stat(bytes, path, &mut stat.cpu_times, &mut stat.irq_totals);
     let mut rows = Vec::new();
-    let _ = parse_softnet(bytes, path, &mut rows);
+    let _ = parse_softnet(bytes, path, None, &mut rows);
+    let online = CpuSet::parse_list("0-3,5,64").unwrap();
+    let _ = parse_softnet(bytes, path, Some(&online), &mut rows);
     let _ = parse_softirqs(bytes, path);
 }
 
@@ -749,6 +752,47 @@ fn a_warm_tick_allocates_nothing() {
     );
 }
 
+/// Old kernels' rows (11 columns, no CPU id) are mapped to the online CPUs in the same
+/// pass: a warm tick still allocates nothing, and the rows land on the CPUs of the list
+/// (256 online CPUs out of 320, every fifth one offline).
+#[test]
+fn a_warm_tick_of_rows_without_a_cpu_id_allocates_nothing() {
+    let online: CpuSet = (0..320u32).filter(|cpu| cpu % 5 != 4).collect();
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("proc/net")).unwrap();
+    let write = |tick: u32| {
+        let softnet: String = online
+            .iter()
+            .map(|cpu| {
+                let row = row15(cpu, tick * 1000 + cpu, 0, 0);
+                // The first 11 columns, as kernels before 5.10 print them.
+                format!("{}\n", &row[..11 * 9 - 1])
+            })
+            .collect();
+        fs::write(dir.path().join("proc/net/softnet_stat"), softnet).unwrap();
+    };
+    fs::write(
+        dir.path().join("proc/stat"),
+        "cpu0 1 0 1 1 0 0 1 0 0 0\nintr 0\n",
+    )
+    .unwrap();
+    write(1);
+    let mut sampler = TickSampler::open(&Root::new(dir.path())).unwrap();
+    sampler.set_online_cpus(Some(&online));
+    let mut snapshot = Snapshot::default();
+    sampler.sample(&mut snapshot).unwrap();
+    for tick in 2..5 {
+        write(tick);
+        let allocations = allocations_during(|| sampler.sample(&mut snapshot).unwrap());
+        assert_eq!(allocations, 0, "tick {tick} allocated");
+        assert!(snapshot.softnet.iter().map(|r| r.cpu).eq(online.iter()));
+        assert_eq!(snapshot.softnet[255].cpu, 318);
+        assert_eq!(snapshot.softnet[255].processed, tick * 1000 + 318);
+        assert_eq!(snapshot.softnet[255].flow_limit_count, Some(3));
+        assert_eq!(snapshot.softnet[255].backlog_len, None);
+    }
+}
+
 /// After a second asleep every allocation is a round of cache misses in the allocator,
 /// and an idle tick is most of what steerd does (the CPU budget, docs/performance.md):
 /// what an idle tick runs after the `pread` (parse `softnet_stat` into the kept vector,
@@ -773,13 +817,13 @@ fn a_warm_idle_tick_of_the_load_model_allocates_nothing() {
         irq_totals: vec![0; 128],
         ..Snapshot::default()
     };
-    parse_softnet(texts[0].as_bytes(), path, &mut previous.softnet).unwrap();
+    parse_softnet(texts[0].as_bytes(), path, None, &mut previous.softnet).unwrap();
     let mut current = previous.clone();
     let mut load = Load::new();
     let mut tick = |n: usize| {
         std::mem::swap(&mut previous, &mut current);
         current.carry_stat_from(&previous);
-        parse_softnet(texts[n].as_bytes(), path, &mut current.softnet).unwrap();
+        parse_softnet(texts[n].as_bytes(), path, None, &mut current.softnet).unwrap();
         current.taken_at_ns = (n as u64 + 1) * 1_000_000_000;
         load.update(&previous, &current, 0.5);
     };

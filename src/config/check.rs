@@ -569,6 +569,7 @@ mod tests {
             possible: all.clone(),
             present: all.clone(),
             online: all.clone(),
+            online_from_file: true,
             isolated: CpuSet::new(),
             nohz_full: CpuSet::new(),
             cpus: (0..n)

@@ -180,7 +180,7 @@ impl Daemon {
     /// rebuilt its current values from the model when it was handed over.)
     pub(super) fn after_discovery(&mut self) {
         let machine = self.engine.machine();
-        self.sampling.follow(&machine.inventory);
+        self.sampling.follow(machine);
         // An IRQ that is gone is no longer one steerd cannot move: its number may come
         // back on another vector (the engine forgot its give-up too).
         let irqs = &machine.inventory.irqs;

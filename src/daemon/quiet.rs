@@ -350,6 +350,7 @@ mod tests {
             possible: all.clone(),
             present: all.clone(),
             online: all,
+            online_from_file: true,
             isolated: Default::default(),
             nohz_full: Default::default(),
             cpus: Vec::new(),

@@ -14,6 +14,7 @@ use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quie
 use crate::apply::{Actuator, FailureKind, WriteFailure};
 use crate::engine::sampling::Depth;
 use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport, Writer, Written};
+use crate::kernel::procfs::softnet;
 use crate::knob::{Knob, KnobValue};
 use crate::metrics::ResultLabels;
 use crate::policy;
@@ -46,21 +47,18 @@ impl Daemon {
         } else {
             Depth::Full
         };
-        let sampled = self
-            .sampling
-            .sample(&mut self.next_sample, depth, self.engine.last_sample());
-        if let Err(e) = sampled {
-            error!(error = %e, "sampling failed; skipping this tick: {e}");
-            self.set_verdict(Verdict::SamplingFailed, None);
-            return;
-        }
-        if let Some(last) = self.engine.last_sample()
-            && online_cpus_changed(last, &self.next_sample)
-        {
-            self.rediscover("CPU hot-plug");
-        } else if self
-            .sampling
-            .threaded_changed(&self.engine.machine().inventory)
+        let rediscovered = match self.sample_through_hot_plug(depth) {
+            Ok(rediscovered) => rediscovered,
+            Err(e) => {
+                error!(error = %e, "sampling failed; skipping this tick: {e}");
+                self.set_verdict(Verdict::SamplingFailed, None);
+                return;
+            }
+        };
+        if !rediscovered
+            && self
+                .sampling
+                .threaded_changed(&self.engine.machine().inventory)
         {
             self.rediscover("threaded NAPI switched");
         }
@@ -81,6 +79,34 @@ impl Daemon {
         if return_free_pages {
             crate::memory::return_free_pages();
         }
+    }
+
+    /// Samples into `next_sample`; on CPU hot-plug, rediscovers and samples again. Returns
+    /// whether it rediscovered.
+    ///
+    /// Why again: on kernels before 5.10 `softnet_stat` rows carry no CPU id and are
+    /// mapped to the online CPUs of the last discovery, so a sample read against the old
+    /// list is wrong (a CPU went offline: the rows after it land on their neighbours) or
+    /// fails (a CPU came online: more rows than the list). The second read costs one
+    /// `pread` per hot-plug.
+    fn sample_through_hot_plug(&mut self, depth: Depth) -> Result<bool, crate::Error> {
+        let sampled = self
+            .sampling
+            .sample(&mut self.next_sample, depth, self.engine.last_sample());
+        let hot_plug = match &sampled {
+            Err(e) => softnet::outgrew_online(e),
+            Ok(()) => self
+                .engine
+                .last_sample()
+                .is_some_and(|last| online_cpus_changed(last, &self.next_sample)),
+        };
+        if !hot_plug {
+            return sampled.map(|()| false);
+        }
+        self.rediscover("CPU hot-plug");
+        self.sampling
+            .sample(&mut self.next_sample, depth, self.engine.last_sample())?;
+        Ok(true)
     }
 
     /// Logs, counts and shows what the engine did this tick.

@@ -76,7 +76,7 @@ pub fn run(
     daemon: Option<SocketAddr>,
 ) -> Result<Report, crate::Error> {
     let machine = crate::discover::discover(root)?;
-    let samples = Samples::take(root, window);
+    let samples = Samples::take(root, machine.topology.online_as_read(), window);
     let daemon = daemon.map(|addr| {
         let status = crate::status::fetch_status(addr).map_err(|e| e.to_string());
         (addr, status)

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cpuset::CpuSet;
 use crate::kernel::procfs::{softnet, stat};
 use crate::model::snapshot::{CpuTimes, SoftnetRow};
 use crate::root::Root;
@@ -26,22 +27,26 @@ pub struct Samples {
 }
 
 impl Sample {
-    /// Reads both files under `root`; the error names the file.
-    pub fn read(root: &Root) -> Result<Sample, String> {
+    /// Reads both files under `root`; the error names the file. `online` is what
+    /// discovery read of `sys/devices/system/cpu/online` ([`Topology::online_as_read`]):
+    /// on kernels before 5.10 it says whose `softnet_stat` row is whose.
+    ///
+    /// [`Topology::online_as_read`]: crate::model::topology::Topology::online_as_read
+    pub fn read(root: &Root, online: Option<&CpuSet>) -> Result<Sample, String> {
         Ok(Sample {
-            softnet: softnet::read_softnet(root).map_err(|e| e.to_string())?,
+            softnet: softnet::read_softnet_with(root, online).map_err(|e| e.to_string())?,
             cpu_times: stat::read_stat(root).map_err(|e| e.to_string())?.cpu_times,
         })
     }
 }
 
 impl Samples {
-    /// Reads, waits `window`, reads again.
-    pub fn take(root: &Root, window: Duration) -> Result<Samples, String> {
-        let before = Sample::read(root)?;
+    /// Reads, waits `window`, reads again; `online` as for [`Sample::read`].
+    pub fn take(root: &Root, online: Option<&CpuSet>, window: Duration) -> Result<Samples, String> {
+        let before = Sample::read(root, online)?;
         let start = Instant::now();
         std::thread::sleep(window);
-        let after = Sample::read(root)?;
+        let after = Sample::read(root, online)?;
         Ok(Samples {
             before,
             after,

@@ -72,7 +72,10 @@ pub fn check(context: &Context) -> Vec<Finding> {
                 (d, s, over, Severity::Info)
             }
         }
-        Err(why) => match softnet::read_softnet(context.root) {
+        Err(why) => match softnet::read_softnet_with(
+            context.root,
+            context.machine.topology.online_as_read(),
+        ) {
             Ok(rows) => {
                 let (d, s) = totals(&rows);
                 let over = format!("since boot (no rate: {why})");

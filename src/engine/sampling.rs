@@ -6,6 +6,7 @@
 use tracing::warn;
 
 use crate::Root;
+use crate::discover::Machine;
 use crate::error::Error;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
@@ -47,12 +48,15 @@ impl Sampling {
         })
     }
 
-    /// Follows a (re)discovered model: which IRQs the interrupt totals are kept for, and
-    /// which devices' queues are sampled (the counter source is opened the first time
-    /// one is needed).
-    pub fn follow(&mut self, inventory: &Inventory) {
+    /// Follows a (re)discovered model: which IRQs the interrupt totals are kept for, which
+    /// CPUs `softnet_stat` rows without a CPU id belong to, and which devices' queues are
+    /// sampled (the counter source is opened the first time one is needed).
+    pub fn follow(&mut self, machine: &Machine) {
+        let inventory = &machine.inventory;
         let irq_limit = inventory.irqs.iter().map(|i| i.irq as usize + 1).max();
         self.ticks.set_irq_limit(irq_limit.unwrap_or(0));
+        self.ticks
+            .set_online_cpus(machine.topology.online_as_read());
         self.queue_devices = queue_devices_of(inventory);
         self.napi_threads = inventory
             .devices

@@ -10,7 +10,10 @@
 //!   seq_file may hand out less than a full buffer before the end;
 //! * each file has its own byte buffer, grown (doubled) only when the file outgrew it;
 //! * parsing fills the snapshot's existing vectors in place ([`parse_stat_up_to`],
-//!   [`parse_softnet`]), so in steady state a tick allocates nothing.
+//!   [`parse_softnet`]), so in steady state a tick allocates nothing;
+//! * `softnet_stat` rows without a CPU id (kernels before 5.10) go to the online CPUs the
+//!   caller last read ([`TickSampler::set_online_cpus`]): the sampler does not read
+//!   `sys/devices/system/cpu/online` every tick, discovery already has.
 //!
 //! `taken_at_ns` is the raw `CLOCK_MONOTONIC` (not a per-sampler `Instant` base), so
 //! timestamps compare across samplers and with other monotonic clocks in the process.
@@ -28,6 +31,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::kernel::procfs::softnet::{SOFTNET_PATH, parse_softnet};
 use crate::kernel::procfs::stat::{STAT_PATH, parse_stat_up_to};
@@ -46,6 +50,8 @@ pub struct TickSampler {
     follow_replaced_files: bool,
     /// IRQ numbers below this are counted (see [`TickSampler::set_irq_limit`]).
     irq_limit: usize,
+    /// Where `softnet_stat` rows without a CPU id go (see [`TickSampler::set_online_cpus`]).
+    online: Option<CpuSet>,
 }
 
 impl TickSampler {
@@ -57,7 +63,17 @@ impl TickSampler {
             softnet: KeptOpenFile::open(root.path(SOFTNET_PATH))?,
             follow_replaced_files: !root.is_host(),
             irq_limit: usize::MAX,
+            online: None,
         })
+    }
+
+    /// The online CPUs, as the caller read them from `sys/devices/system/cpu/online`
+    /// (`None`: it could not, and rows without a CPU id are numbered as they come). Kept
+    /// for every tick: the daemon and `top` set it after each discovery, and a hot-plug
+    /// that outdates it shows as a changed row count or as
+    /// [`crate::kernel::procfs::softnet::outgrew_online`].
+    pub fn set_online_cpus(&mut self, online: Option<&CpuSet>) {
+        self.online = online.cloned();
     }
 
     /// Counts only IRQ numbers below `limit` in `snapshot.irq_totals` (default: all).
@@ -96,6 +112,7 @@ impl TickSampler {
         parse_softnet(
             self.softnet.contents(),
             &self.softnet.path,
+            self.online.as_ref(),
             &mut snapshot.softnet,
         )?;
         Ok(())
@@ -115,6 +132,7 @@ impl TickSampler {
         parse_softnet(
             self.softnet.contents(),
             &self.softnet.path,
+            self.online.as_ref(),
             &mut snapshot.softnet,
         )
     }
@@ -291,6 +309,23 @@ mod tests {
             "vectors are refilled, not appended"
         );
         assert_eq!(snapshot.softnet.len(), 2);
+    }
+
+    #[test]
+    fn rows_without_a_cpu_id_go_to_the_online_cpus_it_was_given() {
+        // Kernels before 5.10: 11 columns, CPU 1 offline.
+        let eleven = "00000001 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\
+                      00000002 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n";
+        let dir = tree(STAT, Some(eleven));
+        let mut sampler = TickSampler::open(&Root::new(dir.path())).unwrap();
+        let mut snapshot = Snapshot::default();
+        let cpus = |s: &Snapshot| s.softnet.iter().map(|r| r.cpu).collect::<Vec<_>>();
+        sampler.set_online_cpus(Some(&CpuSet::parse_list("0,2").unwrap()));
+        sampler.sample_softnet_only(&mut snapshot).unwrap();
+        assert_eq!(cpus(&snapshot), [0, 2]);
+        sampler.set_online_cpus(None);
+        sampler.sample(&mut snapshot).unwrap();
+        assert_eq!(cpus(&snapshot), [0, 1], "no list: row numbers");
     }
 
     #[test]

@@ -14,6 +14,11 @@ pub struct Topology {
     pub possible: CpuSet,
     pub present: CpuSet,
     pub online: CpuSet,
+    /// Whether `online` is what `sys/devices/system/cpu/online` says, rather than derived
+    /// (possible minus `offline`) because that file was absent: see
+    /// [`Topology::online_as_read`].
+    #[serde(skip)]
+    pub online_from_file: bool,
     /// `isolcpus=` CPUs (`sys/devices/system/cpu/isolated`).
     pub isolated: CpuSet,
     /// `nohz_full=` CPUs (`sys/devices/system/cpu/nohz_full`).
@@ -53,6 +58,14 @@ pub struct Node {
 }
 
 impl Topology {
+    /// The online CPUs as read from `sys/devices/system/cpu/online`, `None` when that file
+    /// was absent: the list `softnet_stat` rows without a CPU id are mapped to
+    /// ([`crate::kernel::procfs::softnet::parse_softnet`]). Not the derived set: a guess
+    /// there would turn a tree without the file into errors where row numbers served.
+    pub fn online_as_read(&self) -> Option<&CpuSet> {
+        self.online_from_file.then_some(&self.online)
+    }
+
     /// The CPU with this id, if it is possible.
     pub fn cpu(&self, id: u32) -> Option<&Cpu> {
         self.cpus

@@ -87,6 +87,7 @@ impl Shape {
             possible: possible.clone(),
             present: possible,
             online,
+            online_from_file: true,
             isolated: self.isolated.clone(),
             nohz_full: self.nohz_full.clone(),
             cpus,

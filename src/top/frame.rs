@@ -332,6 +332,7 @@ mod tests {
                 possible: CpuSet::first_n(4),
                 present: CpuSet::first_n(4),
                 online: CpuSet::first_n(4),
+                online_from_file: true,
                 isolated: CpuSet::new(),
                 nohz_full: CpuSet::new(),
                 cpus: Vec::new(),

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::discover::{Machine, discover};
+use crate::kernel::procfs::softnet::outgrew_online;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::load::Load;
@@ -88,7 +89,7 @@ impl TopSampler {
             rediscover: false,
             warnings: Vec::new(),
         };
-        sampler.set_irq_limit();
+        sampler.follow_machine();
         sampler.read_counters()?;
         Ok(sampler)
     }
@@ -147,11 +148,13 @@ impl TopSampler {
         self.settings = SettingsFiles::new(&self.root, &self.machine);
         self.discovered_at = Instant::now();
         self.rediscover = false;
-        self.set_irq_limit();
+        self.follow_machine();
         Ok(())
     }
 
-    fn set_irq_limit(&mut self) {
+    /// Points the tick sampler at the discovered machine: the IRQs it counts, and the
+    /// online CPUs `softnet_stat` rows without a CPU id belong to (as the daemon does).
+    fn follow_machine(&mut self) {
         let limit = self
             .machine
             .inventory
@@ -161,14 +164,21 @@ impl TopSampler {
             .max()
             .unwrap_or(0);
         self.ticks.set_irq_limit(limit);
+        self.ticks
+            .set_online_cpus(self.machine.topology.online_as_read());
     }
 
     /// Reads `proc/stat`, `softnet_stat` and (on the host) the queue counters into
-    /// `self.current`.
+    /// `self.current`. A CPU that came online since the last discovery, on a kernel whose
+    /// `softnet_stat` rows carry no CPU id, outdates the online list the rows are mapped to:
+    /// discover again and read once more rather than fail.
     fn read_counters(&mut self) -> Result<(), String> {
-        self.ticks
-            .sample(&mut self.current)
-            .map_err(|e| format!("cannot sample the counters: {e}"))?;
+        let mut sampled = self.ticks.sample(&mut self.current);
+        if sampled.as_ref().is_err_and(outgrew_online) {
+            self.rediscover()?;
+            sampled = self.ticks.sample(&mut self.current);
+        }
+        sampled.map_err(|e| format!("cannot sample the counters: {e}"))?;
         self.read_napi_threads();
         self.current.queues.clear();
         if let QueueRates::Host(source) = &mut self.queue_rates {

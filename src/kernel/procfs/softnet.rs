@@ -1,13 +1,19 @@
 //! `proc/net/softnet_stat`: per-CPU packet-processing counters, the daemon's main work
 //! signal (`processed`) and its distress signals (`dropped`, `time_squeeze`).
 //!
-//! One row per *online* CPU, every column a `%08x` u32 that wraps. The column count grew
-//! with kernel versions (docs/kernel.md, "Softnet counters"): 9 (always), 10 (`received_rps`), 11
-//! (`flow_limit_count`), 13 (`backlog_len`, CPU index), 15 (input/process queue lengths),
-//! and a file may mix widths. Rows are parsed by their own width: column 12 is the CPU id
-//! when the row has it, otherwise the row number is (which is wrong once a CPU went
-//! offline, but older kernels give nothing better). Extra trailing columns are accepted;
-//! a row with fewer than 9 columns is an error.
+//! One row per *online* CPU, ascending by CPU id, every column a `%08x` u32 that wraps. The
+//! column count grew with kernel versions (docs/kernel.md, "Softnet counters"): 9 (always),
+//! 10 (`received_rps`), 11 (`flow_limit_count`), 13 (`backlog_len`, CPU id; 5.10), 15
+//! (input/process queue lengths), and a file may mix widths. Rows are parsed by their own
+//! width: column 12 is the CPU id when the row has it. Older kernels print no id, so row i
+//! belongs to the i-th online CPU: callers pass the online CPUs discovery read from
+//! `sys/devices/system/cpu/online` ([`read_softnet`] reads them itself), and this module
+//! alone does the mapping, so every reader gives a CPU the same row. Without a list (the
+//! file could not be read) rows are numbered 0, 1, 2, ..., which is wrong as soon as a CPU
+//! below the last is offline. A row without an id past the last listed CPU is an error:
+//! the list is older than the file (a CPU came online since) and no such row can be told
+//! whose it is. Extra trailing columns are accepted; a row with fewer than 9 columns is an
+//! error.
 //!
 //! Read every tick: the parser works in place on the bytes, fills the caller's reused
 //! vector, and parses hex by hand (`u32::from_str_radix` would need a `&str`, UTF-8
@@ -19,8 +25,10 @@
 
 use std::path::Path;
 
+use crate::cpuset::CpuSet;
 use crate::error::Error;
 use crate::kernel::procfs::stat::{Fields, lossy};
+use crate::kernel::sysfs::cpu::read_online_cpus;
 use crate::model::snapshot::SoftnetRow;
 use crate::root::Root;
 
@@ -33,25 +41,51 @@ pub const MIN_COLUMNS: usize = 9;
 /// Columns this reader looks at (0..=12); later ones are counted but not kept.
 const KEPT_COLUMNS: usize = 13;
 
-/// Reads and parses `proc/net/softnet_stat` under `root`.
+/// How the error for a row without a CPU id past the last online CPU begins
+/// ([`outgrew_online`] tells it apart).
+const MORE_ROWS_THAN_ONLINE: &str = "more rows than online CPUs";
+
+/// Reads and parses `proc/net/softnet_stat` under `root`, and the online CPUs its rows
+/// without a CPU id belong to from `sys/devices/system/cpu/online` (row numbers when that
+/// cannot be read). For callers that have not discovered the machine; those that have
+/// pass what they read to [`read_softnet_with`].
 pub fn read_softnet(root: &Root) -> Result<Vec<SoftnetRow>, Error> {
+    let online = read_online_cpus(root).ok().flatten();
+    read_softnet_with(root, online.as_ref())
+}
+
+/// Reads and parses `proc/net/softnet_stat` under `root`; `online` as for
+/// [`parse_softnet`].
+pub fn read_softnet_with(root: &Root, online: Option<&CpuSet>) -> Result<Vec<SoftnetRow>, Error> {
     let text = root.read(SOFTNET_PATH)?;
     let mut rows = Vec::new();
-    parse_softnet(text.as_bytes(), &root.path(SOFTNET_PATH), &mut rows)?;
+    parse_softnet(text.as_bytes(), &root.path(SOFTNET_PATH), online, &mut rows)?;
     Ok(rows)
 }
 
 /// Parses the bytes of a `softnet_stat` into `rows` (cleared first, capacity reused).
+///
+/// A row's CPU is its column 12 when it has one; otherwise row i (counting rows with an
+/// id too) is the i-th CPU of `online`, the online CPUs the caller read from
+/// `sys/devices/system/cpu/online`, or plain i when it has none (`None`).
 ///
 /// Rows keep file order; on real kernels that is ascending CPU id. Blank lines are
 /// skipped and do not count as rows. `path` only names the file in errors. On error
 /// `rows` holds the rows parsed so far.
 ///
 /// Errors (naming the file and line): an empty file, a row with fewer than 9 columns, a
-/// column that is not hex, a value above `u32::MAX`.
-pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> Result<(), Error> {
+/// column that is not hex, a value above `u32::MAX`, a row without a CPU id when every
+/// CPU of `online` already has a row ([`outgrew_online`]).
+pub fn parse_softnet(
+    bytes: &[u8],
+    path: &Path,
+    online: Option<&CpuSet>,
+    rows: &mut Vec<SoftnetRow>,
+) -> Result<(), Error> {
     rows.clear();
     let mut row_number = 0u32;
+    // Walked one CPU per row, in step with `row_number` (no allocation).
+    let mut online_cpus = online.map(CpuSet::iter);
     let mut line_number = 0usize;
     let mut pos = 0usize;
     while pos < bytes.len() {
@@ -99,7 +133,24 @@ pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> R
             cpu_index,
         ] = columns;
         let present = |column: usize, value: u32| (count > column).then_some(value);
-        let cpu = present(12, cpu_index).unwrap_or(row_number);
+        let listed = online_cpus.as_mut().map(Iterator::next);
+        let cpu = match (present(12, cpu_index), listed) {
+            (Some(id), _) => id,
+            (None, Some(Some(cpu))) => cpu,
+            (None, None) => row_number,
+            (None, Some(None)) => {
+                let online = online.map(CpuSet::to_list).unwrap_or_default();
+                return Err(Error::parse(
+                    path,
+                    line_number,
+                    format!(
+                        "{MORE_ROWS_THAN_ONLINE} ({online}), and no CPU id in column 13 to \
+                         tell whose row {} is",
+                        row_number.saturating_add(1)
+                    ),
+                ));
+            }
+        };
         // Rates are kept in tables indexed by CPU id: a stray id in a malformed file
         // must not size them.
         if cpu >= crate::cpuset::MAX_CPUS {
@@ -124,6 +175,13 @@ pub fn parse_softnet(bytes: &[u8], path: &Path, rows: &mut Vec<SoftnetRow>) -> R
         return Err(Error::parse(path, 0, "empty file"));
     }
     Ok(())
+}
+
+/// Whether `err` is [`parse_softnet`]'s error for more rows without a CPU id than online
+/// CPUs: the online list is older than the file (a CPU came online since it was read),
+/// and reading the list again is the cure.
+pub fn outgrew_online(err: &Error) -> bool {
+    matches!(err, Error::Parse { reason, .. } if reason.starts_with(MORE_ROWS_THAN_ONLINE))
 }
 
 /// The fast path for the kernel's own layout: `%08x` columns separated by one space, the
@@ -233,9 +291,31 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Vec<SoftnetRow>, Error> {
+        parse_online(text, None)
+    }
+
+    fn parse_online(text: &str, online: Option<&str>) -> Result<Vec<SoftnetRow>, Error> {
+        let online = online.map(|list| CpuSet::parse_list(list).unwrap());
         let mut rows = Vec::new();
-        parse_softnet(text.as_bytes(), Path::new("softnet_stat"), &mut rows)?;
+        parse_softnet(
+            text.as_bytes(),
+            Path::new("softnet_stat"),
+            online.as_ref(),
+            &mut rows,
+        )?;
         Ok(rows)
+    }
+
+    /// A row in the kernel's layout: `processed` = `tag`, then `columns - 1` more; a
+    /// 13th column (the CPU id) is `cpu`.
+    fn row(tag: u32, columns: usize, cpu: u32) -> String {
+        let mut values = vec![0u32; columns];
+        values[0] = tag;
+        if let Some(id) = values.get_mut(12) {
+            *id = cpu;
+        }
+        let fields: Vec<String> = values.iter().map(|v| format!("{v:08x}")).collect();
+        format!("{}\n", fields.join(" "))
     }
 
     #[test]
@@ -306,6 +386,64 @@ mod tests {
         assert_eq!(eight_hex_digits(*b"deadBEEF"), Some(0xdead_beef));
         assert_eq!(eight_hex_digits(*b"0000000g"), None);
         assert_eq!(eight_hex_digits(*b"0000 000"), None);
+    }
+
+    #[test]
+    fn rows_without_an_id_go_to_the_online_cpus_in_order() {
+        // 5.4: 11 columns, one row per online CPU; CPU 6 is offline.
+        let old: String = [0, 1, 2, 3, 4, 5, 7]
+            .map(|cpu| row(0x100 + cpu, 11, 0))
+            .concat();
+        let rows = parse_online(&old, Some("0-5,7")).unwrap();
+        let cpus: Vec<u32> = rows.iter().map(|r| r.cpu).collect();
+        assert_eq!(cpus, [0, 1, 2, 3, 4, 5, 7]);
+        assert_eq!(rows[6].processed, 0x107, "the last row is CPU 7's");
+        // Without the list, the row number, as before.
+        assert_eq!(parse(&old).unwrap()[6].cpu, 6);
+        // Both paths agree: the fast one and the field-by-field one.
+        let loose = old.replace(' ', "  ");
+        assert_eq!(parse_online(&loose, Some("0-5,7")).unwrap(), rows);
+    }
+
+    #[test]
+    fn rows_with_an_id_keep_it_whatever_the_online_list() {
+        let new: String = [0, 1, 2, 3, 4, 5, 7].map(|cpu| row(cpu, 13, cpu)).concat();
+        for online in [None, Some("0-5,7"), Some("0-6"), Some("0-2")] {
+            let cpus: Vec<u32> = parse_online(&new, online)
+                .unwrap()
+                .iter()
+                .map(|r| r.cpu)
+                .collect();
+            assert_eq!(cpus, [0, 1, 2, 3, 4, 5, 7], "online {online:?}");
+        }
+        // A file mixing widths: row i is the i-th online CPU whether or not a row before
+        // it had an id.
+        let mixed = [row(0, 13, 0), row(1, 11, 0), row(2, 13, 7), row(3, 10, 0)].concat();
+        let cpus: Vec<u32> = parse_online(&mixed, Some("0,2,5,9"))
+            .unwrap()
+            .iter()
+            .map(|r| r.cpu)
+            .collect();
+        assert_eq!(cpus, [0, 2, 7, 9]);
+    }
+
+    #[test]
+    fn more_rows_without_an_id_than_online_cpus_is_an_error() {
+        let eight: String = (0..8).map(|cpu| row(cpu, 11, 0)).collect();
+        let err = parse_online(&eight, Some("0-5,7")).unwrap_err();
+        assert!(outgrew_online(&err), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "softnet_stat:8: more rows than online CPUs (0-5,7), and no CPU id in column 13 \
+             to tell whose row 8 is"
+        );
+        let err = parse_online(&eight, Some("")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("softnet_stat:1: more rows"),
+            "{err}"
+        );
+        // Other errors are not this one.
+        assert!(!outgrew_online(&parse("1 2 3\n").unwrap_err()));
     }
 
     #[test]

@@ -36,11 +36,11 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
     };
     let present =
         read_cpulist(root, &format!("{CPU_DIR}/present"))?.unwrap_or_else(|| possible.clone());
-    let online = match read_cpulist(root, &format!("{CPU_DIR}/online"))? {
-        Some(set) => set,
+    let (online, online_from_file) = match read_online_cpus(root)? {
+        Some(set) => (set, true),
         None => {
             let offline = read_cpulist(root, &format!("{CPU_DIR}/offline"))?.unwrap_or_default();
-            possible.difference(&offline)
+            (possible.difference(&offline), false)
         }
     };
     let isolated = read_cpulist(root, &format!("{CPU_DIR}/isolated"))?.unwrap_or_default();
@@ -84,11 +84,17 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
         possible,
         present,
         online,
+        online_from_file,
         isolated,
         nohz_full,
         cpus,
         nodes,
     })
+}
+
+/// `sys/devices/system/cpu/online`; `None` when absent.
+pub fn read_online_cpus(root: &Root) -> Result<Option<CpuSet>, Error> {
+    read_cpulist(root, &format!("{CPU_DIR}/online"))
 }
 
 /// A cpulist file; `None` when absent. `(null)` (an unset `nohz_full`) is the empty set.
@@ -234,6 +240,7 @@ mod tests {
         let topology = read_topology(&Root::new(d)).unwrap();
         assert_eq!(topology.nr_cpu_ids, 8);
         assert_eq!(topology.online.to_list(), "0-2,4-7");
+        assert_eq!(topology.online_as_read(), Some(&topology.online));
         assert!(topology.nohz_full.is_empty());
         assert_eq!(topology.nodes.len(), 3);
         let cpu6 = topology.cpu(6).unwrap();
@@ -261,6 +268,7 @@ mod tests {
         assert_eq!(topology.possible.to_list(), "0-1,3");
         assert_eq!(topology.present, topology.possible);
         assert_eq!(topology.online.to_list(), "0,3");
+        assert_eq!(topology.online_as_read(), None, "derived, not read");
         assert_eq!(topology.nr_cpu_ids, 4);
         assert_eq!(
             topology.nodes,
