@@ -40,18 +40,27 @@ fi
 # A private apt index naming every suite the lab takes kernels from.
 apt_dir=$cache/apt
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial"
+# Kernel updates come through the security suites too (6.1.0-56 is only in
+# bookworm-security as this is written).
+security=${STEERD_LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 cat > "$apt_dir/sources.list" <<EOF
 deb $mirror bullseye main
+deb $security bullseye-security main
 deb $mirror bookworm main
+deb $security bookworm-security main
 deb $mirror trixie main
+deb $security trixie-security main
 deb $mirror trixie-backports main
 EOF
 apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
     -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir" -o "Dir::Cache::archives=$apt_dir/archives"
-    -o "APT::Get::List-Cleanup=0")
-# Lists older than a day are read again: a point release removes the kernel they name.
-if [ -z "$(find "$apt_dir/lists" -name '*_Packages*' -mmin -1440 2>/dev/null | head -n 1)" ]; then
+    -o "APT::Get::List-Cleanup=0" -o "Dir::State::status=/dev/null")
+# Lists older than a day, or of other sources, are read again: a point release removes the
+# kernel they name.
+if [ -z "$(find "$apt_dir/lists" -name '*_Packages*' -mmin -1440 2>/dev/null | head -n 1)" ] ||
+    ! cmp -s "$apt_dir/sources.list" "$apt_dir/lists/.sources.list"; then
     apt-get "${apt_opts[@]}" update >&2
+    cp "$apt_dir/sources.list" "$apt_dir/lists/.sources.list"
 fi
 v=${version//./\\.}
 # The ABI part (`5.10.0-39`, `6.12.57+deb13`, `6.18.15+deb13`) differs per release; the

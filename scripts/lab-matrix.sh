@@ -24,7 +24,10 @@ userland=$(scripts/lab-userland.sh)
 cargo build --release --bin steerd --example lab
 for cell in $cells; do
     IFS=: read -r nic version flavour <<< "$cell"
-    kernel=$(scripts/lab-kernel.sh "$version" "$flavour")
+    if ! kernel=$(scripts/lab-kernel.sh "$version" "$flavour"); then
+        echo "lab-matrix: $cell: no kernel (see above); its cell is left as it was" >&2
+        continue
+    fi
     file="$out/$nic-$version-$flavour.json"
     echo "lab-matrix: $nic on $version ($flavour), $reps run(s) of: $scenarios" >&2
     # shellcheck disable=SC2086 # the scenario names are words

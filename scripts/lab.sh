@@ -9,7 +9,7 @@
 #
 #   sudo scripts/lab.sh                 # everything, 3 runs each (about 2.5 hours)
 #   sudo REPS=1 scripts/lab.sh cpu0     # one scenario, one run each
-#   sudo TABLE=threaded STEERD_LAB_KERNEL=$(scripts/lab-kernel-6.12.sh) scripts/lab.sh \
+#   sudo TABLE=threaded STEERD_LAB_KERNEL=$(scripts/lab-kernel.sh 6.12) scripts/lab.sh \
 #       --balancers none,irqbalance,steerd threaded-cpu0 threaded-defaults threaded-kill9
 set -euo pipefail
 cd "$(dirname "$0")/.."
