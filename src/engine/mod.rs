@@ -392,10 +392,11 @@ impl Engine {
             return;
         }
         let floor = policy::work_floor(&self.config);
-        // Without per-queue counters: its interrupts, or the work of the CPU it was on
-        // (a saturated NAPI fires nothing).
+        // With per-queue counters every move is checked, an idle queue's once it receives
+        // (move_check.rs). Without them: while its interrupts, or the work of the CPU it
+        // was on (a saturated NAPI fires nothing), say it receives now.
         let receiving = match self.load.rx_queue_pps(device, queue) {
-            Some(pps) => pps >= floor,
+            Some(_) => true,
             None => {
                 self.load.irq_rate(irq) > 0.0
                     || self

@@ -294,16 +294,31 @@ fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[f64]) {
                 heat.signal,
                 Some(HotSignal::Distress { .. } | HotSignal::Pressure { .. })
             );
-            if !signal || p.relieved.contains(cpu) || !carries_the_heat(p, cpu, view.pps) {
+            // A vector whose move did not take effect cannot take its work away by moving
+            // again (its NAPI keeps polling here), however small its share of the heat:
+            // with every other queue's vector on a CPU of its own, nothing else would
+            // relieve this one (lab, igb on 6.1, `sat-cpu0`).
+            let stuck = view.will_fire_on.filter(|&mask_cpu| mask_cpu != cpu);
+            if !signal
+                || p.relieved.contains(cpu)
+                || (stuck.is_none() && !carries_the_heat(p, cpu, view.pps))
+            {
                 continue;
             }
             let decides = heat.under_pressure() && (!distress || heat.distress);
             if decides && why.is_empty() {
-                why = format!(
-                    "{}; {name} rx-{queue} alone brings {} pkt/s there, so moving its IRQ cannot help",
-                    heat.describe(cpu, p.config),
-                    kilo(view.pps)
-                );
+                why = match stuck {
+                    Some(mask_cpu) => format!(
+                        "{}; {name} rx-{queue} brings {} pkt/s there although its IRQ was moved to CPU {mask_cpu} (its NAPI keeps polling on CPU {cpu}), so moving its IRQ cannot help",
+                        heat.describe(cpu, p.config),
+                        kilo(view.pps)
+                    ),
+                    None => format!(
+                        "{}; {name} rx-{queue} alone brings {} pkt/s there, so moving its IRQ cannot help",
+                        heat.describe(cpu, p.config),
+                        kilo(view.pps)
+                    ),
+                };
             }
             hot_cpus.insert(cpu);
             hot_queues.push(queue);

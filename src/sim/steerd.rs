@@ -155,8 +155,8 @@ impl Controller for Steerd {
 }
 
 /// The simulated kernel as the engine's writer.
-struct SimWriter<'a> {
-    sim: &'a mut SimMachine,
+pub(crate) struct SimWriter<'a> {
+    pub(crate) sim: &'a mut SimMachine,
 }
 
 impl Writer for SimWriter<'_> {
