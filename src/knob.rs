@@ -316,6 +316,22 @@ pub fn is_default_spread(table: &[u32], queues: u32) -> bool {
             .all(|(i, &q)| q as usize == i % queues as usize)
 }
 
+/// Whether `table` is a spread a driver sets up by itself over `queues`: ethtool's
+/// [`default_spread`], or the block layout igb, igc and others write (`(i * queues) /
+/// entries`: a run of queue 0, then of queue 1, ...; seen on QEMU's igb, docs/kernel.md).
+/// A table that is neither was set by someone. Only the round-robin one is what a reset to
+/// "default" writes back, so restores keep using [`is_default_spread`].
+pub fn is_driver_spread(table: &[u32], queues: u32) -> bool {
+    let n = table.len() as u64;
+    is_default_spread(table, queues)
+        || (queues > 0
+            && n > 0
+            && table
+                .iter()
+                .enumerate()
+                .all(|(i, &q)| u64::from(q) == i as u64 * u64::from(queues) / n))
+}
+
 /// Reads a table's text: entries separated by white space.
 pub(crate) fn parse_table(text: &str) -> Result<Vec<u32>, KnobError> {
     let bad = || KnobError::NotATable(text.trim().chars().take(64).collect());
@@ -390,6 +406,20 @@ impl Ord for KnobValue {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_drivers_block_layout_is_a_driver_spread_but_not_ethtools_default() {
+        let block: Vec<u32> = (0..128u32).map(|i| i * 4 / 128).collect();
+        assert!(is_driver_spread(&block, 4));
+        assert!(!is_default_spread(&block, 4));
+        assert!(is_driver_spread(&default_spread(128, 4), 4));
+        let mut skewed = block.clone();
+        skewed[5] = 3;
+        assert!(!is_driver_spread(&skewed, 4));
+        assert!(!is_driver_spread(&[], 4));
+        assert!(!is_driver_spread(&block, 0));
+    }
+
     use super::*;
 
     fn rps(q: u32) -> Knob {

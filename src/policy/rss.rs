@@ -142,7 +142,7 @@ fn balance_device(p: &mut Planner, d: usize) {
         return;
     }
     let ours = p.state.written(&target).and_then(KnobValue::table) == Some(table.as_slice());
-    let default_spread = crate::knob::is_default_spread(&table, queues as u32);
+    let default_spread = crate::knob::is_driver_spread(&table, queues as u32);
     if !ours && !default_spread {
         p.note(
             NoteKind::RssTable,

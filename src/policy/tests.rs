@@ -713,6 +713,41 @@ fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
     );
 }
 
+/// A table in the block layout igb writes by itself (`(i * queues) / 128`) is the driver's
+/// spread, not someone's choice: the lever advises on it instead of leaving it alone as a
+/// foreign table (lab igb: "not the driver's default spread ... left alone" on every boot).
+#[test]
+fn a_drivers_block_layout_table_is_not_a_foreign_one() {
+    let mut sim = skewed_virtio([0.5, 0.5, 0.0, 0.0]);
+    sim.set_rate("eth0", 40_000.0);
+    let block: Vec<u32> = (0..128u32).map(|i| i * 4 / 128).collect();
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut notes = Vec::new();
+    for _ in 0..10 {
+        bench.run(1);
+        let plan = bench.decide_with(&mut state, |placement| {
+            placement
+                .rss_tables
+                .insert("eth0".to_string(), block.clone());
+        });
+        bench.apply(&plan, &mut state);
+        notes.extend(
+            plan.notes
+                .iter()
+                .filter(|n| n.kind == NoteKind::RssTable)
+                .map(|n| n.text.clone()),
+        );
+    }
+    assert!(
+        notes
+            .iter()
+            .any(|t| t.contains("would move RSS table entries")),
+        "{notes:?}"
+    );
+    assert!(notes.iter().all(|t| !t.contains("left alone")), "{notes:?}");
+}
+
 /// The RSS table lever on a NIC whose hash fills 2 of 4 queues (the table is put in the
 /// placement by hand: this checks the rule, not a model of the hash). In `advise` mode
 /// the plan says what it would move and writes nothing; in `auto` mode the first step
