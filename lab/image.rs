@@ -230,12 +230,7 @@ pub fn build_base(
 /// Copies `program` to `to` under `stage` with the libraries it needs, without debug info.
 fn install(program: &Path, stage: &Path, to: &str) -> Result<()> {
     copy_exec(program, &stage.join(to))?;
-    copy_libraries(
-        &[program.display().to_string()],
-        Path::new("/"),
-        stage,
-        false,
-    )?;
+    copy_libraries(program, Path::new("/"), stage, false)?;
     strip(stage, to)
 }
 
@@ -243,14 +238,7 @@ fn install(program: &Path, stage: &Path, to: &str) -> Result<()> {
 /// there, replacing those already in `stage`.
 fn install_from(tool: &Tool, stage: &Path, to: &str) -> Result<()> {
     copy_exec(&tool.host_path(), &stage.join(to))?;
-    let root = tool.root.display().to_string();
-    let program = tool.path.display().to_string();
-    let ldd = if tool.root == Path::new("/") {
-        vec![program]
-    } else {
-        vec!["chroot".into(), root, "ldd".into(), program]
-    };
-    copy_libraries(&ldd, &tool.root, stage, tool.root != Path::new("/"))?;
+    copy_libraries(&tool.path, &tool.root, stage, tool.root != Path::new("/"))?;
     strip(stage, to)
 }
 
@@ -287,14 +275,18 @@ fn copy_exec(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Copies the shared libraries `ldd` lists for a program (`ldd_args`: the program, or
-/// `chroot ROOT ldd PROGRAM` for another root's) from `root` to the same paths in the guest;
-/// `replace` overwrites libraries already there.
-fn copy_libraries(ldd_args: &[String], root: &Path, stage: &Path, replace: bool) -> Result<()> {
-    let out = match ldd_args {
-        [program] => Command::new("ldd").arg(program).output(),
-        [first, rest @ ..] => Command::new(first).args(rest).output(),
-        [] => return Ok(()),
+/// Copies the shared libraries `ldd` lists for `program` (a path inside `root`; `ldd`
+/// runs chrooted there for another root than `/`) from `root` to the same paths in the
+/// guest; `replace` overwrites libraries already there.
+fn copy_libraries(program: &Path, root: &Path, stage: &Path, replace: bool) -> Result<()> {
+    let out = if root == Path::new("/") {
+        Command::new("ldd").arg(program).output()
+    } else {
+        Command::new("chroot")
+            .arg(root)
+            .arg("ldd")
+            .arg(program)
+            .output()
     }
     .map_err(io("running ldd"))?;
     for line in String::from_utf8_lossy(&out.stdout).lines() {

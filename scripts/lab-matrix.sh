@@ -46,10 +46,4 @@ cat "$out"/*.json | python3 scripts/lab-matrix.py > "$table"
     echo
     cat "$table"
 } > "$table.block"
-awk -v block="$table.block" -v begin="<!-- lab-matrix:begin -->" -v end="<!-- lab-matrix:end -->" '
-    $0 == begin { print; while ((getline line < block) > 0) print line; skip = 1; next }
-    $0 == end { skip = 0 }
-    !skip { print }
-' docs/lab.md > docs/lab.md.new
-mv docs/lab.md.new docs/lab.md
-echo "docs/lab.md updated" >&2
+scripts/doc-block.sh docs/lab.md "lab-matrix" "$table.block"

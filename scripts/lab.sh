@@ -27,11 +27,5 @@ target/release/examples/lab --reps "$reps" --idle "$idle" "$@" > "$table"
     echo
     cat "$table"
 } > "$table.block"
-awk -v block="$table.block" -v begin="<!-- $marker:begin -->" -v end="<!-- $marker:end -->" '
-    $0 == begin { print; while ((getline line < block) > 0) print line; skip = 1; next }
-    $0 == end { skip = 0 }
-    !skip { print }
-' docs/lab.md > docs/lab.md.new
-mv docs/lab.md.new docs/lab.md
+scripts/doc-block.sh docs/lab.md "$marker" "$table.block"
 rm -f "$table.block"
-echo "docs/lab.md updated"

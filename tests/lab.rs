@@ -76,6 +76,14 @@ fn show(m: &Metrics) -> String {
     )
 }
 
+/// The daemon log lines of a run that are warnings or errors.
+fn warnings_in(m: &Metrics) -> usize {
+    m.log
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .count()
+}
+
 /// One run; a guest that hangs (no console output before its deadline: seen once, in
 /// `threaded-cpu0` on 6.1 during a full CI run on 2026-11-26, not again when rerun) is run
 /// once more, saying so and where it stopped, and a second hang fails the test.
@@ -163,11 +171,7 @@ fn real_nic_lab_short_form() -> TestResult {
         show(&removed)
     );
     assert!(removed.restored, "{}", show(&removed));
-    let warnings = removed
-        .log
-        .iter()
-        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-        .count();
+    let warnings = warnings_in(&removed);
     assert!(warnings <= 1, "{warnings} warnings: {}", show(&removed));
     // The daemon saw the NIC go (one device left) and come back (two again). Whether it
     // also logs "eth0: appeared again" depends on whether the driver's placement differs
@@ -282,11 +286,7 @@ fn nics_and_kernels_short_form() -> TestResult {
     assert_eq!(cpu0.late_changes, 0, "{}", show(&cpu0));
     assert!(cpu0.restored, "{}", show(&cpu0));
     // What 5.10 lacks is said once at start, not per tick: a 30 s run has 30 ticks.
-    let warnings = cpu0
-        .log
-        .iter()
-        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-        .count();
+    let warnings = warnings_in(&cpu0);
     assert!(warnings <= 3, "{warnings} warnings: {}", show(&cpu0));
     Ok(())
 }

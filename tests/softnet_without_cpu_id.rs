@@ -5,6 +5,7 @@
 //! `top`, `doctor`, and the daemon binary, which must also follow CPU 6 coming online
 //! (a row more than the online list it read) without a failed tick.
 
+mod common;
 mod daemon_support;
 
 use std::fmt::Write as _;
@@ -12,9 +13,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
+use common::advancing::Advancing;
 use daemon_support::{Steerd, wait_until};
 use steerd::Root;
 use steerd::config::Config;
@@ -100,41 +101,24 @@ fn assert_busy_is_cpu7(load: &Load, cpu6_online: bool) {
     }
 }
 
-/// Rewrites the tree's counters every 10 ms (one step each) until dropped.
-struct Advancing {
-    stop: Arc<AtomicBool>,
+/// Rewrites the tree's counters every 10 ms (one step each) until dropped; CPU 6 comes
+/// online when `cpu6_online` is set.
+struct Kernel {
     cpu6_online: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _advancing: Advancing,
 }
 
-impl Advancing {
-    fn start(root: &Path) -> Advancing {
-        let stop = Arc::new(AtomicBool::new(false));
+impl Kernel {
+    fn start(root: &Path) -> Kernel {
         let cpu6_online = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::spawn({
-            let (root, stop, cpu6_online) = (root.to_owned(), stop.clone(), cpu6_online.clone());
-            move || {
-                let mut step = 2;
-                while !stop.load(Ordering::Relaxed) {
-                    write_kernel(&root, step, cpu6_online.load(Ordering::Relaxed));
-                    step += 1;
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
+        let (root, online) = (root.to_owned(), Arc::clone(&cpu6_online));
+        let advancing = Advancing::start(Duration::from_millis(10), move |step| {
+            let step = u32::try_from(step).expect("a test's steps fit in u32");
+            write_kernel(&root, step, online.load(Ordering::Relaxed))
         });
-        Advancing {
-            stop,
+        Kernel {
             cpu6_online,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Advancing {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            _advancing: advancing,
         }
     }
 }
@@ -168,7 +152,7 @@ fn the_daemons_sampler_gives_the_last_row_to_cpu_7() {
 fn plan_finds_cpu_7_dropping() {
     let dir = tempfile::tempdir().unwrap();
     let root = tree(dir.path());
-    let _kernel = Advancing::start(&root);
+    let _kernel = Kernel::start(&root);
     let plan = steerd::plan_once::plan(
         &Root::new(&root),
         &Config::default(),
@@ -229,7 +213,7 @@ fn doctor_counts_cpu_7_s_drops_on_cpu_7() {
 fn the_daemon_gives_cpu_7_its_packets_and_follows_cpu_6_coming_online() {
     let dir = tempfile::tempdir().unwrap();
     let root = tree(dir.path());
-    let kernel = Advancing::start(&root);
+    let kernel = Kernel::start(&root);
     let steerd = Steerd::start(&root, None);
     let processed = |cpu: u32| {
         steerd.metric(&format!(

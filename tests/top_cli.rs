@@ -4,16 +4,18 @@
 //! standard output is a pipe, with and without a daemon answering, and on a root that
 //! cannot be read. The live terminal view is tested in tmux by tests/top_tmux.rs.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use common::advancing::Advancing;
 
 use serde_json::Value;
 use steerd::decisions::Decision;
@@ -75,39 +77,12 @@ fn counters(tree: &FakeTree, step: u64) -> FakeCounters {
 }
 
 /// Advances the tree's counters every 30 ms until dropped.
-struct Advancing {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Advancing {
-    fn start(tree: &FakeTree) -> Advancing {
-        tree.write_counters(&counters(tree, 1)).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let tree = tree.clone();
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut step = 2;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(30));
-                tree.write_counters(&counters(&tree, step)).unwrap();
-                step += 1;
-            }
-        });
-        Advancing {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Advancing {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+fn advancing(tree: &FakeTree) -> Advancing {
+    tree.write_counters(&counters(tree, 1)).unwrap();
+    let tree = tree.clone();
+    Advancing::start(Duration::from_millis(30), move |step| {
+        tree.write_counters(&counters(&tree, step)).unwrap()
+    })
 }
 
 fn top(root: &Path, args: &[&str]) -> (i32, String, String) {
@@ -161,7 +136,7 @@ fn decision() -> Decision {
 fn once_prints_the_busy_cpu_first_with_its_vector_and_no_decisions_without_a_daemon() {
     let dir = tempfile::tempdir().unwrap();
     let tree = machine(dir.path());
-    let advancing = Advancing::start(&tree);
+    let advancing = advancing(&tree);
     let (code, text, stderr) = top(
         &tree.root,
         &[
@@ -288,7 +263,7 @@ fn printed_fields(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
 fn json_has_exactly_the_documented_fields_and_the_busy_cpu_first() {
     let dir = tempfile::tempdir().unwrap();
     let tree = machine(dir.path());
-    let advancing = Advancing::start(&tree);
+    let advancing = advancing(&tree);
     let (addr, server) = fake_daemon(vec![decision()]);
     let (code, json, stderr) = top(
         &tree.root,
@@ -425,7 +400,7 @@ fn json_without_a_daemon_has_daemon_null() {
 fn on_a_pipe_it_prints_text_frames_until_the_reader_goes_away() {
     let dir = tempfile::tempdir().unwrap();
     let tree = machine(dir.path());
-    let advancing = Advancing::start(&tree);
+    let advancing = advancing(&tree);
     let mut child = Command::new(env!("CARGO_BIN_EXE_steerd"))
         .args([
             "top",

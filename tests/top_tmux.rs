@@ -14,11 +14,9 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::advancing::Advancing;
 use common::suite::{Requirement, TestResult};
 use steerd::fakeroot::{FakeCounters, FakeMachine, FakeNic, FakeTree};
 
@@ -76,43 +74,13 @@ fn counters(tree: &FakeTree, step: u64) -> FakeCounters {
 }
 
 /// Advances the counters every 50 ms until dropped.
-struct Advancing {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Advancing {
-    fn start(tree: &FakeTree) -> Advancing {
-        tree.write_counters(&counters(tree, 1)).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tree, flag) = (tree.clone(), Arc::clone(&stop));
-        let thread = std::thread::spawn(move || {
-            let mut step = 2;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                // The error test removes a counter file: writing may then fail; go on.
-                let _ = tree.write_counters(&counters(&tree, step));
-                step += 1;
-            }
-        });
-        Advancing {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Advancing {
-    fn drop(&mut self) {
-        self.stop();
-    }
+fn advancing(tree: &FakeTree) -> Advancing {
+    tree.write_counters(&counters(tree, 1)).unwrap();
+    let tree = tree.clone();
+    Advancing::start(Duration::from_millis(50), move |step| {
+        // The error test removes a counter file: writing may then fail; go on.
+        let _ = tree.write_counters(&counters(&tree, step));
+    })
 }
 
 /// One session on a tmux server of this test's own.
@@ -234,7 +202,7 @@ fn start_read_resize_quit() -> TestResult {
     tmux_present()?;
     let dir = tempfile::tempdir().unwrap();
     let tree = machine(dir.path());
-    let _advancing = Advancing::start(&tree);
+    let _advancing = advancing(&tree);
     let status: PathBuf = dir.path().join("exit-status");
     let command = format!(
         "{}; echo $? > '{}'",
@@ -310,7 +278,7 @@ fn the_terminal_is_restored_after_q_and_after_an_error() -> TestResult {
     tmux_present()?;
     let dir = tempfile::tempdir().unwrap();
     let tree = machine(dir.path());
-    let mut advancing = Advancing::start(&tree);
+    let mut advancing = advancing(&tree);
 
     // Ctrl-C quits too (in raw mode it is a key, not a signal).
     let session = Session::start("top-quit", &then_report(&top_command(&tree.root)), 100, 30);

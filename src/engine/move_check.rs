@@ -62,13 +62,16 @@ enum Work {
     Unknown,
 }
 
-fn work(m: &Move, load: &Load, placement: &Placement, floor: f64) -> Work {
-    let rps_on = placement
-        .rx_queues
-        .get(&m.device)
-        .and_then(|queues| queues.get(m.queue as usize))
+/// Whether RPS is on for `m`'s queue: its packets are then processed where RPS sends them.
+fn rps_on(m: &Move, placement: &Placement) -> bool {
+    placement
+        .rx_queue(&m.device, m.queue)
         .and_then(|values| values.rps_cpus.as_ref())
-        .is_some_and(|cpus| !cpus.is_empty());
+        .is_some_and(|cpus| !cpus.is_empty())
+}
+
+fn work(m: &Move, load: &Load, placement: &Placement, floor: f64) -> Work {
+    let rps_on = rps_on(m, placement);
     let queue_pps = load
         .rx_queue_pps(&m.device, m.queue)
         .filter(|&p| p >= floor);
@@ -267,12 +270,6 @@ impl MoveChecks {
             // Back on its new CPU when it fires there and its work shows there; with RPS
             // on for its queue (brought in by the mark) the work cannot be told apart, so
             // the mark stays until the queue falls idle or the mask is written.
-            let rps_on = placement
-                .rx_queues
-                .get(&m.device)
-                .and_then(|queues| queues.get(m.queue as usize))
-                .and_then(|values| values.rps_cpus.as_ref())
-                .is_some_and(|cpus| !cpus.is_empty());
             let idle = load
                 .rx_queue_pps(&m.device, m.queue)
                 .is_none_or(|pps| pps < floor);
@@ -280,7 +277,7 @@ impl MoveChecks {
                 .zip(m.count_at)
                 .is_some_and(|(now, then)| now >= then && now - then >= MIN_INTERRUPTS)
                 && !idle
-                && !rps_on
+                && !rps_on(m, placement)
                 && work(m, load, placement, floor) != Work::Stayed;
             let reset = now.zip(m.count_at).is_some_and(|(now, then)| now < then);
             if rose {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod advancing;
 pub mod suite;
 pub mod ttar;
 
