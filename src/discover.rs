@@ -3,7 +3,8 @@
 //! Runs at start, on link events, on CPU hot-plug and every few minutes; never per tick.
 //! Steps:
 //!
-//! 1. topology from `sys/devices/system/{cpu,node}`;
+//! 1. topology from `sys/devices/system/{cpu,node}`, and the CPUs of isolated cgroup
+//!    partitions ([`cgroup_isolation`]; a failed read is a warning);
 //! 2. network devices from `sys/class/net`, and on the host the link kinds from rtnetlink
 //!    (a failed dump is a warning, not an error);
 //! 3. every numbered IRQ of `proc/interrupts`, with its `proc/irq/<N>/` settings;
@@ -25,6 +26,7 @@
 use std::collections::HashMap;
 
 use crate::error::Error;
+use crate::kernel::cgroup_isolation;
 use crate::kernel::irq_names::{Classification, DeviceNames, KnownDevice, NameKind};
 use crate::kernel::procfs::interrupts::{self, Interrupts};
 use crate::kernel::sysfs::net::SysNetDevice;
@@ -45,8 +47,12 @@ pub struct Machine {
 
 /// Discovers the machine under `root`.
 pub fn discover(root: &Root) -> Result<Machine, Error> {
-    let topology = cpu::read_topology(root)?;
+    let mut topology = cpu::read_topology(root)?;
     let mut warnings = Vec::new();
+    match cgroup_isolation::read_isolated_partitions(root) {
+        Ok(cpus) => topology.isolated_partitions = cpus,
+        Err(e) => warnings.push(format!("isolated cgroup partitions not read: {e}")),
+    }
 
     let mut devices = net::read_devices(root)?;
     if !root.path("sys/class/net").is_dir() {

@@ -18,7 +18,7 @@ use crate::discover::Machine;
 use crate::kernel::rss::{RssError, RssState};
 use crate::model::inventory::{Irq, IrqRole, NetDevice};
 use crate::model::snapshot::{QueueCounters, QueueDirection};
-use crate::model::topology::{Cpu, Node};
+use crate::model::topology::{Cpu, Node, Topology};
 use crate::root::Root;
 
 /// Version of the JSON layout below.
@@ -33,6 +33,7 @@ struct InspectJson<'a> {
     online: &'a CpuSet,
     isolated: &'a CpuSet,
     nohz_full: &'a CpuSet,
+    isolated_partitions: &'a CpuSet,
     cpus: &'a [Cpu],
     nodes: &'a [Node],
     devices: Vec<DeviceJson<'a>>,
@@ -282,6 +283,7 @@ pub fn to_json(machine: &Machine, root: &str, counts: &QueueCounts, rss: &RssRea
         online: &topology.online,
         isolated: &topology.isolated,
         nohz_full: &topology.nohz_full,
+        isolated_partitions: &topology.isolated_partitions,
         cpus: &topology.cpus,
         nodes: &topology.nodes,
         devices: machine
@@ -312,12 +314,14 @@ pub fn to_text(machine: &Machine, counts: &QueueCounts, rss: &RssReadings) -> St
     let inventory = &machine.inventory;
     let _ = writeln!(
         out,
-        "CPUs: {} online of {} possible (nr_cpu_ids {}), isolated {}, nohz_full {}",
+        "CPUs: {} online of {} possible (nr_cpu_ids {}), isolated {}, nohz_full {}, \
+         isolated cgroup partitions {}",
         topology.online.len(),
         topology.possible.len(),
         topology.nr_cpu_ids,
         topology.isolated,
-        topology.nohz_full
+        topology.nohz_full,
+        topology.isolated_partitions
     );
     let _ = writeln!(
         out,
@@ -358,7 +362,7 @@ pub fn to_text(machine: &Machine, counts: &QueueCounts, rss: &RssReadings) -> St
             if irq.managed { "  managed" } else { "" }
         );
     }
-    out.push_str("\nCPUs by node and core (* isolated, ~ nohz_full, ! offline)\n");
+    out.push_str("\nCPUs by node and core (* isolated, ^ isolated cgroup partition, ~ nohz_full, ! offline)\n");
     for node in &topology.nodes {
         let _ = writeln!(out, "  node {}: {}", node.id, node.cpus);
         let mut cores: Vec<(u32, Vec<&Cpu>)> = Vec::new();
@@ -371,7 +375,7 @@ pub fn to_text(machine: &Machine, counts: &QueueCounts, rss: &RssReadings) -> St
         }
         let mut line = String::new();
         for (core, cpus) in cores {
-            let threads: Vec<String> = cpus.iter().map(|c| cpu_label(c)).collect();
+            let threads: Vec<String> = cpus.iter().map(|c| cpu_label(c, topology)).collect();
             let item = format!("core {core}: {}", threads.join(" "));
             if line.len() + item.len() > 96 {
                 let _ = writeln!(out, "    {line}");
@@ -563,10 +567,13 @@ fn queue_row(
     );
 }
 
-fn cpu_label(cpu: &Cpu) -> String {
+fn cpu_label(cpu: &Cpu, topology: &Topology) -> String {
     let mut label = cpu.id.to_string();
     if cpu.isolated {
         label.push('*');
+    }
+    if topology.isolated_partitions.contains(cpu.id) {
+        label.push('^');
     }
     if cpu.nohz_full {
         label.push('~');

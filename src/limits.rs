@@ -8,8 +8,8 @@
 //! of a multi-gigabyte allocation and an abort. CPU numbers have their own bound,
 //! [`crate::cpuset::MAX_CPUS`] (65536), next to the type they size.
 
-use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::Error;
@@ -85,13 +85,45 @@ pub fn read_optional_bounded(path: &Path, limit: u64) -> Result<Option<String>, 
     }
 }
 
+/// What a non-regular file is, for the error.
+fn kind_name(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "FIFO"
+    } else if kind.is_dir() {
+        "directory"
+    } else if kind.is_char_device() {
+        "character device"
+    } else if kind.is_block_device() {
+        "block device"
+    } else if kind.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    }
+}
+
 enum ReadError {
     Io(io::Error),
     TooLarge,
 }
 
+/// Opens without blocking and refuses anything but a regular file: opening a FIFO for
+/// reading waits for a writer forever, and a device or socket is no kernel attribute.
+/// Every procfs, sysfs and cgroupfs attribute is a regular file.
 fn read_inner(path: &Path, limit: u64) -> Result<String, ReadError> {
-    let file = File::open(path).map_err(ReadError::Io)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
+        .map_err(ReadError::Io)?;
+    let kind = file.metadata().map_err(ReadError::Io)?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::Io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("not a regular file (a {})", kind_name(&kind)),
+        )));
+    }
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -119,13 +151,21 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_never_ends_is_cut_at_the_limit() {
-        // /dev/zero never returns end-of-file; a plain read_to_string would run until
-        // memory is exhausted.
+    fn a_device_or_fifo_is_refused_without_reading_or_waiting() {
+        // /dev/zero never returns end-of-file; a FIFO without a writer blocks its open.
         let err = read_text_bounded(Path::new("/dev/zero"), 1 << 16).unwrap_err();
-        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("character device"), "{err}");
         let err = read_optional_bounded(Path::new("/dev/zero"), 1 << 16).unwrap_err();
-        assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("/dev/zero"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("smp_affinity_list");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = read_optional_bounded(&fifo, 1 << 16).unwrap_err();
+        assert!(
+            err.to_string().contains("not a regular file (a FIFO)"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("smp_affinity_list"), "{err}");
     }
 
     #[test]

@@ -1040,6 +1040,77 @@ fn follows_irqbalances_ban_file_and_a_watched_config_without_restart() {
     );
 }
 
+/// Issue 33: CPUs of an isolated cgroup partition (the root's `cpuset.cpus.isolated`, here
+/// at `sys/fs/cgroup` of the fake tree) become forbidden while the daemon runs: queue
+/// vectors and RPS masks leave them, the reason says why, and they are used again once the
+/// partition is dissolved. No restart, no reload.
+#[test]
+fn follows_isolated_cgroup_partitions_without_restart() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start(m.root(), None);
+    let pid = daemon.pid();
+    let queue_irqs: Vec<u32> = m.queue_irqs(0).into_iter().chain(m.queue_irqs(1)).collect();
+    let cpus_of = |irqs: &[u32]| -> CpuSet {
+        irqs.iter()
+            .flat_map(|&irq| m.irq_cpus(irq).iter().collect::<Vec<_>>())
+            .collect()
+    };
+    // Cores 2 and 3 (CPUs 2-3 and their siblings 6-7) will be isolated.
+    let isolated = CpuSet::parse_list("2-3,6-7").unwrap();
+    wait_until(
+        WAIT,
+        "queue IRQs spread onto cores 2-3 and RPS on for eth1",
+        Some(&daemon),
+        || cpus_of(&queue_irqs).intersects(&isolated) && !m.rps("eth1", 0).0.is_empty(),
+    );
+    let cgroup = m.root().join("sys/fs/cgroup");
+    fs::create_dir_all(&cgroup).unwrap();
+    let written_at = Instant::now();
+    fs::write(cgroup.join("cpuset.cpus.isolated"), "2-3,6-7\n").unwrap();
+    let off_isolated = || {
+        !cpus_of(&queue_irqs).intersects(&isolated)
+            && (0..4).all(|q| !m.rps("eth0", q).0.intersects(&isolated))
+            && !m.rps("eth1", 0).0.intersects(&isolated)
+    };
+    wait_until(
+        WAIT,
+        "queue IRQs and RPS masks off the isolated partition",
+        Some(&daemon),
+        off_isolated,
+    );
+    eprintln!(
+        "isolated partition 2-3,6-7 emptied in {} ms (100 ms ticks)",
+        written_at.elapsed().as_millis()
+    );
+    let stderr = daemon.stderr_text();
+    assert!(
+        stderr.contains("isolated cgroup partitions: CPUs 2-3,6-7"),
+        "{stderr}"
+    );
+    assert!(
+        daemon
+            .decisions()
+            .iter()
+            .any(|d| d.detail.contains("isolated cgroup partition")),
+        "{:?}",
+        daemon.decisions()
+    );
+    // Under load nothing goes back while the partition stands.
+    let until = Instant::now() + Duration::from_millis(1000);
+    while Instant::now() < until {
+        assert!(off_isolated(), "{}", daemon.stderr_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Dissolved: the cores are steerd's to use again, and the stacked vectors spread back.
+    fs::write(cgroup.join("cpuset.cpus.isolated"), "\n").unwrap();
+    wait_until(WAIT, "queue IRQs back on cores 2-3", Some(&daemon), || {
+        cpus_of(&queue_irqs).intersects(&isolated)
+    });
+    assert_eq!(daemon.pid(), pid, "no restart");
+    assert_eq!(daemon.repeated_notes(), vec![]);
+}
+
 /// 9. Issue 14: a queue vector with a wide mask whose `effective_affinity_list` is stale
 ///    (names rx-1's CPU) is located by its `proc/interrupts` counts (CPU 3) and pinned
 ///    there, with nothing moving; the stale value never makes a stacked vector out of it.

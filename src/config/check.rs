@@ -527,13 +527,12 @@ impl Config {
             .online
             .difference(&self.cpus.banned)
             .difference(&self.cpus.reserved)
-            .difference(&topology.isolated)
-            .difference(&topology.nohz_full);
+            .difference(&topology.set_aside());
         if left.is_empty() {
             errors.push(ConfigError::new(
                 "cpus.banned",
                 format!(
-                    "with cpus.banned, cpus.reserved, isolated and nohz_full CPUs left out, no online CPU (of {}) remains for steering",
+                    "with cpus.banned, cpus.reserved, isolated (isolcpus= or cgroup partitions) and nohz_full CPUs left out, no online CPU (of {}) remains for steering",
                     topology.online.to_list()
                 ),
             ));
@@ -572,6 +571,7 @@ mod tests {
             online_from_file: true,
             isolated: CpuSet::new(),
             nohz_full: CpuSet::new(),
+            isolated_partitions: CpuSet::new(),
             cpus: (0..n)
                 .map(|id| Cpu {
                     id,

@@ -23,6 +23,7 @@ mod actions;
 mod discovery;
 mod error;
 mod event_loop;
+mod isolation;
 pub mod quiet;
 mod reload;
 mod report;
@@ -142,6 +143,8 @@ struct Daemon {
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
+    /// Isolated cgroup partitions as last read, followed every tick.
+    isolation: isolation::Isolation,
     /// Consecutive ticks that skipped `decide`; while idle (and not in quiet mode),
     /// `proc/stat` is read on every [`STAT_EVERY_IDLE_TICKS`]th tick only.
     idle_ticks: u64,
@@ -252,6 +255,7 @@ impl Daemon {
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),
+            isolation: Default::default(),
             idle_ticks: 0,
             cpu_gauges: Vec::new(),
             quiet: quiet::Quiet::new(root.is_host()),

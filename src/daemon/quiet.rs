@@ -178,10 +178,11 @@ impl Quiet {
         {
             return Change::None;
         }
+        let set_aside = topology.set_aside();
         let watched = topology
             .online
             .iter()
-            .filter(|cpu| !topology.isolated.contains(*cpu) && !topology.nohz_full.contains(*cpu));
+            .filter(|cpu| !set_aside.contains(*cpu));
         match NapiPollWake::open(watched, config.quiet.wake_after_polls) {
             Ok(wake) => {
                 if !wake.skipped().is_empty() {
@@ -353,6 +354,7 @@ mod tests {
             online_from_file: true,
             isolated: Default::default(),
             nohz_full: Default::default(),
+            isolated_partitions: Default::default(),
             cpus: Vec::new(),
             nodes: Vec::new(),
         }

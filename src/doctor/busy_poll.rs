@@ -104,14 +104,10 @@ pub fn check(context: &Context) -> Vec<Finding> {
     findings
 }
 
-/// The online CPUs that are neither isolated nor `nohz_full`: those steerd may place
-/// queues on whatever its configuration bans.
+/// The online CPUs not set aside (isolated, `nohz_full`, isolated cgroup partitions):
+/// those steerd may place queues on whatever its configuration bans.
 fn usable_cpus(topology: &crate::model::topology::Topology) -> CpuSet {
-    let mut usable = topology.online.clone();
-    for cpu in topology.isolated.iter().chain(topology.nohz_full.iter()) {
-        usable.remove(cpu);
-    }
-    usable
+    topology.online.difference(&topology.set_aside())
 }
 
 #[cfg(test)]

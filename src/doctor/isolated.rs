@@ -1,5 +1,5 @@
-//! NIC queue IRQs allowed onto isolated (`isolcpus=`) or `nohz_full` CPUs: those CPUs were
-//! set aside for latency-critical work, and a receive interrupt plus its softirq on them
+//! NIC queue IRQs allowed onto isolated (`isolcpus=`, or an isolated cgroup v2 cpuset
+//! partition) or `nohz_full` CPUs: those CPUs were set aside for latency-critical work, and a receive interrupt plus its softirq on them
 //! is exactly the jitter they were isolated from.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use crate::model::inventory::IrqRole;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     let topology = &context.machine.topology;
-    let reserved = topology.isolated.union(&topology.nohz_full);
+    let reserved = topology.set_aside();
     if reserved.is_empty() {
         return Vec::new();
     }
@@ -59,9 +59,11 @@ pub fn check(context: &Context) -> Vec<Finding> {
         })
         .collect();
     let mut evidence = format!(
-        "isolated {}, nohz_full {} (sys/devices/system/cpu); {}",
+        "isolated {}, nohz_full {} (sys/devices/system/cpu), isolated cgroup partitions {} \
+         (cpuset.cpus.isolated); {}",
         or_none(&topology.isolated.to_list()),
         or_none(&topology.nohz_full.to_list()),
+        or_none(&topology.isolated_partitions.to_list()),
         evidence.join("; ")
     );
     if !managed.is_empty() {
@@ -130,5 +132,23 @@ mod tests {
             );
         }
         assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+    }
+
+    #[test]
+    fn an_isolated_cgroup_partition_counts_like_isolcpus() {
+        let (_dir, tree) = machine(|_| {});
+        let cgroup = tree.root.join("sys/fs/cgroup");
+        std::fs::create_dir_all(&cgroup).unwrap();
+        std::fs::write(cgroup.join("cpuset.cpus.isolated"), "3\n").unwrap();
+        let found = run_check(&tree, check, Err("-".into()), None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert!(f.summary.ends_with("CPUs 3"), "{f:?}");
+        assert!(
+            f.evidence
+                .contains("isolated cgroup partitions 3 (cpuset.cpus.isolated)"),
+            "{f:?}"
+        );
+        assert!(f.fix.as_deref().unwrap().contains("echo 0-2 > "), "{f:?}");
     }
 }

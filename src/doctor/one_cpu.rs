@@ -31,9 +31,7 @@ fn is_receive_queue_irq(irq: &Irq) -> bool {
 pub fn check(context: &Context) -> Vec<Finding> {
     let inventory = &context.machine.inventory;
     let topology = &context.machine.topology;
-    let usable = topology
-        .online
-        .difference(&topology.isolated.union(&topology.nohz_full));
+    let usable = topology.online.difference(&topology.set_aside());
     let mut findings = Vec::new();
     for device in &inventory.devices {
         let queue_irqs: Vec<&Irq> = device

@@ -34,7 +34,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
         return Vec::new();
     }
     let topology = &context.machine.topology;
-    let reserved = topology.isolated.union(&topology.nohz_full);
+    let reserved = topology.set_aside();
     let inventory = &context.machine.inventory;
     let mut findings = Vec::new();
     for &(cpu, share) in &shares {

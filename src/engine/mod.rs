@@ -26,6 +26,7 @@ use std::time::Instant;
 
 use crate::apply::{FailureKind, WriteFailure};
 use crate::config::Config;
+use crate::cpuset::CpuSet;
 use crate::discover::Machine;
 use crate::kernel::procfs::interrupts::Interrupts;
 use crate::knob::{Knob, KnobValue};
@@ -132,6 +133,16 @@ impl Engine {
         self.retries.retain(|knob| placement.value(knob).is_some());
         self.decide_needed = true;
         std::mem::replace(&mut self.machine, machine)
+    }
+
+    /// The CPUs of isolated cgroup partitions as just read; a change makes the next tick
+    /// decide, so work leaves newly isolated CPUs (or may return) in that tick.
+    pub fn set_isolated_partitions(&mut self, cpus: &CpuSet) {
+        let topology = &mut self.machine.topology;
+        if topology.isolated_partitions != *cpus {
+            topology.isolated_partitions = cpus.clone();
+            self.decide_needed = true;
+        }
     }
 
     /// Current values as a caller found them (the simulator reads its machine each

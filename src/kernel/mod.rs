@@ -1,6 +1,7 @@
 //! All I/O with the kernel, always under a [`crate::Root`]: one small reader per kernel
 //! file or interface, each returning a typed value from [`crate::model`].
 
+pub mod cgroup_isolation;
 pub mod ethtool;
 pub mod ethtool_events;
 pub mod ethtool_names;

@@ -23,6 +23,9 @@ pub struct Topology {
     pub isolated: CpuSet,
     /// `nohz_full=` CPUs (`sys/devices/system/cpu/nohz_full`).
     pub nohz_full: CpuSet,
+    /// CPUs of cgroup v2 isolated cpuset partitions (the root's `cpuset.cpus.isolated`:
+    /// [`crate::kernel::cgroup_isolation`]); they change while the machine runs.
+    pub isolated_partitions: CpuSet,
     /// Every possible CPU, ascending by id. Offline CPUs are listed with `online: false` and
     /// whatever the kernel still says about them.
     pub cpus: Vec<Cpu>,
@@ -64,6 +67,28 @@ impl Topology {
     /// there would turn a tree without the file into errors where row numbers served.
     pub fn online_as_read(&self) -> Option<&CpuSet> {
         self.online_from_file.then_some(&self.online)
+    }
+
+    /// The CPUs set aside for someone else's latency-critical work, which steerd keeps its
+    /// receive work off whatever its configuration says: `isolcpus=`, `nohz_full=` and
+    /// isolated cgroup partitions.
+    pub fn set_aside(&self) -> CpuSet {
+        self.isolated
+            .union(&self.nohz_full)
+            .union(&self.isolated_partitions)
+    }
+
+    /// Why `cpu` is set aside, for people; `None` when it is not.
+    pub fn set_aside_why(&self, cpu: u32) -> Option<&'static str> {
+        if self.isolated.contains(cpu) {
+            Some("isolated (isolcpus=)")
+        } else if self.isolated_partitions.contains(cpu) {
+            Some("in an isolated cgroup partition (cpuset.cpus.isolated)")
+        } else if self.nohz_full.contains(cpu) {
+            Some("nohz_full")
+        } else {
+            None
+        }
     }
 
     /// The CPU with this id, if it is possible.

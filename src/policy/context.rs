@@ -148,7 +148,8 @@ pub struct Planner<'a> {
 
     /// Online CPUs steerd may place work on.
     pub allowed: CpuSet,
-    /// CPUs steerd moves its IRQs off: banned, isolated, nohz_full, and those a
+    /// CPUs steerd moves its IRQs off: banned, set aside (isolated, nohz_full, isolated
+    /// cgroup partitions), and those a
     /// busy-polling NAPI thread is pinned to ([`busy_poll_cpus`]).
     pub evict: CpuSet,
     /// CPUs pinned busy-polling NAPI threads spin on.
@@ -234,11 +235,7 @@ impl<'a> Planner<'a> {
             }
             node_of[cpu.id as usize] = cpu.node;
         }
-        let mut evict = config
-            .cpus
-            .banned
-            .union(&topology.isolated)
-            .union(&topology.nohz_full);
+        let mut evict = config.cpus.banned.union(&topology.set_aside());
         let mut allowed = topology
             .online
             .difference(&evict)

@@ -111,12 +111,12 @@ pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
 fn forbidden_why(p: &Planner, cpu: u32) -> &'static str {
     if p.config.cpus.banned.contains(cpu) {
         "banned (cpus.banned)"
-    } else if p.topology.isolated.contains(cpu) {
-        "isolated (isolcpus=)"
+    } else if let Some(why) = p.topology.set_aside_why(cpu) {
+        why
     } else if p.busy_poll.contains(cpu) {
         "kept for a pinned busy-polling NAPI thread (threaded busy-poll)"
     } else {
-        "nohz_full"
+        "offline"
     }
 }
 

@@ -90,6 +90,7 @@ impl Shape {
             online_from_file: true,
             isolated: self.isolated.clone(),
             nohz_full: self.nohz_full.clone(),
+            isolated_partitions: CpuSet::new(),
             cpus,
             nodes,
         }

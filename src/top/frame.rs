@@ -335,6 +335,7 @@ mod tests {
                 online_from_file: true,
                 isolated: CpuSet::new(),
                 nohz_full: CpuSet::new(),
+                isolated_partitions: CpuSet::new(),
                 cpus: Vec::new(),
                 nodes: Vec::new(),
             },

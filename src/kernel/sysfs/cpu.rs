@@ -87,6 +87,7 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
         online_from_file,
         isolated,
         nohz_full,
+        isolated_partitions: CpuSet::new(),
         cpus,
         nodes,
     })
