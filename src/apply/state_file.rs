@@ -6,12 +6,16 @@
 //! - its directory is created mode 0700 when missing, and must be a real directory (not a
 //!   symbolic link) owned by the running user or root and not group- or world-writable;
 //! - it is read with `O_NOFOLLOW` (a symbolic link is refused, not followed), must be a
-//!   regular file owned by the running user or root, and at most [`MAX_STATE_BYTES`];
+//!   regular file owned by the running user or root, not group- or world-writable, and at
+//!   most [`MAX_STATE_BYTES`];
 //! - it is written to a temporary file created with `O_CREAT | O_EXCL | O_NOFOLLOW`, mode
 //!   0600, then renamed over the old one (atomic, and a rename never follows a link).
 //!
 //! A check that fails is a [`StateFileError::Unsafe`] saying what to fix; the daemon
-//! refuses to start on it (docs/operations.md, "The state file").
+//! refuses to start on it (docs/operations.md, "The state file"). A directory that fails
+//! is never to be changed (it may be `/tmp`, or anyone's): the fix is to keep the state
+//! file elsewhere, or, for steerd's own default directory, to remove it for steerd to make
+//! again.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read as _, Write as _};
@@ -66,6 +70,34 @@ fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
+/// What to do when `path`'s directory `dir` cannot hold a state file. Never to chmod or
+/// chown it: it may be `/tmp` or someone's home. Only the default's directory
+/// (`/run/steerd`, also under `--root`) is steerd's own, made by steerd or systemd with
+/// mode 0700, so removing it is safe advice; anywhere else the fix is another directory.
+/// A symbolic link there (`is_link`) is to be removed as a link, not as the directory it
+/// points to.
+fn another_directory(path: &Path, dir: &Path, is_link: bool) -> String {
+    let elsewhere = "a --state-file in a directory that does not exist yet (steerd creates \
+                     it, mode 0700)";
+    if path.ends_with(super::DEFAULT_STATE_FILE) {
+        let remove = if is_link {
+            "remove the link (not what it points to)"
+        } else {
+            "remove it (the originals recorded in it are lost)"
+        };
+        format!(
+            "{} is meant to be steerd's own directory: {remove} for steerd to create it \
+             again, mode 0700, or pass {elsewhere}",
+            dir.display()
+        )
+    } else {
+        format!(
+            "choose a state file in a directory only steerd's user can write: the default \
+             /run/steerd/state.json (leave out --state-file), or {elsewhere}"
+        )
+    }
+}
+
 /// Checks the state file's directory; with `create`, makes it (mode 0700) when missing.
 /// `Ok(false)`: it does not exist (and `create` was not asked).
 pub fn check_dir(path: &Path, create: bool) -> Result<bool, StateFileError> {
@@ -87,40 +119,26 @@ pub fn check_dir(path: &Path, create: bool) -> Result<bool, StateFileError> {
         Err(e) => return Err(io_error(dir)(e)),
     };
     let shown = dir.display();
-    if meta.file_type().is_symlink() {
-        return Err(unsafe_(
-            path,
-            format!("its directory {shown} is a symbolic link"),
-            format!("replace it with a real directory (mkdir -m 700 {shown})"),
-        ));
-    }
-    if !meta.is_dir() {
-        return Err(unsafe_(
-            path,
-            format!("{shown} is not a directory"),
-            "choose a state file in a directory".to_string(),
-        ));
-    }
-    if !trusted_owner(meta.uid()) {
-        return Err(unsafe_(
-            path,
-            format!("its directory {shown} belongs to uid {}", meta.uid()),
-            "chown it to the user steerd runs as, or remove it for steerd to create".to_string(),
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(unsafe_(
-            path,
-            format!(
-                "its directory {shown} is group- or world-writable (mode {:o})",
-                meta.mode() & 0o7777
-            ),
-            format!(
-                "chmod 700 {shown}, or choose a state file in a directory only steerd can write"
-            ),
-        ));
-    }
-    Ok(true)
+    let is_link = meta.file_type().is_symlink();
+    let problem = if is_link {
+        format!("its directory {shown} is a symbolic link")
+    } else if !meta.is_dir() {
+        format!("{shown} is not a directory")
+    } else if !trusted_owner(meta.uid()) {
+        format!("its directory {shown} belongs to uid {}", meta.uid())
+    } else if meta.mode() & 0o022 != 0 {
+        format!(
+            "its directory {shown} is group- or world-writable (mode {:04o})",
+            meta.mode() & 0o7777
+        )
+    } else {
+        return Ok(true);
+    };
+    Err(unsafe_(
+        path,
+        problem,
+        another_directory(path, dir, is_link),
+    ))
 }
 
 /// The state file's text; `None` when there is none.
@@ -160,6 +178,22 @@ pub fn read(path: &Path) -> Result<Option<String>, StateFileError> {
             "remove it (someone else may have written the values steerd would restore)",
         ));
     }
+    // Checked as root too: root's own file is no better than the mode lets it be.
+    if meta.mode() & 0o022 != 0 {
+        return Err(unsafe_(
+            path,
+            format!(
+                "it is group- or world-writable (mode {:04o}), so someone else may have written \
+                 the values steerd would restore",
+                meta.mode() & 0o7777
+            ),
+            format!(
+                "remove it (the originals it recorded are lost), or, if you are sure it holds \
+                 only what steerd wrote, chmod 600 {}",
+                path.display()
+            ),
+        ));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_STATE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -176,7 +210,11 @@ pub fn read(path: &Path) -> Result<Option<String>, StateFileError> {
 }
 
 /// A temporary file left by a crash between create and rename is removed; anything else
-/// there (a symbolic link, a directory, someone else's file) is refused.
+/// there (a symbolic link, a directory, someone else's file) is refused. A leftover of
+/// steerd's own is removed whatever its mode, even group- or world-writable: it is never
+/// read, only unlinked (which neither follows a link nor touches another name of the
+/// file), and the next one is created new with `O_EXCL`, mode 0600, so nothing written
+/// into the old one, even through a descriptor still open, reaches the state file.
 fn check_temporary(path: &Path) -> Result<(), StateFileError> {
     let temporary = temporary_path(path);
     let meta = match fs::symlink_metadata(&temporary) {
@@ -287,6 +325,29 @@ mod tests {
     }
 
     #[test]
+    fn a_writable_leftover_temporary_file_is_removed_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write(&path, "{\"a\":1}").unwrap();
+        let temporary = temporary_path(&path);
+        fs::write(&temporary, "{\"planted\":1}").unwrap();
+        fs::set_permissions(&temporary, fs::Permissions::from_mode(0o602)).unwrap();
+        // A read removes it and reads the state file, not the leftover.
+        assert_eq!(read(&path).unwrap().as_deref(), Some("{\"a\":1}"));
+        assert!(!temporary.exists());
+        // A write replaces it with a new 0600 file; a descriptor someone kept open on
+        // the old one writes into an unlinked file.
+        fs::write(&temporary, "half").unwrap();
+        fs::set_permissions(&temporary, fs::Permissions::from_mode(0o602)).unwrap();
+        let mut kept = OpenOptions::new().write(true).open(&temporary).unwrap();
+        write(&path, "{}").unwrap();
+        kept.write_all(b"{\"planted\":1}").unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(read(&path).unwrap().as_deref(), Some("{}"));
+        assert!(!temporary.exists());
+    }
+
+    #[test]
     fn a_writable_or_linked_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let open = dir.path().join("open");
@@ -295,9 +356,39 @@ mod tests {
         let err = write(&open.join("state.json"), "{}")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("group- or world-writable (mode 777)"), "{err}");
-        assert!(err.contains("chmod 700"), "{err}");
+        assert!(
+            err.contains("group- or world-writable (mode 0777)"),
+            "{err}"
+        );
+        // Never advice to change a directory steerd may not have made (/tmp, a home):
+        // another directory instead.
+        assert!(!err.contains("chmod") && !err.contains("chown"), "{err}");
+        assert!(err.contains("/run/steerd/state.json"), "{err}");
+        assert!(err.contains("directory that does not exist yet"), "{err}");
         assert!(read(&open.join("state.json")).is_err());
+
+        // Like /tmp: sticky and world-writable.
+        let sticky = dir.path().join("tmp");
+        fs::create_dir(&sticky).unwrap();
+        fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+        let err = read(&sticky.join("state.json")).unwrap_err().to_string();
+        assert!(
+            err.contains("group- or world-writable (mode 1777)"),
+            "{err}"
+        );
+        assert!(!err.contains("chmod") && !err.contains("chown"), "{err}");
+        assert!(
+            !err.contains(&format!("remove {}", sticky.display())),
+            "{err}"
+        );
+
+        // Only writable by the group is refused too.
+        let shared = dir.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o770)).unwrap();
+        let err = read(&shared.join("state.json")).unwrap_err().to_string();
+        assert!(err.contains("(mode 0770)"), "{err}");
+        assert!(!err.contains("chmod"), "{err}");
 
         let linked = dir.path().join("linked");
         symlink(dir.path(), &linked).unwrap();
@@ -305,6 +396,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("is a symbolic link"), "{err}");
+        assert!(!err.contains("mkdir") && !err.contains("chmod"), "{err}");
+    }
+
+    #[test]
+    fn steerds_own_default_directory_made_writable_is_to_be_removed_not_chmodded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(super::super::DEFAULT_STATE_FILE);
+        write(&path, "{}").unwrap();
+        let own = path.parent().unwrap();
+        fs::set_permissions(own, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("group- or world-writable (mode 0777)"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "{} is meant to be steerd's own directory: remove it",
+                own.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("chmod") && !err.contains("chown"), "{err}");
+        // Removed, steerd makes it again, 0700.
+        fs::remove_dir_all(own).unwrap();
+        // A link there is to be removed as a link.
+        symlink(dir.path(), own).unwrap();
+        let err = read(&path).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+        assert!(
+            err.contains("remove the link (not what it points to)"),
+            "{err}"
+        );
+        fs::remove_file(own).unwrap();
+        assert_eq!(read(&path).unwrap(), None);
+        write(&path, "{}").unwrap();
+        assert_eq!(mode(own), 0o700);
     }
 
     #[test]
@@ -326,6 +454,33 @@ mod tests {
         std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
         let err = read(&file).unwrap_err().to_string();
         assert!(err.contains("belongs to uid 65534"), "{err}");
+    }
+
+    #[test]
+    fn a_group_or_world_writable_state_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write(&path, "{}").unwrap();
+        for (bits, shown) in [(0o666, "0666"), (0o620, "0620"), (0o602, "0602")] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(bits)).unwrap();
+            let err = read(&path).unwrap_err();
+            assert!(matches!(err, StateFileError::Unsafe { .. }), "{err:?}");
+            let err = err.to_string();
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(
+                err.contains(&format!("group- or world-writable (mode {shown})")),
+                "{err}"
+            );
+            assert!(
+                err.contains(&format!("chmod 600 {}", path.display())),
+                "{err}"
+            );
+        }
+        // Writable by its owner only (or read-only) is fine.
+        for bits in [0o600, 0o644, 0o400] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(bits)).unwrap();
+            assert_eq!(read(&path).unwrap().as_deref(), Some("{}"));
+        }
     }
 
     #[test]
