@@ -9,7 +9,8 @@
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
 #   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status /
-#   LAB HELD strace line (the in-flight fault scenarios: the write strace holds)
+#   LAB HELD strace line (the in-flight fault scenarios: the write strace holds) /
+#   LAB PARTITION state isolated-cpus (the cgroup scenario: the partition as the kernel took it)
 # With RSS_WATCH=1 (the RSS lever's scenarios) each sample also carries the NIC's packets
 # per rx queue and its RSS table, the snapshot holds the table, and the end adds steerd's
 # steerd_rss_* metrics (scraped before SIGTERM) and the table before and after:
@@ -26,6 +27,8 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# The cgroup v2 hierarchy where systemd mounts it (the cgroup scenario's partitions).
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
 mkdir -p /run /tmp /var/run
 # As systemd mounts it: root's alone (steerd mounts tracefs for a moment under /run only
 # when nobody else can write there).
@@ -280,6 +283,25 @@ run_doctor() {
     sed 's/^/DOC /' /tmp/doctor.json
     sed 's/^/DOCERR /' /tmp/doctor.err
     echo "DOCTOR EXIT $status"
+}
+
+# An isolated cgroup v2 cpuset partition of CPUs $1 (lab/isolation.rs), as Kubernetes'
+# CPU manager or a realtime set-up makes one while the machine runs; then what the kernel
+# made of it (`isolated`, or `isolated invalid (why)`) and the root's cpuset.cpus.isolated
+# (`-` on kernels before 6.8, which lack it).
+isolate_partition() {
+    echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control
+    mkdir -p /sys/fs/cgroup/lab-isolated
+    echo "$1" > /sys/fs/cgroup/lab-isolated/cpuset.cpus
+    echo isolated > /sys/fs/cgroup/lab-isolated/cpuset.cpus.partition
+    read -r state < /sys/fs/cgroup/lab-isolated/cpuset.cpus.partition
+    isolated=-
+    [ -r /sys/fs/cgroup/cpuset.cpus.isolated ] && read -r isolated < /sys/fs/cgroup/cpuset.cpus.isolated
+    echo "LAB PARTITION ${state:-none} ${isolated:-none}"
+}
+dissolve_partition() {
+    echo member > /sys/fs/cgroup/lab-isolated/cpuset.cpus.partition
+    rmdir /sys/fs/cgroup/lab-isolated
 }
 
 # Set-up helpers for scenarios.

@@ -51,6 +51,16 @@ pub struct RunLine {
     /// The RSS table ("entries... key KEY") at the start and the end of the run.
     pub rss_table_start: Option<String>,
     pub rss_table_end: Option<String>,
+    /// The cgroup scenarios (`lab/isolation.rs`): the partition as the kernel took it, and
+    /// seconds until it emptied of receive work and until work came back once dissolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_emptied_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_emptied_effective_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_refilled_s: Option<f64>,
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -99,5 +109,21 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         silent_queues: m.silent_queues(),
         rss_table_start: m.rss_table_start.clone(),
         rss_table_end: m.rss_table_end.clone(),
+        partition: m.partition.as_ref().and_then(|p| p.state.clone()),
+        partition_emptied_s: m
+            .partition
+            .as_ref()
+            .and_then(|p| p.emptied)
+            .map(|v| round(v, 1)),
+        partition_emptied_effective_s: m
+            .partition
+            .as_ref()
+            .and_then(|p| p.emptied_effective)
+            .map(|v| round(v, 1)),
+        partition_refilled_s: m
+            .partition
+            .as_ref()
+            .and_then(|p| p.refilled)
+            .map(|v| round(v, 1)),
     }
 }

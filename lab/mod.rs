@@ -17,6 +17,7 @@ pub mod bed;
 pub mod doctor;
 pub mod faults;
 pub mod image;
+pub mod isolation;
 pub mod json;
 pub mod netns;
 pub mod platform;

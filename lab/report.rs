@@ -136,6 +136,8 @@ pub struct Metrics {
     /// and key; `None` where it has none).
     pub rss_table_start: Option<String>,
     pub rss_table_end: Option<String>,
+    /// The cgroup scenarios' figures (`lab/isolation.rs`).
+    pub partition: Option<super::isolation::PartitionFigures>,
 }
 
 impl Metrics {
@@ -298,6 +300,7 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
                     "RESTORED" => "restored",
                     "DIFF" => "diff",
                     "KERNEL" => "kernel",
+                    "PARTITION" => "partition",
                     _ => continue,
                 };
                 other.entry(key).or_default().push(rest.to_string());
@@ -386,6 +389,34 @@ fn irq_cpu(sample: &Sample, irq: u32) -> Option<u32> {
         .get(&format!("irq {irq}"))
         .and_then(|v| single_cpu(v))
         .or_else(|| sample.effective.get(&irq).and_then(|v| single_cpu(v)))
+}
+
+/// The CPUs receive work is placed on in a sample: every receive vector's
+/// `smp_affinity_list` (and with `effective`, its `effective_affinity_list`: where the
+/// kernel delivers it until a move completes), every receive queue's RPS mask and every
+/// receive NAPI thread's allowed CPUs.
+fn receive_cpus(sample: &Sample, effective: bool) -> BTreeSet<u32> {
+    use super::isolation::cpus_of;
+    let mut cpus = BTreeSet::new();
+    for irq in input_irqs(sample).values() {
+        if let Some(list) = sample.values.get(&format!("irq {irq}")) {
+            cpus.extend(cpus_of(list, false));
+        }
+        if let Some(list) = sample.effective.get(irq).filter(|_| effective) {
+            cpus.extend(cpus_of(list, false));
+        }
+    }
+    for (key, mask) in &sample.values {
+        if key.starts_with("rps ") {
+            cpus.extend(cpus_of(mask, true));
+        }
+    }
+    for (_, pid) in rx_threads(sample) {
+        if let Some(thread) = sample.threads.get(&pid) {
+            cpus.extend(cpus_of(&thread.allowed, false));
+        }
+    }
+    cpus
 }
 
 /// Whether every receive NAPI thread of a sample is allowed on exactly its queue's IRQ
@@ -648,6 +679,19 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .collect();
     m.rss_table_start = table_line(other.get("table before"));
     m.rss_table_end = table_line(other.get("table after"));
+    if super::isolation::is_cgroup(s) {
+        let timeline = |effective| -> Vec<(f64, BTreeSet<u32>)> {
+            samples
+                .iter()
+                .map(|x| (x.up, receive_cpus(x, effective)))
+                .collect()
+        };
+        let events = other.get("event").map_or(&[][..], |v| v);
+        let mut figures = super::isolation::figures(&timeline(false), events, first("partition"));
+        figures.emptied_effective =
+            super::isolation::figures(&timeline(true), events, None).emptied;
+        m.partition = Some(figures);
+    }
     threads(&mut m, &samples, &queues, ready, start, end);
     if s.rss_watch {
         let counts: Vec<(f64, Vec<u64>)> = samples
