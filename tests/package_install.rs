@@ -26,6 +26,7 @@
 //! everything installed in it vanish on drop, also when a check fails.
 
 mod common;
+mod daemon_support;
 mod package_build;
 mod systemd_ns;
 
@@ -34,7 +35,10 @@ use std::fs;
 use std::time::{Duration, Instant};
 
 use common::suite::{Requirement, Skip, TestResult};
-use systemd_ns::{Machine, Output};
+use daemon_support::{FakeKernel, QueueLoad};
+use steerd::cpuset::CpuSet;
+use steerd::fakeroot::{FakeMachine, FakeNic, FakeTree};
+use systemd_ns::{Machine, Output, wait_until};
 
 /// Where the package lands in the machine before `dpkg -i`.
 const DEB_INSIDE: &str = "/root/steerd.deb";
@@ -339,7 +343,202 @@ fn installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back() -> TestRes
     Ok(())
 }
 
+/// The fake tree the CRI-O test's steerd steers, inside the machine.
+const CRIO_ROOT: &str = "/srv/steerd-crio";
+
+/// What CRI-O's high-performance hooks do to irqbalance's environment file for a pod
+/// annotated `irq-load-balancing.crio.io: "disable"` (internal/runtimehandlerhooks,
+/// `updateIrqBalanceConfigFile`): the `IRQBALANCE_BANNED_CPUS=` line replaced in place
+/// (`os.WriteFile`: truncated and written, not renamed) with the banned mask, quoted.
+fn crio_writes_ban(machine: &Machine, banned: &CpuSet, cpus: u32) {
+    let path = machine.path(&format!("{CRIO_ROOT}/etc/sysconfig/irqbalance"));
+    let text = fs::read_to_string(&path).expect("read the ban file");
+    let mask = banned.to_mask(cpus).expect("mask");
+    let lines: Vec<String> = text
+        .split('\n')
+        .map(|line| {
+            if line.starts_with("IRQBALANCE_BANNED_CPUS=") {
+                format!("IRQBALANCE_BANNED_CPUS=\"{mask}\"")
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    fs::write(&path, lines.join("\n")).expect("write the ban file in place");
+}
+
+/// Issue 33: Kubernetes' CRI-O and steerd installed from its package, in a real systemd.
+/// For a pod with `irq-load-balancing.crio.io: "disable"` CRI-O writes the pod's CPUs into
+/// `IRQBALANCE_BANNED_CPUS` and runs `systemctl restart irqbalance.service`, and again with
+/// the CPUs taken out when the pod goes. With the package's drop-in the restart is refused
+/// (without it, starting irqbalance would stop steerd: the units conflict); steerd keeps
+/// running under the same PID, moves the queue IRQs off the pod's CPUs within 2 s, and
+/// gives them back when the pod goes. steerd runs here on a fake tree (`--root`, a drop-in)
+/// that a fake kernel keeps busy, and follows the ban file under it.
+fn a_crio_pod_bans_its_cpus_and_steerd_keeps_running() -> TestResult {
+    let report = Report(Instant::now());
+    let (deb, _) = package_build::packages()?;
+    let booted = boot_with_package("package_install (CRI-O)", deb, DEB_INSIDE)?;
+    let machine = &booted.machine;
+    let install = dpkg(machine, &["-i", DEB_INSIDE]);
+    assert_replaced_irqbalance(machine, &install, &report);
+
+    // A fake machine: eth0 with 4 queues on 4 cores x 2 threads, every queue IRQ on CPU 0.
+    let mut fake = FakeMachine::new(4);
+    fake.threads_per_core = 2;
+    fake.nics.push(FakeNic {
+        name: "eth0".into(),
+        driver: "ixgbe".into(),
+        node: Some(0),
+        queues: 4,
+    });
+    let tree: FakeTree = fake
+        .write(&machine.path(CRIO_ROOT))
+        .expect("write the fake tree");
+    for irq in tree.queue_irqs.iter().flatten() {
+        fs::write(
+            tree.root.join(format!("proc/irq/{irq}/smp_affinity_list")),
+            "0\n",
+        )
+        .expect("stack the IRQs on CPU 0");
+    }
+    // irqbalance's environment file as Debian ships it, which CRI-O edits.
+    machine.write(
+        &format!("{CRIO_ROOT}/etc/sysconfig/irqbalance"),
+        "# irqbalance's environment\nIRQBALANCE_BANNED_CPUS=\n",
+        0o644,
+    );
+    let loads = (0..4)
+        .map(|queue| QueueLoad {
+            device: "eth0".into(),
+            queue,
+            pps: 100_000.0,
+        })
+        .collect();
+    let kernel = FakeKernel::start(tree.clone(), loads);
+    machine.write(
+        "/etc/steerd/crio.yaml",
+        "cpus:\n  irqbalance_banned_cpus: true\n",
+        0o644,
+    );
+    machine.write(
+        "/etc/systemd/system/steerd.service.d/crio-test.conf",
+        &format!(
+            "[Service]\nExecStart=\nExecStart=/usr/sbin/steerd run --config /etc/steerd/crio.yaml \
+             --root {CRIO_ROOT} --state-file /run/steerd/state.json --interval 100ms\n\
+             ReadWritePaths={CRIO_ROOT}\n"
+        ),
+        0o644,
+    );
+    machine.systemctl(&["daemon-reload"]).ok();
+    machine.systemctl(&["restart", "steerd.service"]).ok();
+    wait_for_state(machine, "steerd.service", "active");
+    let irqs: Vec<u32> = tree.queue_irqs.iter().flatten().copied().collect();
+    let cpus_of_irqs = || -> CpuSet {
+        irqs.iter()
+            .filter_map(|irq| {
+                let text =
+                    fs::read_to_string(tree.root.join(format!("proc/irq/{irq}/smp_affinity_list")))
+                        .ok()?;
+                CpuSet::parse_list(text.trim()).ok()
+            })
+            .fold(CpuSet::new(), |all, cpus| all.union(&cpus))
+    };
+    wait_until(
+        Duration::from_secs(20),
+        "steerd spreads eth0's IRQs",
+        || cpus_of_irqs().len() >= 4,
+    );
+    let pid = machine.show("steerd.service", "MainPID");
+    report.ok(&format!(
+        "steerd (pid {pid}) spread eth0's queue IRQs over CPUs {}",
+        cpus_of_irqs().to_list()
+    ));
+
+    // The pod starts on whole cores, as the CPU manager's full-pcpus-only gives them:
+    // cores 2 and 3 (CPUs 2-3 and their siblings 6-7), so eth0's four IRQs must share
+    // cores 0 and 1 while it runs, and spread back once it goes.
+    let pod = CpuSet::parse_list("2-3,6-7").expect("pod CPUs");
+    assert!(
+        cpus_of_irqs().intersects(&pod),
+        "{}",
+        cpus_of_irqs().to_list()
+    );
+    let written = Instant::now();
+    crio_writes_ban(machine, &pod, fake.cpu_count());
+    let restart = machine.systemctl(&["restart", "irqbalance.service"]);
+    assert!(
+        !restart.success(),
+        "irqbalance.service restarted: {restart}"
+    );
+    assert!(said(&restart).contains("refuse manual start"), "{restart}");
+    wait_until(
+        Duration::from_secs(10),
+        "eth0's IRQs off the pod's CPUs",
+        || !cpus_of_irqs().intersects(&pod),
+    );
+    let emptied = written.elapsed();
+    assert_eq!(machine.show("steerd.service", "ActiveState"), "active");
+    assert_eq!(
+        machine.show("steerd.service", "MainPID"),
+        pid,
+        "steerd restarted"
+    );
+    assert_eq!(
+        machine.show("irqbalance.service", "ActiveState"),
+        "inactive"
+    );
+    assert!(
+        emptied <= Duration::from_secs(2),
+        "the pod's CPUs emptied after {emptied:?}"
+    );
+    report.ok(&format!(
+        "pod on CPUs {}: `systemctl restart irqbalance.service` refused, steerd still pid {pid}, \
+         the pod's CPUs emptied of queue IRQs {} ms after the ban was written",
+        pod.to_list(),
+        emptied.as_millis()
+    ));
+
+    // The pod goes: CRI-O writes the ban without its CPUs and restarts irqbalance again.
+    let written = Instant::now();
+    crio_writes_ban(machine, &CpuSet::new(), fake.cpu_count());
+    let restart = machine.systemctl(&["restart", "irqbalance.service"]);
+    assert!(
+        !restart.success(),
+        "irqbalance.service restarted: {restart}"
+    );
+    // No sooner than `hysteresis.irq_dwell` (10 s) after the IRQs moved for the ban: the
+    // dwell that keeps steerd from moving a vector back and forth holds them until then.
+    wait_until(
+        Duration::from_secs(30),
+        "eth0's IRQs back on the pod's CPUs",
+        || cpus_of_irqs().intersects(&pod),
+    );
+    assert_eq!(
+        machine.show("steerd.service", "MainPID"),
+        pid,
+        "steerd restarted"
+    );
+    report.ok(&format!(
+        "the pod gone: its CPUs got queue IRQs again {} ms after the ban was cleared (the moved \
+         IRQs' 10 s dwell), steerd still pid {pid}",
+        written.elapsed().as_millis()
+    ));
+    let journal = machine.journal("steerd.service");
+    assert!(journal.contains("irqbalance's banned CPUs"), "{journal}");
+
+    // Purging gives irqbalance back, startable again: the drop-in went with the package.
+    machine.systemctl(&["stop", "steerd.service"]).ok();
+    drop(kernel);
+    let purge = dpkg(machine, &["--purge", "steerd"]);
+    assert_gave_irqbalance_back(machine, &purge);
+    report.ok("purged: irqbalance.service enabled and running again");
+    booted.finish(&report);
+    Ok(())
+}
+
 suite_main!(
     installing_the_deb_replaces_irqbalance_and_purging_gives_it_back,
     installing_the_rpm_replaces_irqbalance_and_erasing_gives_it_back,
+    a_crio_pod_bans_its_cpus_and_steerd_keeps_running,
 );

@@ -20,6 +20,7 @@ use package_build::packages;
 const PROMISED: &[&str] = &[
     "/usr/sbin/steerd",
     "/usr/lib/systemd/system/steerd.service",
+    "/usr/lib/systemd/system/irqbalance.service.d/steerd.conf",
     "/etc/steerd/steerd.yaml",
     "/usr/share/man/man8/steerd.8.gz",
     "/usr/share/bash-completion/completions/steerd",

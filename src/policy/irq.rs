@@ -109,7 +109,9 @@ pub fn analyse(p: &mut Planner) -> Vec<Misplaced> {
 
 /// Why a CPU is forbidden, for people.
 fn forbidden_why(p: &Planner, cpu: u32) -> &'static str {
-    if p.config.cpus.banned.contains(cpu) {
+    if p.config.cpus.banned.contains(cpu) && p.config.cpus.irqbalance_banned_cpus {
+        "banned (cpus.banned, or irqbalance's IRQBALANCE_BANNED_CPUS)"
+    } else if p.config.cpus.banned.contains(cpu) {
         "banned (cpus.banned)"
     } else if let Some(why) = p.topology.set_aside_why(cpu) {
         why
