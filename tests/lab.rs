@@ -288,6 +288,12 @@ fn nics_and_kernels_short_form() -> TestResult {
     // What 5.10 lacks is said once at start, not per tick: a 30 s run has 30 ticks.
     let warnings = warnings_in(&cpu0);
     assert!(warnings <= 3, "{warnings} warnings: {}", show(&cpu0));
+    let notes: Vec<&String> = cpu0
+        .log
+        .iter()
+        .filter(|l| l.contains("kernel 5.10") && l.contains("queue-get/napi-get"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}: {}", show(&cpu0));
     Ok(())
 }
 

@@ -239,5 +239,11 @@ fn the_daemon_gives_cpu_7_its_packets_and_follows_cpu_6_coming_online() {
     let log = steerd.stderr_text();
     assert!(log.contains("CPU hot-plug"), "{log}");
     assert!(!log.contains("sampling failed"), "{log}");
+    // The older layout is named once, at start.
+    assert_eq!(
+        log.matches("softnet_stat rows carry no CPU id").count(),
+        1,
+        "{log}"
+    );
     assert!(processed(BUSY).is_some_and(|pps| pps > 0.0));
 }

@@ -276,6 +276,10 @@ impl Daemon {
             listen = %daemon.options.metrics_listen,
             "steerd started"
         );
+        // Once, here: what an older kernel lacks costs precision, not a warning per tick.
+        if let Some(note) = crate::kernel::interfaces::KernelInterfaces::read(&root).note() {
+            info!("{note}");
+        }
         let _ = sd_notify::notify(&[
             sd_notify::NotifyState::Ready,
             sd_notify::NotifyState::Status("running"),

@@ -6,6 +6,7 @@ pub mod ethtool;
 pub mod ethtool_events;
 pub mod ethtool_names;
 pub mod event_socket;
+pub mod interfaces;
 pub mod irq_names;
 pub mod link_events;
 pub mod linkinfo;
