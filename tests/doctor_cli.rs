@@ -96,7 +96,7 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "info: [gro] not checked: GRO of all devices",
         "info: [udp_hash] not checked: UDP hash fields of all devices",
         "info: [ntuple] not checked: ntuple filters (aRFS) of all devices",
-        "1 error(s), 3 warning(s), 7 note(s) from 15 checks",
+        "1 error(s), 3 warning(s), 7 note(s) from 16 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }

@@ -6,8 +6,8 @@ use super::{Context, Finding, Severity};
 
 pub fn check(context: &Context) -> Vec<Finding> {
     let proc_dir = context.root.path("proc");
-    let entries = match std::fs::read_dir(&proc_dir) {
-        Ok(entries) => entries,
+    let pids = match super::processes::named(context.root, "irqbalance") {
+        Ok(pids) => pids,
         Err(e) => {
             return vec![Finding {
                 check: "irqbalance",
@@ -19,17 +19,6 @@ pub fn check(context: &Context) -> Vec<Finding> {
             }];
         }
     };
-    let mut pids: Vec<u32> = entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            // A process that exits while we look is simply not there.
-            matches!(
-                context.root.read_optional(format!("proc/{pid}/comm")),
-                Ok(Some(comm)) if comm.trim_end() == "irqbalance"
-            )
-        })
-        .collect();
-    pids.sort_unstable();
     if pids.is_empty() {
         return Vec::new();
     }

@@ -18,12 +18,14 @@ pub mod napi_deferral;
 pub mod napi_threads;
 pub mod ntuple;
 pub mod one_cpu;
+pub mod processes;
 pub mod report;
 pub mod rfs_tables;
 pub mod rings;
 pub mod sample;
 pub mod softirq_share;
 pub mod softnet;
+pub mod tuned;
 pub mod udp_hash;
 
 use std::net::SocketAddr;
@@ -52,6 +54,7 @@ type Check = fn(&Context) -> Vec<Finding>;
 /// Every check, in the order its findings are printed.
 pub const CHECKS: &[(&str, Check)] = &[
     ("irqbalance", irqbalance::check),
+    ("tuned", tuned::check),
     ("isolated_cpus", isolated::check),
     ("rfs_tables", rfs_tables::check),
     ("softnet", softnet::check),
