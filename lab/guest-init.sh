@@ -9,6 +9,7 @@
 #   LAB DIFF what / LAB RESTORED yes|no / LAB DAEMON cpu_ticks rss_kb / LAB DONE /
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
 #   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status /
+#   XP dev queue xps_cpus (each sample) / TXB, TXE queue tx_packets (start, end) /
 #   LAB HELD strace line (the in-flight fault scenarios: the write strace holds) /
 #   LAB PARTITION state isolated-cpus (the cgroup scenario: the partition as the kernel took it)
 # With RSS_WATCH=1 (the RSS lever's scenarios) each sample also carries the NIC's packets
@@ -121,6 +122,11 @@ queue_packets() { # tag
     ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
         n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
 }
+# The same for transmitted packets (tx_queue_N_packets).
+tx_packets() { # tag
+    ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
+        n ~ /^tx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
+}
 
 snapshot() {
     napi_lines napi | cut -d' ' -f1-4
@@ -128,7 +134,7 @@ snapshot() {
     for i in $(ls /proc/irq | grep '^[0-9]'); do
         [ -r "/proc/irq/$i/smp_affinity_list" ] && read -r a < "/proc/irq/$i/smp_affinity_list" && echo "irq $i $a"
     done
-    for f in /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/rx-*/rps_flow_cnt /proc/sys/net/core/rps_sock_flow_entries /sys/class/net/*/threaded; do
+    for f in /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/rx-*/rps_flow_cnt /sys/class/net/*/queues/tx-*/xps_cpus /proc/sys/net/core/rps_sock_flow_entries /sys/class/net/*/threaded; do
         [ -r "$f" ] && read -r v < "$f" && echo "$f $v"
     done
 }
@@ -151,6 +157,11 @@ sample() {
         read -r v < "$f"
         q=${f%/rps_cpus}; q=${q##*/rx-}
         echo "R eth0 $q $v"
+    done
+    for f in /sys/class/net/eth0/queues/tx-*/xps_cpus; do
+        read -r v 2>/dev/null < "$f" || continue
+        q=${f%/xps_cpus}; q=${q##*/tx-}
+        echo "XP eth0 $q $v"
     done
     napi_lines T
     [ "$RSS_WATCH" = 1 ] && rss_lines
@@ -355,6 +366,7 @@ snapshot > /tmp/before
 # at the start and the end: a queue the hash or the table stopped feeding shows in them.
 echo "XB $(rss_table)"
 queue_packets QB
+tx_packets TXB
 sample
 start_balancer
 read -r START _ < /proc/uptime
@@ -401,6 +413,7 @@ grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
 # Packets received per queue since boot (Q queue packets; QB at the start): with the NAPI
 # threads' run ticks, a check of which thread polls which queue.
 queue_packets Q
+tx_packets TXE
 if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
     timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rss' | sed 's/^/M /'
 fi

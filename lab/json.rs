@@ -61,6 +61,15 @@ pub struct RunLine {
     pub partition_emptied_effective_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_refilled_s: Option<f64>,
+    /// The transmit steering scenario (`lab/xps.rs`): queues whose transmit vector and XPS
+    /// mask agree with the receive placement, of how many; the XPS masks at the end; the
+    /// packets each transmit queue sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xps_agreeing: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub xps_masks: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_packets: Option<Vec<u64>>,
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -120,6 +129,12 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
             .as_ref()
             .and_then(|p| p.emptied_effective)
             .map(|v| round(v, 1)),
+        xps_agreeing: m
+            .xps
+            .as_ref()
+            .map(|x| format!("{}/{}", x.agreeing, x.queues)),
+        xps_masks: m.xps.as_ref().map(|x| x.masks.clone()),
+        tx_packets: m.xps.as_ref().map(|x| x.tx_packets.clone()),
         partition_refilled_s: m
             .partition
             .as_ref()

@@ -30,6 +30,7 @@ pub mod soak;
 pub mod soak_report;
 pub mod traffic;
 pub mod vm;
+pub mod xps;
 
 use std::path::PathBuf;
 

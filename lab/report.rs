@@ -25,6 +25,8 @@ struct Sample {
     values: BTreeMap<String, String>,
     /// By IRQ: effective_affinity_list.
     effective: BTreeMap<u32, String>,
+    /// By transmit queue: `xps_cpus` (a hex mask).
+    xps: BTreeMap<u32, String>,
     /// By pid: every NAPI kernel thread.
     threads: BTreeMap<u32, NapiThread>,
     /// The NIC's rx packets per queue and its RSS table (`QS`, `X`; RSS scenarios only).
@@ -138,6 +140,8 @@ pub struct Metrics {
     pub rss_table_end: Option<String>,
     /// The cgroup scenarios' figures (`lab/isolation.rs`).
     pub partition: Option<super::isolation::PartitionFigures>,
+    /// The transmit steering scenario's figures (`lab/xps.rs`).
+    pub xps: Option<super::xps::XpsFigures>,
 }
 
 impl Metrics {
@@ -291,6 +295,15 @@ fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) 
                     s.values.insert(format!("rps {q}"), mask.to_string());
                 }
             }
+            "XP" => {
+                if let (Some(s), Some(Ok(q)), Some(mask)) =
+                    (cur.as_mut(), f.get(1).map(|q| q.parse()), f.get(2))
+                {
+                    s.xps.insert(q, mask.to_string());
+                }
+            }
+            "TXB" => other.entry("tx start").or_default().push(rest.to_string()),
+            "TXE" => other.entry("tx end").or_default().push(rest.to_string()),
             "LAB" => {
                 let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
                 let key = match kind {
@@ -679,6 +692,30 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .collect();
     m.rss_table_start = table_line(other.get("table before"));
     m.rss_table_end = table_line(other.get("table after"));
+    if super::xps::is_xps(s)
+        && let Some(last) = samples.last()
+    {
+        let mut queues: BTreeMap<u32, super::xps::QueueSides> = BTreeMap::new();
+        for (irq, (name, _)) in &last.interrupts {
+            if let Some((kind, queue)) = queue_vector(name) {
+                let sides = queues.entry(queue).or_default();
+                match kind {
+                    "input" => sides.rx_cpu = irq_cpu(last, *irq),
+                    _ => sides.tx_cpu = irq_cpu(last, *irq),
+                }
+            }
+        }
+        for (queue, mask) in &last.xps {
+            queues.entry(*queue).or_default().xps =
+                Some(super::isolation::cpus_of(mask, true).into_iter().collect());
+        }
+        let list = |key: &str| other.get(key).cloned().unwrap_or_default();
+        m.xps = Some(super::xps::figures(
+            &queues,
+            &list("tx start"),
+            &list("tx end"),
+        ));
+    }
     if super::isolation::is_cgroup(s) {
         let timeline = |effective| -> Vec<(f64, BTreeSet<u32>)> {
             samples

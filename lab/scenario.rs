@@ -330,6 +330,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
     .into_iter()
     .chain(super::saturation::all(idle, RSS_SECS))
     .chain(super::isolation::all())
+    .chain(super::xps::all())
     .collect()
 }
 

@@ -50,6 +50,9 @@ pub struct Config {
     pub rfs: RfsConfig,
     /// The RSS indirection table lever.
     pub rss: RssConfig,
+    /// Transmit steering: whether each transmit queue's XPS mask follows its receive
+    /// queue's interrupt CPU.
+    pub xps: XpsMode,
     /// What to do with a value someone else changed after steerd wrote it.
     pub on_external_change: ExternalChange,
     /// On SIGTERM/SIGINT, put back every value steerd changed (and nobody changed since).
@@ -220,6 +223,19 @@ pub struct RssConfig {
     pub dwell: Duration,
 }
 
+/// Whether steerd sets transmit queues' XPS masks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum XpsMode {
+    /// XPS stays as the driver (or the operator) set it.
+    #[default]
+    Off,
+    /// Each transmit queue's `xps_cpus` holds the CPU its paired receive queue's
+    /// interrupt fires on, and the CPUs nearest to it that no other queue's interrupt is
+    /// on; kept in step as vectors move.
+    Follow,
+}
+
 /// Whether steerd changes RSS indirection tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -278,6 +294,7 @@ impl Default for Config {
             rps: RpsConfig::default(),
             rfs: RfsConfig::default(),
             rss: RssConfig::default(),
+            xps: XpsMode::Off,
             on_external_change: ExternalChange::Respect,
             restore_on_exit: true,
             devices: BTreeMap::new(),

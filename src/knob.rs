@@ -28,6 +28,8 @@ pub const RPS_SOCK_FLOW_ENTRIES: &str = "rps_sock_flow_entries";
 pub const NAPI_THREAD_AFFINITY: &str = "napi_thread_affinity";
 /// [`Knob::kind`] of a NIC's RSS indirection table (default context).
 pub const RSS_INDIRECTION: &str = "rss_indirection";
+/// [`Knob::kind`] of a transmit queue's XPS mask.
+pub const XPS_CPUS: &str = "xps_cpus";
 
 /// The text a default-spread RSS table is remembered as: restoring it resets the table
 /// (`ethtool -X DEV default`), so the driver spreads it again after a channel change, as
@@ -99,6 +101,9 @@ pub enum Knob {
     /// root (tests) it stands in as the file `sys/class/net/<device>/rss_indirection`,
     /// the entries separated by spaces.
     RssIndirection { device: String },
+    /// `sys/class/net/<device>/queues/tx-<queue>/xps_cpus`: the CPUs that transmit on this
+    /// queue (`xps: follow`).
+    XpsCpus { device: String, queue: u32 },
 }
 
 /// A value for a knob: a CPU set (affinity, RPS mask) or a count (flow tables).
@@ -161,6 +166,9 @@ impl Knob {
             Knob::RssIndirection { device } => {
                 format!("sys/class/net/{device}/rss_indirection").into()
             }
+            Knob::XpsCpus { device, queue } => {
+                format!("sys/class/net/{device}/queues/tx-{queue}/xps_cpus").into()
+            }
         }
     }
 
@@ -173,6 +181,7 @@ impl Knob {
             Knob::RpsSockFlowEntries => RPS_SOCK_FLOW_ENTRIES,
             Knob::NapiThread { .. } => NAPI_THREAD_AFFINITY,
             Knob::RssIndirection { .. } => RSS_INDIRECTION,
+            Knob::XpsCpus { .. } => XPS_CPUS,
         }
     }
 
@@ -181,7 +190,8 @@ impl Knob {
         match self {
             Knob::RpsCpus { device, .. }
             | Knob::RpsFlowCnt { device, .. }
-            | Knob::RssIndirection { device } => Some(device),
+            | Knob::RssIndirection { device }
+            | Knob::XpsCpus { device, .. } => Some(device),
             _ => None,
         }
     }
@@ -190,7 +200,10 @@ impl Knob {
     pub fn holds_cpus(&self) -> bool {
         matches!(
             self,
-            Knob::IrqAffinity { .. } | Knob::RpsCpus { .. } | Knob::NapiThread { .. }
+            Knob::IrqAffinity { .. }
+                | Knob::RpsCpus { .. }
+                | Knob::NapiThread { .. }
+                | Knob::XpsCpus { .. }
         )
     }
 
@@ -198,7 +211,9 @@ impl Knob {
     pub fn parse(&self, text: &str) -> Result<KnobValue, KnobError> {
         match self {
             Knob::IrqAffinity { .. } => Ok(KnobValue::Cpus(CpuSet::parse_list(text)?)),
-            Knob::RpsCpus { .. } => Ok(KnobValue::Cpus(CpuSet::parse_mask(text)?)),
+            Knob::RpsCpus { .. } | Knob::XpsCpus { .. } => {
+                Ok(KnobValue::Cpus(CpuSet::parse_mask(text)?))
+            }
             Knob::NapiThread { pid, name } => {
                 match crate::kernel::napi_threads::parse_status(text, name) {
                     Ok(Some(cpus)) => Ok(KnobValue::Cpus(cpus)),
@@ -231,7 +246,7 @@ impl Knob {
                 }
                 Ok(cpus.to_list())
             }
-            (Knob::RpsCpus { .. }, KnobValue::Cpus(cpus)) => {
+            (Knob::RpsCpus { .. } | Knob::XpsCpus { .. }, KnobValue::Cpus(cpus)) => {
                 Ok(cpus.to_mask(mask_words.max(1) * 32)?)
             }
             (Knob::RpsFlowCnt { .. } | Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
@@ -258,8 +273,12 @@ impl Knob {
             (KnobValue::Count(w), KnobValue::Count(r)) => {
                 *r == *w || (*w > 0 && u64::from(*r) == u64::from(*w).next_power_of_two())
             }
+            // The kernel keeps only housekeeping CPUs of an RPS mask and only online CPUs
+            // of an XPS map.
             (KnobValue::Cpus(w), KnobValue::Cpus(r)) => match self {
-                Knob::RpsCpus { .. } => r.is_subset(w) && (w.is_empty() || !r.is_empty()),
+                Knob::RpsCpus { .. } | Knob::XpsCpus { .. } => {
+                    r.is_subset(w) && (w.is_empty() || !r.is_empty())
+                }
                 _ => r == w,
             },
             (KnobValue::Table { .. }, KnobValue::Table { .. }) => wanted == read_back,
@@ -277,6 +296,7 @@ impl fmt::Display for Knob {
             Knob::RpsSockFlowEntries => f.write_str("rps_sock_flow_entries"),
             Knob::NapiThread { pid, name } => write!(f, "{name} (pid {pid}) affinity"),
             Knob::RssIndirection { device } => write!(f, "{device} rss indirection"),
+            Knob::XpsCpus { device, queue } => write!(f, "{device} tx-{queue} xps_cpus"),
         }
     }
 }

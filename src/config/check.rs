@@ -288,6 +288,7 @@ top_level_keys!(
     rps,
     rfs,
     rss,
+    xps,
     on_external_change,
     restore_on_exit,
     devices,

@@ -29,6 +29,7 @@ impl Daemon {
             self.channels_set.hear(&heard);
         }
         let channels_set = std::mem::take(&mut self.channels_set);
+        self.forget_cgroup_mount();
         match discover(&self.options.root) {
             Ok(machine) => {
                 let old = self.engine.machine();
@@ -100,6 +101,12 @@ impl Daemon {
             {
                 targets.push(Knob::RssIndirection {
                     device: device.to_string(),
+                });
+            }
+            for queue in inventory.device(device).iter().flat_map(|d| &d.tx_queues) {
+                targets.push(Knob::XpsCpus {
+                    device: device.to_string(),
+                    queue: queue.index,
                 });
             }
             for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {

@@ -17,7 +17,7 @@ use tracing::{error, info};
 
 use super::Daemon;
 use crate::cpuset::CpuSet;
-use crate::kernel::cgroup_isolation::read_isolated_partitions;
+use crate::kernel::cgroup_isolation::{cgroup2_mount, read_isolated_partitions_at};
 use crate::knob::Knob;
 
 /// What the daemon last knew of isolated partitions.
@@ -28,13 +28,25 @@ pub(super) struct Isolation {
     known: Option<CpuSet>,
     /// The last error, logged once until it changes or clears (never one per tick).
     failing: Option<String>,
+    /// Where the cgroup v2 hierarchy is mounted, found from `proc/self/mountinfo` on the
+    /// first read and again after each rediscovery ([`Daemon::forget_cgroup_mount`]).
+    mount: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
     /// Reads the isolated partitions and hands a change to the engine.
     pub(super) fn follow_isolated_partitions(&mut self) {
         let root = self.options.root.clone();
-        match read_isolated_partitions(&root) {
+        let mount = match self.isolation.mount.clone() {
+            Some(mount) => Ok(mount),
+            None => cgroup2_mount(&root),
+        };
+        let read = mount.and_then(|mount| {
+            let cpus = read_isolated_partitions_at(&root, &mount)?;
+            self.isolation.mount = Some(mount);
+            Ok(cpus)
+        });
+        match read {
             Ok(cpus) => {
                 if self.isolation.failing.take().is_some() {
                     info!("isolated cgroup partitions readable again");
@@ -43,11 +55,15 @@ impl Daemon {
                 if changed && self.isolation.known.is_some() {
                     self.take_over_threads_the_kernel_moved();
                 }
-                if changed {
+                if changed && !cpus.is_empty() {
                     info!(
                         cpus = %cpus.to_list(),
                         "isolated cgroup partitions: CPUs {}; steerd keeps receive work off them",
-                        if cpus.is_empty() { "none".to_string() } else { cpus.to_list() }
+                        cpus.to_list()
+                    );
+                } else if changed && self.isolation.known.is_some() {
+                    info!(
+                        "isolated cgroup partitions: none any more; every CPU may take receive work again"
                     );
                 }
                 self.isolation.known = Some(cpus);
@@ -63,6 +79,12 @@ impl Daemon {
         if let Some(known) = &self.isolation.known {
             self.engine.set_isolated_partitions(known);
         }
+    }
+
+    /// Finds the cgroup v2 mount again at the next read (a rediscovery: mounts change
+    /// rarely, and a tick should not parse a long mountinfo).
+    pub(super) fn forget_cgroup_mount(&mut self) {
+        self.isolation.mount = None;
     }
 
     /// The NAPI threads steerd placed whose allowed CPUs differ from what it wrote, just

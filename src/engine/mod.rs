@@ -472,6 +472,16 @@ impl Engine {
                     d.rss_table = Some(indirection.clone());
                 }
             }
+            (Knob::XpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
+                let tx = inventory
+                    .devices
+                    .iter_mut()
+                    .find(|d| d.name == *device)
+                    .and_then(|d| d.tx_queues.iter_mut().find(|q| q.index == *queue));
+                if let Some(tx) = tx {
+                    tx.xps_cpus = Some(cpus.clone());
+                }
+            }
             _ => {}
         }
     }

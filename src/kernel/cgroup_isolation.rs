@@ -80,7 +80,13 @@ fn unescape_octal(text: &str) -> String {
 /// The CPUs of isolated partitions under `root` (empty when there are none, or no cgroup
 /// v2 cpuset controller).
 pub fn read_isolated_partitions(root: &Root) -> Result<CpuSet, Error> {
-    let mount = cgroup2_mount(root)?;
+    read_isolated_partitions_at(root, &cgroup2_mount(root)?)
+}
+
+/// The same, in the hierarchy mounted at `mount` (from [`cgroup2_mount`]): what the daemon
+/// reads every tick, having found the mount once (`proc/self/mountinfo` can be long).
+pub fn read_isolated_partitions_at(root: &Root, mount: &Path) -> Result<CpuSet, Error> {
+    let mount = mount.to_path_buf();
     if let Some(set) = read_cpulist(root, &mount.join("cpuset.cpus.isolated"))? {
         return Ok(set);
     }

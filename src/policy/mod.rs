@@ -10,8 +10,9 @@
 //!    with a single fixed point): IRQs and RPS masks off forbidden CPUs (banned, isolated,
 //!    `nohz_full`), queue vectors pinned to one CPU each, IRQs onto their device's NUMA
 //!    node, one receive queue vector per CPU and per physical core, NICs offset from each
-//!    other (and, last of all, transmit vectors beside their receive vectors, and threaded
-//!    NAPI polling threads beside their queue's interrupt);
+//!    other (and, last of all, transmit vectors beside their receive vectors, threaded
+//!    NAPI polling threads beside their queue's interrupt, and with `xps: follow` each
+//!    transmit queue's XPS mask on its receive queue's interrupt CPU);
 //! 2. the distress fast path: IRQ moves, then RPS, for CPUs dropping packets;
 //! 3. relief of other hot CPUs by IRQ moves;
 //! 4. the RSS table lever: entries moved from hot receive queues to cool ones, one
@@ -37,6 +38,7 @@ pub mod rps_trial;
 pub mod rss;
 pub mod rss_table;
 pub mod state;
+mod xps;
 
 use crate::config::Config;
 use crate::knob::{Knob, KnobValue};
@@ -79,6 +81,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     rps::plan(&mut p, false);
     irq::follow_rx(&mut p);
     napi::follow_irq(&mut p);
+    xps::follow(&mut p);
     rfs::settle(&mut p);
     p.restart_streaks();
     p.state.settled = p.actions.is_empty() && p.waiting.is_empty();

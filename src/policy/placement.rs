@@ -87,6 +87,9 @@ pub struct Placement {
     pub napi_threads: HashMap<u32, NapiThreadValues>,
     /// RSS indirection tables (default context) by device, where read.
     pub rss_tables: HashMap<String, Vec<u32>>,
+    /// XPS masks by device, indexed by tx queue number; `None` where the file does not
+    /// exist or cannot be read (a single-queue device).
+    pub xps: HashMap<String, Vec<Option<CpuSet>>>,
 }
 
 /// A NAPI thread's current affinity, with the name that identifies it.
@@ -155,13 +158,36 @@ impl Placement {
             .iter()
             .filter_map(|d| Some((d.name.clone(), d.rss_table.clone()?)))
             .collect();
+        let xps = inventory
+            .devices
+            .iter()
+            .map(|device| {
+                let len = device
+                    .tx_queues
+                    .iter()
+                    .map(|q| q.index as usize + 1)
+                    .max()
+                    .unwrap_or(0);
+                let mut masks = vec![None; len];
+                for q in &device.tx_queues {
+                    masks[q.index as usize] = q.xps_cpus.clone();
+                }
+                (device.name.clone(), masks)
+            })
+            .collect();
         Placement {
             irqs,
             rx_queues,
             rps_sock_flow_entries: inventory.rps_sock_flow_entries,
             napi_threads,
             rss_tables,
+            xps,
         }
+    }
+
+    /// A transmit queue's XPS mask, where it has one.
+    pub fn xps_cpus(&self, device: &str, queue: u32) -> Option<&CpuSet> {
+        self.xps.get(device)?.get(queue as usize)?.as_ref()
     }
 
     /// The rx queue values of a device queue.
@@ -195,6 +221,9 @@ impl Placement {
                     indirection: t.clone(),
                 })
             }
+            Knob::XpsCpus { device, queue } => {
+                self.xps_cpus(device, *queue).cloned().map(KnobValue::Cpus)
+            }
         }
     }
 
@@ -215,6 +244,9 @@ impl Placement {
             (Knob::NapiThread { pid, name }, KnobValue::Cpus(cpus)) => {
                 let thread = self.napi_threads.get(pid).filter(|t| t.name == *name)?;
                 thread.affinity == *cpus
+            }
+            (Knob::XpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
+                self.xps_cpus(device, *queue)? == cpus
             }
             (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
                 self.rss_tables.get(device)? == indirection
@@ -261,6 +293,13 @@ impl Placement {
             }
             (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
                 self.rss_tables.insert(device.clone(), indirection.clone());
+            }
+            (Knob::XpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
+                let masks = self.xps.entry(device.clone()).or_default();
+                if masks.len() <= *queue as usize {
+                    masks.resize(*queue as usize + 1, None);
+                }
+                masks[*queue as usize] = Some(cpus.clone());
             }
             _ => {}
         }

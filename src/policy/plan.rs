@@ -58,11 +58,14 @@ pub enum ReasonKind {
     RssStep,
     /// A table step that did not help, undone.
     RssRevert,
+    /// A transmit queue's XPS mask follows its receive queue's interrupt CPU (`xps:
+    /// follow`).
+    XpsFollow,
 }
 
 impl ReasonKind {
     /// Every reason, so the metrics can export each action's series at 0 from the start.
-    pub const ALL: [ReasonKind; 20] = [
+    pub const ALL: [ReasonKind; 21] = [
         ReasonKind::ForbiddenCpu,
         ReasonKind::RemoteNode,
         ReasonKind::StackedVectors,
@@ -83,6 +86,7 @@ impl ReasonKind {
         ReasonKind::RfsOff,
         ReasonKind::RssStep,
         ReasonKind::RssRevert,
+        ReasonKind::XpsFollow,
     ];
 
     /// The kinds of knob ([`Knob::kind`](crate::knob::Knob::kind)) an action with this
@@ -90,7 +94,7 @@ impl ReasonKind {
     pub fn knob_kinds(self) -> &'static [&'static str] {
         use crate::knob::{
             IRQ_AFFINITY, NAPI_THREAD_AFFINITY, RPS_CPUS, RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES,
-            RSS_INDIRECTION,
+            RSS_INDIRECTION, XPS_CPUS,
         };
         match self {
             ReasonKind::ForbiddenCpu
@@ -111,6 +115,7 @@ impl ReasonKind {
             | ReasonKind::RpsUndo => &[RPS_CPUS],
             ReasonKind::RfsOn | ReasonKind::RfsOff => &[RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES],
             ReasonKind::RssStep | ReasonKind::RssRevert => &[RSS_INDIRECTION],
+            ReasonKind::XpsFollow => &[XPS_CPUS],
         }
     }
 
@@ -137,6 +142,7 @@ impl ReasonKind {
             ReasonKind::RfsOff => "rfs_off",
             ReasonKind::RssStep => "rss_step",
             ReasonKind::RssRevert => "rss_revert",
+            ReasonKind::XpsFollow => "xps_follow",
         }
     }
 }

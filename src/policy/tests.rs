@@ -1007,3 +1007,71 @@ fn rps_undone_after(drops: f64) -> (u32, PolicyState) {
     }
     (tick, state)
 }
+
+/// `xps: follow` (issue 33): with eth0's four receive vectors on CPUs 0-3 of 4 cores x 2
+/// threads (CPU c's sibling is c + 4), transmit queue N's XPS mask becomes its receive
+/// queue's CPU and that CPU's sibling, so every CPU sends on the queue beside it; `off`
+/// writes no XPS mask, and a mask already as wanted is not written again.
+#[test]
+fn xps_follows_the_receive_vectors_when_asked() {
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 4, 2, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    let with_xps = |bench: &mut Bench| {
+        let eth0 = bench
+            .inventory
+            .devices
+            .iter_mut()
+            .find(|d| d.name == "eth0")
+            .unwrap();
+        eth0.tx_queues = (0..4)
+            .map(|index| crate::model::inventory::TxQueue {
+                index,
+                xps_cpus: Some(CpuSet::new()),
+                irq: None,
+            })
+            .collect();
+    };
+    let driver_xps = |placement: &mut Placement| {
+        placement
+            .xps
+            .insert("eth0".into(), vec![Some(CpuSet::new()); 4]);
+    };
+    let xps_actions = |plan: &Plan| -> Vec<(u32, String)> {
+        plan.actions
+            .iter()
+            .filter_map(|a| match &a.target {
+                Knob::XpsCpus { queue, .. } => {
+                    assert_eq!(a.reason.kind, ReasonKind::XpsFollow, "{plan}");
+                    Some((*queue, a.new.to_string()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+
+    let mut off = Bench::new(sim.clone(), Config::default());
+    with_xps(&mut off);
+    off.run(2);
+    let plan = off.decide_with(&mut PolicyState::new(), driver_xps);
+    assert_eq!(xps_actions(&plan), vec![], "{plan}");
+
+    let mut config = Config::default();
+    config.xps = crate::config::XpsMode::Follow;
+    let mut follow = Bench::new(sim, config);
+    with_xps(&mut follow);
+    follow.run(2);
+    let plan = follow.decide_with(&mut PolicyState::new(), driver_xps);
+    let want: Vec<(u32, String)> = (0..4).map(|q| (q, format!("{q},{}", q + 4))).collect();
+    assert_eq!(xps_actions(&plan), want, "{plan}");
+    let plan = follow.decide_with(&mut PolicyState::new(), |placement| {
+        let masks = (0..4)
+            .map(|q| Some(CpuSet::from_iter([q, q + 4])))
+            .collect();
+        placement.xps.insert("eth0".into(), masks);
+    });
+    assert_eq!(xps_actions(&plan), vec![], "{plan}");
+}

@@ -636,8 +636,8 @@ impl SimMachine {
                     indirection: table.to_vec(),
                 })
             }
-            // The simulated machine has no threaded NAPI.
-            Knob::NapiThread { .. } => None,
+            // The simulated machine has no threaded NAPI and no XPS.
+            Knob::NapiThread { .. } | Knob::XpsCpus { .. } => None,
         }
     }
 

@@ -161,6 +161,8 @@ impl SimMachine {
                 .filter(|nic| nic.has_table())
                 .map(|nic| (nic.spec.name.clone(), nic.table.clone()))
                 .collect(),
+            // The simulated machine has no XPS.
+            xps: Default::default(),
         }
     }
 

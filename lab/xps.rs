@@ -1,0 +1,109 @@
+//! The transmit steering scenario (issue 33, `xps: follow`): 4 TCP flows into the guest,
+//! every input vector on CPU0, steerd with `xps: follow`. The guest answers every segment
+//! with ACKs sent from the CPU that processed it, so where its transmit queues' vectors and
+//! XPS masks are decides which transmit queue each ACK goes out on.
+//!
+//! Figures, from the guest's last sample and its `ethtool -S` counters: how many queues
+//! agree with the receive placement (the transmit vector fires on the receive vector's
+//! CPU, and that CPU is in the transmit queue's XPS mask), the XPS masks at the end, and
+//! the packets each transmit queue sent over the run.
+
+use std::collections::BTreeMap;
+
+use super::scenario::{Scenario, base, udp};
+use super::traffic::Phase;
+
+/// The configuration steerd runs with in the guest.
+const CONFIG: &str = "xps: follow";
+/// The scenario's name.
+const NAME: &str = "xps-tcp";
+
+/// The scenario.
+pub fn all() -> Vec<Scenario> {
+    vec![Scenario {
+        phases: vec![Phase {
+            tcp_ports: vec![5001, 5002, 5003, 5004],
+            ..udp(1, 30, 0, 0)
+        }],
+        setup: format!(
+            "mkdir -p /etc/steerd; echo '{CONFIG}' > /etc/steerd/steerd.yaml; pin_inputs 0"
+        ),
+        steerd_args: "--config /etc/steerd/steerd.yaml".into(),
+        ..base(
+            NAME,
+            "every input vector on CPU0, 4 TCP flows; steerd with xps: follow",
+        )
+    }]
+}
+
+/// Whether the scenario is this one.
+pub fn is_xps(s: &Scenario) -> bool {
+    s.name == NAME
+}
+
+/// One queue as the last sample shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueSides {
+    /// The CPU the receive (input) vector fires on, and the transmit (output) vector's.
+    pub rx_cpu: Option<u32>,
+    pub tx_cpu: Option<u32>,
+    /// The transmit queue's XPS mask, as a CPU list (`None`: no file).
+    pub xps: Option<Vec<u32>>,
+}
+
+/// The run's transmit figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XpsFigures {
+    /// Queues whose transmit vector fires on the receive vector's CPU and whose XPS mask
+    /// holds that CPU.
+    pub agreeing: usize,
+    pub queues: usize,
+    /// The XPS masks at the end, by queue, as CPU lists.
+    pub masks: Vec<String>,
+    /// Packets each transmit queue sent over the run.
+    pub tx_packets: Vec<u64>,
+}
+
+/// The figures from the last sample's queues and the transmit counters at the start and
+/// the end (`queue packets` lines).
+pub fn figures(queues: &BTreeMap<u32, QueueSides>, start: &[String], end: &[String]) -> XpsFigures {
+    let agreeing = queues
+        .values()
+        .filter(|q| match (q.rx_cpu, q.tx_cpu, &q.xps) {
+            (Some(rx), Some(tx), Some(xps)) => rx == tx && xps.contains(&rx),
+            _ => false,
+        })
+        .count();
+    let masks = queues
+        .values()
+        .map(|q| match &q.xps {
+            None => "-".to_string(),
+            Some(cpus) if cpus.is_empty() => "none".to_string(),
+            Some(cpus) => cpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        })
+        .collect();
+    let counts = |lines: &[String]| -> BTreeMap<u32, u64> {
+        lines
+            .iter()
+            .filter_map(|l| {
+                let (q, p) = l.split_once(' ')?;
+                Some((q.parse().ok()?, p.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let before = counts(start);
+    let tx_packets = counts(end)
+        .iter()
+        .map(|(q, n)| n.saturating_sub(before.get(q).copied().unwrap_or(0)))
+        .collect();
+    XpsFigures {
+        agreeing,
+        queues: queues.len(),
+        masks,
+        tx_packets,
+    }
+}
