@@ -15,30 +15,41 @@ use super::traffic::Phase;
 
 /// The configuration steerd runs with in the guest.
 const CONFIG: &str = "xps: follow";
-/// The scenario's name.
+/// The scenarios' names.
 const NAME: &str = "xps-tcp";
+const REVERSED: &str = "xps-tcp-reversed";
 
-/// The scenario.
+/// The scenarios: every input vector on CPU0; and every queue's vectors on CPU 3 - N, a
+/// spread the driver's XPS (queue N on CPU N, virtio-net) does not match.
 pub fn all() -> Vec<Scenario> {
-    vec![Scenario {
+    let tcp = |name, what, placement: &str| Scenario {
         phases: vec![Phase {
             tcp_ports: vec![5001, 5002, 5003, 5004],
             ..udp(1, 30, 0, 0)
         }],
         setup: format!(
-            "mkdir -p /etc/steerd; echo '{CONFIG}' > /etc/steerd/steerd.yaml; pin_inputs 0"
+            "mkdir -p /etc/steerd; echo '{CONFIG}' > /etc/steerd/steerd.yaml; {placement}"
         ),
         steerd_args: "--config /etc/steerd/steerd.yaml".into(),
-        ..base(
+        ..base(name, what)
+    };
+    vec![
+        tcp(
             NAME,
             "every input vector on CPU0, 4 TCP flows; steerd with xps: follow",
-        )
-    }]
+            "pin_inputs 0",
+        ),
+        tcp(
+            REVERSED,
+            "queue N's vectors on CPU 3 - N (the driver's XPS has tx-N on CPU N), 4 TCP flows; steerd with xps: follow",
+            "nic_vectors | while read -r irq kind q; do echo $((3 - q)) > /proc/irq/$irq/smp_affinity_list; done",
+        ),
+    ]
 }
 
-/// Whether the scenario is this one.
+/// Whether the scenario is one of these.
 pub fn is_xps(s: &Scenario) -> bool {
-    s.name == NAME
+    s.name == NAME || s.name == REVERSED
 }
 
 /// One queue as the last sample shows it.
