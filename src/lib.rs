@@ -31,6 +31,7 @@ pub mod model;
 pub mod plan_once;
 pub mod policy;
 pub mod root;
+pub mod silent_queues;
 #[cfg(any(test, feature = "test-support"))]
 pub mod sim;
 pub mod status;

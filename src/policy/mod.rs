@@ -37,6 +37,7 @@ mod rps;
 pub mod rps_trial;
 pub mod rss;
 pub mod rss_table;
+mod silent;
 pub mod state;
 mod xps;
 
@@ -83,6 +84,7 @@ pub fn decide(input: &DecideInput<'_>, state: &mut PolicyState) -> Plan {
     napi::follow_irq(&mut p);
     xps::follow(&mut p);
     rfs::settle(&mut p);
+    silent::notice(&mut p);
     p.restart_streaks();
     p.state.settled = p.actions.is_empty() && p.waiting.is_empty();
     let idle_reason = p.actions.is_empty().then(|| p.idle_reason());
@@ -117,6 +119,16 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
             _ => false,
         });
     if temporary_in_place || rss_lever_may_act(input, state) {
+        return false;
+    }
+    // A busy device with a silent queue is said (a note), which needs `decide`.
+    let floor = work_floor(input.config);
+    if input
+        .load
+        .rx_queues
+        .values()
+        .any(|rates| crate::silent_queues::find(rates, floor).is_some())
+    {
         return false;
     }
     let w = &input.config.watermarks;

@@ -194,6 +194,9 @@ pub enum NoteKind {
     UdpHash,
     /// A queue vector's move has not taken effect: its NAPI keeps polling on the old CPU.
     MoveNoEffect,
+    /// Receive queues of a busy device that the hash or the RSS table stopped feeding
+    /// (`crate::silent_queues`).
+    SilentQueues,
 }
 
 impl NoteKind {
@@ -210,6 +213,7 @@ impl NoteKind {
             NoteKind::RssTable => "rss_table",
             NoteKind::UdpHash => "udp_hash",
             NoteKind::MoveNoEffect => "move_no_effect",
+            NoteKind::SilentQueues => "silent_queues",
         }
     }
 }

@@ -1075,3 +1075,64 @@ fn xps_follows_the_receive_vectors_when_asked() {
     });
     assert_eq!(xps_actions(&plan), vec![], "{plan}");
 }
+
+/// Issue 31: a busy device whose hash leaves a queue without packets gets one note naming
+/// the queue, and why as far as the RSS table tells: entries pointing at it (the hash
+/// misses it), or none (the table gives it no entry).
+#[test]
+fn a_silent_queue_of_a_busy_device_is_noted_with_what_the_table_says() {
+    let mut sim = skewed_virtio([0.4, 0.4, 0.2, 0.0]);
+    sim.set_rate("eth0", 100_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    bench.run(4);
+    let silent = |plan: &Plan| -> Vec<String> {
+        plan.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::SilentQueues)
+            .map(|n| n.text.clone())
+            .collect()
+    };
+    let with_table = |table: Vec<u32>| {
+        move |placement: &mut Placement| {
+            placement.rss_tables.insert("eth0".into(), table);
+        }
+    };
+    let mut state = PolicyState::new();
+    let plan = bench.decide_with(&mut state, with_table(crate::knob::default_spread(128, 4)));
+    let notes = silent(&plan);
+    assert_eq!(notes.len(), 1, "{plan}");
+    assert!(
+        notes[0].starts_with("eth0: rx-3 receive under a quarter"),
+        "{}",
+        notes[0]
+    );
+    assert!(
+        notes[0].contains("the flows' hash misses them"),
+        "{}",
+        notes[0]
+    );
+    assert!(plan.notes.iter().any(|n| n.new), "{plan}");
+    // The same again is not new (logged once).
+    let plan = bench.decide_with(&mut state, with_table(crate::knob::default_spread(128, 4)));
+    assert!(
+        plan.notes
+            .iter()
+            .filter(|n| n.kind == NoteKind::SilentQueues)
+            .all(|n| !n.new),
+        "{plan}"
+    );
+    let plan = bench.decide_with(
+        &mut PolicyState::new(),
+        with_table(crate::knob::default_spread(128, 3)),
+    );
+    let notes = silent(&plan);
+    assert!(notes[0].contains("gives rx-3 no entry"), "{}", notes[0]);
+    // An even hash has no silent queue.
+    let mut even = Bench::new(skewed_virtio([0.25; 4]), Config::default());
+    even.sim.set_rate("eth0", 100_000.0);
+    even.run(4);
+    assert_eq!(
+        silent(&even.decide(&mut PolicyState::new())),
+        Vec::<String>::new()
+    );
+}

@@ -104,6 +104,10 @@ pub struct QueueRow {
     pub packets_per_sec: Option<f64>,
     /// Received bytes per second; `None` if unknown.
     pub bytes_per_sec: Option<f64>,
+    /// The hash or the RSS table stopped feeding it: it gets under a quarter of an even
+    /// share of its busy device's packets ([`crate::silent_queues`], with the default
+    /// `watermarks.busy_pps`).
+    pub silent: bool,
 }
 
 /// What the running daemon said.
@@ -231,6 +235,7 @@ impl Frame {
         });
 
         let mut queues = Vec::new();
+        let silent_floor = crate::policy::work_floor(&crate::config::Config::default());
         for device in machine.inventory.devices.iter().filter(|d| shows_device(d)) {
             for queue in &device.rx_queues {
                 let irq = queue.irq.and_then(|n| machine.inventory.irq(n));
@@ -256,7 +261,18 @@ impl Frame {
                                 .copied()
                         })
                         .flatten(),
+                    silent: false,
                 });
+            }
+            if let Some(silent) = load
+                .rx_queues
+                .get(&device.name)
+                .filter(|_| queue_rates_unknown.is_none() && warm)
+                .and_then(|rates| crate::silent_queues::find(rates, silent_floor))
+            {
+                for row in queues.iter_mut().filter(|r| r.device == device.name) {
+                    row.silent = silent.queues.contains(&row.queue);
+                }
             }
         }
         queues.sort_by(|a, b| {

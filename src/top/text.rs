@@ -141,7 +141,12 @@ pub fn queue_cells(row: &QueueRow) -> [String; 9] {
         row.napi_thread_cpu
             .map_or_else(|| "-".to_string(), |cpu| cpu.to_string()),
         cpus(row.rps_cpus.as_deref(), "off"),
-        rate(row.packets_per_sec),
+        // A queue the hash or the table stopped feeding says so beside its rate.
+        if row.silent {
+            format!("{} silent", rate(row.packets_per_sec))
+        } else {
+            rate(row.packets_per_sec)
+        },
         rate(row.bytes_per_sec),
     ]
 }

@@ -469,6 +469,7 @@ mod tests {
                 rps_cpus: Some(String::new()),
                 packets_per_sec: None,
                 bytes_per_sec: None,
+                silent: false,
             }],
             queue_rates_unknown: Some("a fake root".into()),
             daemon: None,

@@ -1,0 +1,67 @@
+//! Says which receive queues of a busy device receive (almost) nothing, and why as far as
+//! the RSS table tells: no entry of the table points at them (someone's `ethtool -X`, or a
+//! table left from fewer channels), or the table does and the flows' hash misses them
+//! (few flows, or a hash key that puts them elsewhere). A note, never an action: neither an
+//! IRQ move nor RPS makes a queue receive, and the RSS lever (when on) is what moves table
+//! entries. The rule is [`crate::silent_queues`]; logged once per set of queues.
+
+use super::context::Planner;
+use super::plan::NoteKind;
+use crate::silent_queues;
+
+pub fn notice(p: &mut Planner) {
+    let floor = p.work_floor();
+    let mut found = Vec::new();
+    for d in 0..p.devices.len() {
+        let name = &p.devices[d].dev.name;
+        let Some(rates) = p.load.rx_queues.get(name) else {
+            continue;
+        };
+        let Some(silent) = silent_queues::find(rates, floor) else {
+            continue;
+        };
+        let why = match p.placement.rss_tables.get(name) {
+            Some(table) => {
+                let empty: Vec<String> = silent
+                    .queues
+                    .iter()
+                    .filter(|&&q| !table.contains(&q))
+                    .map(|q| format!("rx-{q}"))
+                    .collect();
+                if empty.is_empty() {
+                    format!(
+                        "its RSS table points at them ({} of {} entries), so the flows' hash \
+                         misses them: few flows, or a hash key that puts them elsewhere",
+                        table.iter().filter(|q| silent.queues.contains(q)).count(),
+                        table.len()
+                    )
+                } else {
+                    format!(
+                        "its RSS table gives {} no entry (`ethtool -X {name} default` spreads \
+                         it over every queue again)",
+                        empty.join(", ")
+                    )
+                }
+            }
+            None => "the NIC's hash sends them no flow (no RSS table to read)".to_string(),
+        };
+        found.push((
+            name.clone(),
+            silent.names(),
+            format!(
+                "{name}: {} receive under a quarter of an even share of its {:.0}k pkt/s: {why}; \
+                 an IRQ move or RPS cannot make a queue receive",
+                silent.names(),
+                silent.total_pps / 1000.0
+            ),
+        ));
+    }
+    for (device, queues, text) in found {
+        p.note(
+            NoteKind::SilentQueues,
+            None,
+            format!("{device} silent {queues}"),
+            text,
+        );
+    }
+}
