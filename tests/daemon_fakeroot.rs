@@ -1042,7 +1042,9 @@ fn follows_irqbalances_ban_file_and_a_watched_config_without_restart() {
 
 /// Issue 33: `xps: follow`. Under load, once eth0's receive vectors are spread, each of
 /// its transmit queues sends from the CPU its receive queue's interrupt fires on and that
-/// CPU's sibling (4 cores x 2 threads); SIGTERM puts every XPS mask back.
+/// CPU's sibling (4 cores x 2 threads). After kill -9 a new run takes the masks as its own
+/// (no external change), and its SIGTERM puts every XPS mask back as it was before the
+/// first run.
 #[test]
 fn xps_follows_the_receive_vectors_and_is_restored() {
     let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
@@ -1085,10 +1087,22 @@ fn xps_follows_the_receive_vectors_and_is_restored() {
             .iter()
             .any(|d| d.reason == "xps_follow" && d.action == "xps_cpus")
     });
-    let status = daemon.stop(Signal::SIGTERM);
+    daemon.wait_ticks(3);
+    let status = daemon.stop(Signal::SIGKILL);
+    assert_eq!(status.code(), None, "killed by a signal");
+    let mut second = Steerd::start(m.root(), Some(&config));
+    second.wait_ticks(10);
+    assert!(follows(), "{}", second.stderr_text());
+    assert_eq!(
+        second.metric("steerd_external_changes_total"),
+        Some(0.0),
+        "{}",
+        second.stderr_text()
+    );
+    let status = second.stop(Signal::SIGTERM);
     kernel.stop();
-    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
-    m.assert_all_restored(&daemon);
+    assert_eq!(status.code(), Some(0), "{}", second.stderr_text());
+    m.assert_all_restored(&second);
 }
 
 /// Issue 33: CPUs of an isolated cgroup partition (the root's `cpuset.cpus.isolated`, here
