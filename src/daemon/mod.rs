@@ -1,4 +1,4 @@
-//! The daemon: one tick loop, on a thread that waits with one `poll` (see [`wakeups`]),
+//! The daemon: one tick loop, on a thread that waits in one epoll (see [`wakeups`]),
 //! beside the HTTP endpoint on a current-thread tokio runtime of its own.
 //!
 //! Each tick samples the counters and hands them to the [`Engine`] with the actuator as its
@@ -6,7 +6,8 @@
 //! reports what the engine did (metrics, decision log, journal).
 //! Around the loop: discovery at start, again on link events, queue uevents (a
 //! channel-count change), CPU hot-plug and a slow timer; SIGHUP (and, with `--watch-config`, a changed file) reloads the configuration;
-//! irqbalance's ban file is followed when `cpus.irqbalance_banned_cpus` is on;
+//! irqbalance's ban file is followed when `cpus.irqbalance_banned_cpus` is on, and isolated
+//! cgroup partitions every tick (`isolation`);
 //! SIGTERM/SIGINT restore what steerd changed and exit 0; systemd hears READY, RELOADING,
 //! WATCHDOG and STOPPING.
 //!
@@ -16,7 +17,8 @@
 //! One `Daemon` holds the loop's state; its methods live with their job: this file starts
 //! it, `event_loop` waits and schedules ticks, `tick` runs one, `actions` reports what
 //! became of each action and what the engine did about a failure, `discovery` keeps the model in step with the machine,
-//! `reload` keeps the configuration in effect, `report` publishes status and metrics,
+//! `reload` keeps the configuration in effect, `isolation` follows isolated cgroup
+//! partitions, `report` publishes status and metrics,
 //! `shutdown` pings the watchdog and restores on exit.
 
 mod actions;
