@@ -108,13 +108,14 @@ enum ReadError {
     TooLarge,
 }
 
-/// Opens without blocking and refuses anything but a regular file: opening a FIFO for
-/// reading waits for a writer forever, and a device or socket is no kernel attribute.
+/// Opens without blocking (and without taking a terminal as the controlling one) and
+/// refuses anything but a regular file: opening a FIFO for reading waits for a writer
+/// forever, and a device or socket is no kernel attribute.
 /// Every procfs, sysfs and cgroupfs attribute is a regular file.
 fn read_inner(path: &Path, limit: u64) -> Result<String, ReadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
         .open(path)
         .map_err(ReadError::Io)?;
     let kind = file.metadata().map_err(ReadError::Io)?.file_type();

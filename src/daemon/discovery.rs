@@ -45,6 +45,7 @@ impl Daemon {
                     );
                 }
                 let before = self.engine.replace_machine(machine);
+                self.keep_known_partitions();
                 let ended = self.actuator.forget_ended_threads();
                 if !ended.is_empty() {
                     info!(

@@ -9,7 +9,8 @@
 //! of the root cgroup allowed only on CPUs that become isolated is given the root's
 //! remaining CPUs, and gets its own mask back on dissolution (measured on 6.12: a NAPI
 //! thread steerd pinned to CPU 2 read 0-1 once 2-3 were isolated, and 2 again after).
-//! Those rewrites are not an operator's choice: steerd takes them over as the current
+//! Those rewrites (and the same for any partition made, resized or removed, seen in the
+//! root's `cpuset.cpus.effective`) are not an operator's choice: steerd takes them over as the current
 //! value (keeping the original from before its first write) instead of leaving the
 //! threads alone as changed by someone else, and places them again in the same tick.
 
@@ -31,7 +32,18 @@ pub(super) struct Isolation {
     /// Where the cgroup v2 hierarchy is mounted, found from `proc/self/mountinfo` on the
     /// first read and again after each rediscovery ([`Daemon::forget_cgroup_mount`]).
     mount: Option<std::path::PathBuf>,
+    /// The root cgroup's `cpuset.cpus.effective` as last read: it changes with every
+    /// partition made, resized or removed, isolated or not, and with it the kernel rewrites
+    /// the root cgroup's kernel threads.
+    root_effective: Option<String>,
+    /// Ticks left in which NAPI threads the kernel may have rewritten are looked at (the
+    /// kernel can show the new partitions a moment before it has rewritten every task).
+    threads_recheck: u8,
 }
+
+/// Ticks after a cpuset change in which the kernel's rewrites of NAPI threads are taken
+/// over.
+const THREADS_RECHECK_TICKS: u8 = 2;
 
 impl Daemon {
     /// Reads the isolated partitions and hands a change to the engine.
@@ -43,6 +55,15 @@ impl Daemon {
         };
         let read = mount.and_then(|mount| {
             let cpus = read_isolated_partitions_at(&root, &mount)?;
+            let effective = root
+                .read_optional(mount.join("cpuset.cpus.effective"))
+                .ok()
+                .flatten();
+            if self.isolation.root_effective.is_some() && self.isolation.root_effective != effective
+            {
+                self.isolation.threads_recheck = THREADS_RECHECK_TICKS;
+            }
+            self.isolation.root_effective = effective;
             self.isolation.mount = Some(mount);
             Ok(cpus)
         });
@@ -53,6 +74,10 @@ impl Daemon {
                 }
                 let changed = self.isolation.known.as_ref() != Some(&cpus);
                 if changed && self.isolation.known.is_some() {
+                    self.isolation.threads_recheck = THREADS_RECHECK_TICKS;
+                }
+                if self.isolation.threads_recheck > 0 {
+                    self.isolation.threads_recheck -= 1;
                     self.take_over_threads_the_kernel_moved();
                 }
                 if changed && !cpus.is_empty() {
@@ -87,6 +112,15 @@ impl Daemon {
         self.isolation.mount = None;
     }
 
+    /// After a rediscovery: the partitions as the daemon knows them, not as the discovery
+    /// read them (whose failed read left none), so a transient error never gives the CPUs
+    /// back.
+    pub(super) fn keep_known_partitions(&mut self) {
+        if let Some(known) = &self.isolation.known {
+            self.engine.set_isolated_partitions(known);
+        }
+    }
+
     /// The NAPI threads steerd placed whose allowed CPUs differ from what it wrote, just
     /// after a partition was made or dissolved: the kernel's cpuset update, taken over.
     fn take_over_threads_the_kernel_moved(&mut self) {
@@ -111,6 +145,7 @@ impl Daemon {
                 );
                 self.engine.policy_mut().forget_owner(&knob);
                 self.actuator.take_over_reset(&knob);
+                self.engine.observe_value(&knob, &now);
             }
         }
     }

@@ -44,8 +44,13 @@ pub fn check(context: &Context) -> Vec<Finding> {
     for profile in &profiles {
         let mut sections = Sections::new();
         let mut read = Vec::new();
-        load(context, profile, 0, &mut sections, &mut read);
+        let mut seen = std::collections::BTreeSet::new();
+        load(context, profile, 0, &mut seen, &mut sections, &mut read);
         for (section, keys) in &sections {
+            // A unit switched off does not run.
+            if keys.get("enabled").is_some_and(|v| is_false(v)) {
+                continue;
+            }
             let kind = keys.get("type").map_or(section.as_str(), String::as_str);
             match kind {
                 "scheduler" => {
@@ -130,16 +135,22 @@ fn is_false(value: &str) -> bool {
     )
 }
 
-/// Reads `profile` into `sections` (its includes first, then its own keys over them), and
-/// the files read into `read`.
+/// Reads `profile` into `sections` (its includes first, then its own keys over them, or
+/// in place of them for a unit with `replace=true`), and the files read into `read`. Each
+/// profile is read once (`seen`): an include cycle or a repeated include ends there.
 fn load(
     context: &Context,
     profile: &str,
     depth: usize,
+    seen: &mut std::collections::BTreeSet<String>,
     sections: &mut Sections,
     read: &mut Vec<String>,
 ) {
-    if depth > MAX_INCLUDE_DEPTH || profile.contains('/') || profile.starts_with('.') {
+    if depth > MAX_INCLUDE_DEPTH
+        || profile.contains('/')
+        || profile.starts_with('.')
+        || !seen.insert(profile.to_string())
+    {
         return;
     }
     let candidates = [
@@ -161,12 +172,15 @@ fn load(
             .map(str::trim)
             .filter(|i| !i.is_empty())
         {
-            load(context, include, depth + 1, sections, read);
+            load(context, include, depth + 1, seen, sections, read);
         }
     }
     read.push(path);
     for (section, keys) in own {
         let merged = sections.entry(section).or_default();
+        if keys.get("replace").is_some_and(|v| !is_false(v)) {
+            merged.clear();
+        }
         for (key, value) in keys {
             merged.insert(key, value);
         }
@@ -279,8 +293,31 @@ mod tests {
         );
         let found = run_check(&tree, check, Err("-".into()), None);
         assert_eq!(found[0].severity, Severity::Info, "{found:?}");
-        // A profile including itself ends.
-        put(&tree, "etc/tuned/mine/tuned.conf", "[main]\ninclude=mine\n");
+        // A profile including itself, many times over, ends at once.
+        put(
+            &tree,
+            "etc/tuned/mine/tuned.conf",
+            &format!("[main]\ninclude={}\n", ["mine"; 12].join(",")),
+        );
         assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        // A unit switched off does not run; replace=true drops what an include set.
+        put(
+            &tree,
+            "etc/tuned/mine/tuned.conf",
+            "[irq]\naffinity=0\nenabled=false\n",
+        );
+        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        put(
+            &tree,
+            "etc/tuned/base/tuned.conf",
+            "[scheduler]\nisolated_cores=2\nirq_process=false\n",
+        );
+        put(
+            &tree,
+            "etc/tuned/mine/tuned.conf",
+            "[main]\ninclude=base\n[scheduler]\nreplace=true\nisolated_cores=3\n",
+        );
+        let found = run_check(&tree, check, Err("-".into()), None);
+        assert!(found[0].evidence.contains("isolated_cores=3"), "{found:?}");
     }
 }

@@ -421,6 +421,13 @@ impl Engine {
         }
     }
 
+    /// A value the caller read outside a write (the kernel's rewrite of a NAPI thread as
+    /// cgroup partitions change), so the next decision starts from what is really there.
+    pub fn observe_value(&mut self, knob: &Knob, value: &KnobValue) {
+        self.record_value(knob, value);
+        self.decide_needed = true;
+    }
+
     /// Keeps the model in step with a value read back (after a write, or found changed by
     /// someone else), so the next decision starts from what is really there.
     fn record_value(&mut self, knob: &Knob, value: &KnobValue) {

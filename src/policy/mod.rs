@@ -121,14 +121,17 @@ pub fn can_skip(input: &DecideInput<'_>, state: &PolicyState, model_unchanged: b
     if temporary_in_place || rss_lever_may_act(input, state) {
         return false;
     }
-    // A busy device with a silent queue is said (a note), which needs `decide`.
+    // A busy device's silent queues are said once (a note), which needs `decide`; a set
+    // already said needs nothing more.
     let floor = work_floor(input.config);
-    if input
-        .load
-        .rx_queues
-        .values()
-        .any(|rates| crate::silent_queues::find(rates, floor).is_some())
-    {
+    if input.load.rx_queues.iter().any(|(device, rates)| {
+        crate::silent_queues::find(rates, floor).is_some_and(|found| {
+            !state.has_reported(
+                plan::NoteKind::SilentQueues,
+                &silent::note_key(device, &found),
+            )
+        })
+    }) {
         return false;
     }
     let w = &input.config.watermarks;

@@ -9,6 +9,11 @@ use super::context::Planner;
 use super::plan::NoteKind;
 use crate::silent_queues;
 
+/// The key a device's note is reported under, once per set of silent queues.
+pub fn note_key(device: &str, silent: &silent_queues::SilentQueues) -> String {
+    format!("{device} silent {}", silent.names())
+}
+
 pub fn notice(p: &mut Planner) {
     let floor = p.work_floor();
     let mut found = Vec::new();
@@ -46,8 +51,7 @@ pub fn notice(p: &mut Planner) {
             None => "the NIC's hash sends them no flow (no RSS table to read)".to_string(),
         };
         found.push((
-            name.clone(),
-            silent.names(),
+            note_key(name, &silent),
             format!(
                 "{name}: {} receive under a quarter of an even share of its {:.0}k pkt/s: {why}; \
                  an IRQ move or RPS cannot make a queue receive",
@@ -56,12 +60,7 @@ pub fn notice(p: &mut Planner) {
             ),
         ));
     }
-    for (device, queues, text) in found {
-        p.note(
-            NoteKind::SilentQueues,
-            None,
-            format!("{device} silent {queues}"),
-            text,
-        );
+    for (key, text) in found {
+        p.note(NoteKind::SilentQueues, None, key, text);
     }
 }

@@ -132,6 +132,11 @@ impl PolicyState {
             .is_none_or(|at| now_ns.saturating_sub(at) >= dwell_ns)
     }
 
+    /// Whether a note with this key was reported already.
+    pub(crate) fn has_reported(&self, kind: NoteKind, key: &str) -> bool {
+        self.reported.contains(&(kind, key.to_string()))
+    }
+
     /// Whether a note with this key is reported for the first time (and remembers it).
     pub(crate) fn first_report(&mut self, kind: NoteKind, key: String) -> bool {
         self.reported.insert((kind, key))
