@@ -159,7 +159,7 @@ impl Metrics {
     }
 }
 
-/// Per-queue counts from `Q`/`QB` lines ("queue packets"), in queue order.
+/// Per-queue counts from `Q`/`QB` (or `TXB`/`TXE`) lines ("queue packets"), in queue order.
 fn queue_counts(lines: &[String]) -> BTreeMap<u32, u64> {
     lines
         .iter()
@@ -167,6 +167,15 @@ fn queue_counts(lines: &[String]) -> BTreeMap<u32, u64> {
             let (q, p) = l.split_once(' ')?;
             Some((q.parse().ok()?, p.trim().parse().ok()?))
         })
+        .collect()
+}
+
+/// Packets each queue counted between the `start` and `end` lines, in queue order.
+fn run_packets(start: &[String], end: &[String]) -> Vec<u64> {
+    let at_start = queue_counts(start);
+    queue_counts(end)
+        .iter()
+        .map(|(q, end)| end.saturating_sub(at_start.get(q).copied().unwrap_or(0)))
         .collect()
 }
 
@@ -685,11 +694,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     m.settle = settle(&samples, other.get("event"));
     m.kernel = first("kernel");
     let queues = other.get("queue").cloned().unwrap_or_default();
-    let at_start = queue_counts(other.get("queue start").map_or(&[][..], |v| v));
-    m.queue_run_packets = queue_counts(&queues)
-        .iter()
-        .map(|(q, end)| end.saturating_sub(at_start.get(q).copied().unwrap_or(0)))
-        .collect();
+    m.queue_run_packets = run_packets(other.get("queue start").map_or(&[][..], |v| v), &queues);
     m.rss_table_start = table_line(other.get("table before"));
     m.rss_table_end = table_line(other.get("table after"));
     if super::xps::is_xps(s)
@@ -712,8 +717,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         let list = |key: &str| other.get(key).cloned().unwrap_or_default();
         m.xps = Some(super::xps::figures(
             &queues,
-            &list("tx start"),
-            &list("tx end"),
+            run_packets(&list("tx start"), &list("tx end")),
         ));
     }
     if super::isolation::is_cgroup(s) {

@@ -75,9 +75,9 @@ pub struct XpsFigures {
     pub tx_packets: Vec<u64>,
 }
 
-/// The figures from the last sample's queues and the transmit counters at the start and
-/// the end (`queue packets` lines).
-pub fn figures(queues: &BTreeMap<u32, QueueSides>, start: &[String], end: &[String]) -> XpsFigures {
+/// The figures from the last sample's queues and the packets each transmit queue sent
+/// over the run.
+pub fn figures(queues: &BTreeMap<u32, QueueSides>, tx_packets: Vec<u64>) -> XpsFigures {
     let agreeing = queues
         .values()
         .filter(|q| match (q.rx_cpu, q.tx_cpu, &q.xps) {
@@ -96,20 +96,6 @@ pub fn figures(queues: &BTreeMap<u32, QueueSides>, start: &[String], end: &[Stri
                 .collect::<Vec<_>>()
                 .join(","),
         })
-        .collect();
-    let counts = |lines: &[String]| -> BTreeMap<u32, u64> {
-        lines
-            .iter()
-            .filter_map(|l| {
-                let (q, p) = l.split_once(' ')?;
-                Some((q.parse().ok()?, p.trim().parse().ok()?))
-            })
-            .collect()
-    };
-    let before = counts(start);
-    let tx_packets = counts(end)
-        .iter()
-        .map(|(q, n)| n.saturating_sub(before.get(q).copied().unwrap_or(0)))
         .collect();
     XpsFigures {
         agreeing,

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cpuset::CpuSet;
 use crate::error::Error;
+use crate::kernel::sysfs::cpu::read_cpulist;
 use crate::root::{Root, optional_dir_entries};
 
 /// The most cgroup directories the fallback walk visits; a hierarchy with more cpuset
@@ -87,7 +88,7 @@ pub fn read_isolated_partitions(root: &Root) -> Result<CpuSet, Error> {
 /// reads every tick, having found the mount once (`proc/self/mountinfo` can be long).
 pub fn read_isolated_partitions_at(root: &Root, mount: &Path) -> Result<CpuSet, Error> {
     let mount = mount.to_path_buf();
-    if let Some(set) = read_cpulist(root, &mount.join("cpuset.cpus.isolated"))? {
+    if let Some(set) = read_cpulist(root, mount.join("cpuset.cpus.isolated"))? {
         return Ok(set);
     }
     let mut isolated = CpuSet::new();
@@ -107,7 +108,7 @@ pub fn read_isolated_partitions_at(root: &Root, mount: &Path) -> Result<CpuSet, 
         }
         if let Some(partition) = root.read_optional(dir.join("cpuset.cpus.partition"))?
             && is_isolated(&partition)
-            && let Some(cpus) = read_cpulist(root, &dir.join("cpuset.cpus.effective"))?
+            && let Some(cpus) = read_cpulist(root, dir.join("cpuset.cpus.effective"))?
         {
             isolated = isolated.union(&cpus);
         }
@@ -137,15 +138,6 @@ fn child_dirs(root: &Root, dir: &Path) -> Result<Vec<PathBuf>, Error> {
         }
     }
     Ok(children)
-}
-
-fn read_cpulist(root: &Root, relative: &Path) -> Result<Option<CpuSet>, Error> {
-    let Some(text) = root.read_optional(relative)? else {
-        return Ok(None);
-    };
-    CpuSet::parse_list(text.trim())
-        .map(Some)
-        .map_err(|err| Error::parse(root.path(relative), 1, err.to_string()))
 }
 
 #[cfg(test)]

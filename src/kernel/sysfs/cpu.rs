@@ -23,7 +23,7 @@ const NODE_DIR: &str = "sys/devices/system/node";
 
 /// Reads the whole topology under `root`.
 pub fn read_topology(root: &Root) -> Result<Topology, Error> {
-    let possible = match read_cpulist(root, &format!("{CPU_DIR}/possible"))? {
+    let possible = match read_cpulist(root, format!("{CPU_DIR}/possible"))? {
         Some(set) => set,
         None => cpu_dirs(root)?,
     };
@@ -35,16 +35,16 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
         ));
     };
     let present =
-        read_cpulist(root, &format!("{CPU_DIR}/present"))?.unwrap_or_else(|| possible.clone());
+        read_cpulist(root, format!("{CPU_DIR}/present"))?.unwrap_or_else(|| possible.clone());
     let (online, online_from_file) = match read_online_cpus(root)? {
         Some(set) => (set, true),
         None => {
-            let offline = read_cpulist(root, &format!("{CPU_DIR}/offline"))?.unwrap_or_default();
+            let offline = read_cpulist(root, format!("{CPU_DIR}/offline"))?.unwrap_or_default();
             (possible.difference(&offline), false)
         }
     };
-    let isolated = read_cpulist(root, &format!("{CPU_DIR}/isolated"))?.unwrap_or_default();
-    let nohz_full = read_cpulist(root, &format!("{CPU_DIR}/nohz_full"))?.unwrap_or_default();
+    let isolated = read_cpulist(root, format!("{CPU_DIR}/isolated"))?.unwrap_or_default();
+    let nohz_full = read_cpulist(root, format!("{CPU_DIR}/nohz_full"))?.unwrap_or_default();
 
     let mut nodes = read_nodes(root)?;
     if nodes.is_empty() {
@@ -63,7 +63,7 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
     let mut cpus = Vec::with_capacity(possible.len());
     for id in possible.iter() {
         let base = format!("{CPU_DIR}/cpu{id}");
-        let siblings = read_cpulist(root, &format!("{base}/topology/thread_siblings_list"))?;
+        let siblings = read_cpulist(root, format!("{base}/topology/thread_siblings_list"))?;
         let package = read_optional_int(root, &format!("{base}/topology/physical_package_id"))?
             .and_then(|value| u32::try_from(value).ok());
         cpus.push(Cpu {
@@ -95,11 +95,17 @@ pub fn read_topology(root: &Root) -> Result<Topology, Error> {
 
 /// `sys/devices/system/cpu/online`; `None` when absent.
 pub fn read_online_cpus(root: &Root) -> Result<Option<CpuSet>, Error> {
-    read_cpulist(root, &format!("{CPU_DIR}/online"))
+    read_cpulist(root, format!("{CPU_DIR}/online"))
 }
 
 /// A cpulist file; `None` when absent. `(null)` (an unset `nohz_full`) is the empty set.
-fn read_cpulist(root: &Root, relative: &str) -> Result<Option<CpuSet>, Error> {
+/// A cpulist file that may be absent (`None`); `(null)` (some kernels' empty list) is
+/// the empty set. Also read by [`crate::kernel::cgroup_isolation`].
+pub(crate) fn read_cpulist(
+    root: &Root,
+    relative: impl AsRef<Path>,
+) -> Result<Option<CpuSet>, Error> {
+    let relative = relative.as_ref();
     let Some(text) = root.read_optional(relative)? else {
         return Ok(None);
     };
@@ -158,7 +164,7 @@ fn numbered_entries(dir: &Path, prefix: &str) -> Result<Vec<u32>, Error> {
 fn read_nodes(root: &Root) -> Result<Vec<Node>, Error> {
     let mut nodes = Vec::new();
     for id in numbered_entries(&root.path(NODE_DIR), "node")? {
-        if let Some(cpus) = read_cpulist(root, &format!("{NODE_DIR}/node{id}/cpulist"))? {
+        if let Some(cpus) = read_cpulist(root, format!("{NODE_DIR}/node{id}/cpulist"))? {
             nodes.push(Node { id, cpus });
         }
     }
@@ -183,7 +189,7 @@ fn last_level_cache(root: &Root, cpu_base: &str) -> Result<Option<u32>, Error> {
         return Ok(None);
     };
     Ok(
-        read_cpulist(root, &format!("{cache_dir}/index{index}/shared_cpu_list"))?
+        read_cpulist(root, format!("{cache_dir}/index{index}/shared_cpu_list"))?
             .as_ref()
             .and_then(CpuSet::first),
     )
