@@ -7,7 +7,7 @@
 //! storm. It never decides *what* to write: that is the policy's job.
 
 use std::collections::BTreeMap;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
@@ -670,8 +670,10 @@ fn rss_failure(knob: &Knob, error: &crate::kernel::rss::RssError) -> WriteFailur
 
 /// One `write(2)` of the whole value with a newline, as `echo value > file` does. No
 /// `O_CREAT`: a file that is not there is a vanished device or IRQ, not one to create.
+/// Opened as every kernel file is ([`crate::limits::open_regular`]): a FIFO or device
+/// standing there is refused, never waited on.
 fn write_file(path: &Path, text: &str) -> io::Result<()> {
-    let mut file = OpenOptions::new().write(true).truncate(true).open(path)?;
+    let mut file = crate::limits::open_for_writing(path)?;
     file.write_all(format!("{text}\n").as_bytes())
 }
 

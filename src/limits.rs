@@ -8,6 +8,7 @@
 //! of a multi-gigabyte allocation and an abort. CPU numbers have their own bound,
 //! [`crate::cpuset::MAX_CPUS`] (65536), next to the type they size.
 
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -103,28 +104,52 @@ fn kind_name(kind: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// The error for a path that is no regular file: `InvalidInput`, saying what it is.
+fn not_regular(kind: &std::fs::FileType) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("not a regular file (a {})", kind_name(kind)),
+    )
+}
+
+/// Opens a kernel file (procfs, sysfs, cgroupfs, tracefs) as `options` say, without
+/// blocking and without taking a terminal as the controlling one, and refuses anything but
+/// a regular file with an `InvalidInput` error saying what it is.
+///
+/// The one way steerd opens a kernel file, for reading and for writing: opening a FIFO
+/// waits for its other end forever (for writing with `O_NONBLOCK` it fails with ENXIO
+/// instead), and a device or socket is no kernel attribute. Every procfs, sysfs, cgroupfs
+/// and tracefs attribute is a regular file, on which `O_NONBLOCK` changes nothing.
+pub fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(&kind));
+    }
+    Ok(file)
+}
+
+/// [`open_regular`] for reading, the error naming the path.
+pub fn open_for_reading(path: &Path) -> Result<File, Error> {
+    open_regular(path, OpenOptions::new().read(true)).map_err(|e| Error::io(path, e))
+}
+
+/// [`open_regular`] for one whole write, as `echo value > file` opens: write-only,
+/// truncating, never creating (a file that is not there is a vanished device or IRQ).
+pub fn open_for_writing(path: &Path) -> io::Result<File> {
+    open_regular(path, OpenOptions::new().write(true).truncate(true))
+}
+
 enum ReadError {
     Io(io::Error),
     TooLarge,
 }
 
-/// Opens without blocking (and without taking a terminal as the controlling one) and
-/// refuses anything but a regular file: opening a FIFO for reading waits for a writer
-/// forever, and a device or socket is no kernel attribute.
-/// Every procfs, sysfs and cgroupfs attribute is a regular file.
+/// Reads at most `limit + 1` bytes of a file [`open_regular`] accepts, as UTF-8.
 fn read_inner(path: &Path, limit: u64) -> Result<String, ReadError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOCTTY)
-        .open(path)
-        .map_err(ReadError::Io)?;
-    let kind = file.metadata().map_err(ReadError::Io)?.file_type();
-    if !kind.is_file() {
-        return Err(ReadError::Io(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("not a regular file (a {})", kind_name(&kind)),
-        )));
-    }
+    let file = open_regular(path, OpenOptions::new().read(true)).map_err(ReadError::Io)?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)

@@ -112,6 +112,7 @@ pub struct Metrics {
     pub tick_duration: Histogram,
     pub ticks: Counter,
     pub ticks_skipped: Counter,
+    pub sampling_failures: Counter,
     pub unmanageable_irqs: Gauge,
     pub observe_only: Gauge,
     pub external_changes: Counter,
@@ -160,6 +161,7 @@ impl Metrics {
             tick_duration: Histogram::new(tick_duration_buckets()),
             ticks: Counter::default(),
             ticks_skipped: Counter::default(),
+            sampling_failures: Counter::default(),
             unmanageable_irqs: Gauge::default(),
             observe_only: Gauge::default(),
             external_changes: Counter::default(),
@@ -270,6 +272,11 @@ impl Metrics {
             "idle_ticks",
             "Ticks on which nothing could change, so the policy did not run",
             metrics.ticks_skipped.clone(),
+        );
+        registry.register(
+            "sampling_failures",
+            "Ticks skipped because the counters could not be read (the log names the file)",
+            metrics.sampling_failures.clone(),
         );
         registry.register(
             "unmanageable_irqs",

@@ -52,6 +52,7 @@ impl Daemon {
             Ok(rediscovered) => rediscovered,
             Err(e) => {
                 error!(error = %e, "sampling failed; skipping this tick: {e}");
+                self.shared.metrics.sampling_failures.inc();
                 self.set_verdict(Verdict::SamplingFailed, None);
                 return;
             }

@@ -177,7 +177,9 @@ pub fn set_affinity(root: &Root, pid: u32, name: &str, cpus: &CpuSet) -> std::io
         Err(reason) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, reason)),
     }
     if !root.is_host() {
-        return std::fs::write(&path, with_affinity(&text, cpus));
+        use std::io::Write as _;
+        return crate::limits::open_for_writing(&path)?
+            .write_all(with_affinity(&text, cpus).as_bytes());
     }
     let mut set = nix::sched::CpuSet::new();
     for cpu in cpus.iter() {
@@ -210,17 +212,24 @@ pub fn parse_stat(text: &str) -> Option<(u64, u32)> {
     Some((utime.saturating_add(stime), cpu))
 }
 
+/// `dir/threaded`'s text, bounded as every kernel file; `None` when it cannot be read.
+fn read_threaded(device_dir: &Path) -> Option<String> {
+    crate::limits::read_optional_bounded(&device_dir.join("threaded"), MAX_STATUS_BYTES)
+        .ok()
+        .flatten()
+}
+
 /// `dir/threaded` as a mode: 0, 1, or 2 (busy-poll, 6.19: `threaded_show` prints the
 /// device's `threaded` byte in decimal, net/core/net-sysfs.c); `None` when absent, empty or
 /// a value not known here.
 pub fn threaded_mode(device_dir: &Path) -> Option<ThreadedMode> {
-    let text = std::fs::read_to_string(device_dir.join("threaded")).ok()?;
+    let text = read_threaded(device_dir)?;
     ThreadedMode::from_number(text.trim().parse().ok()?)
 }
 
 /// Whether `dir/threaded` says the device's NAPI runs in threads.
 pub fn is_threaded(device_dir: &Path) -> Option<bool> {
-    let text = std::fs::read_to_string(device_dir.join("threaded")).ok()?;
+    let text = read_threaded(device_dir)?;
     match text.trim() {
         "0" => Some(false),
         "" => None,

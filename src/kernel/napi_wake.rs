@@ -119,7 +119,11 @@ pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
     let mut errors = Vec::new();
     for dir in tracefs_dirs {
         let path = dir.join("events").join(TRACEPOINT).join("id");
-        match fs::read_to_string(&path) {
+        // Bounded and never blocking, as every kernel file (a tracefs `id` is a few bytes).
+        match crate::limits::read_text_bounded(&path, 64).map_err(|e| match e {
+            crate::Error::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        }) {
             Ok(text) => {
                 return text
                     .trim()

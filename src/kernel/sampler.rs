@@ -169,7 +169,7 @@ pub struct KeptOpenFile {
 impl KeptOpenFile {
     /// Opens `path` for reading; the error names it.
     pub fn open(path: PathBuf) -> Result<Self, Error> {
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let file = crate::limits::open_for_reading(&path)?;
         let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
         Ok(KeptOpenFile {
             identity: (meta.dev(), meta.ino()),
@@ -232,7 +232,7 @@ impl KeptOpenFile {
     pub fn reopen_if_replaced(&mut self) -> Result<(), Error> {
         let meta = std::fs::metadata(&self.path).map_err(|e| Error::io(&self.path, e))?;
         if (meta.dev(), meta.ino()) != self.identity {
-            self.file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+            self.file = crate::limits::open_for_reading(&self.path)?;
             let meta = self.file.metadata().map_err(|e| Error::io(&self.path, e))?;
             self.identity = (meta.dev(), meta.ino());
         }

@@ -128,13 +128,15 @@ pub fn write(root: &Root, device: &str, text: &str) -> Result<(), RssError> {
         }
         None => knob::default_spread(current.indirection.len(), current.rx_rings),
     };
-    std::fs::write(fake_path(root, device), knob::table_text(&entries) + "\n").map_err(|error| {
-        RssError::Kernel {
-            device: device.to_string(),
-            command: "write",
-            errno: error.raw_os_error().map(nix::errno::Errno::from_raw),
-            reason: error.to_string(),
-        }
+    let written = crate::limits::open_for_writing(&fake_path(root, device)).and_then(|mut file| {
+        use std::io::Write as _;
+        file.write_all((knob::table_text(&entries) + "\n").as_bytes())
+    });
+    written.map_err(|error| RssError::Kernel {
+        device: device.to_string(),
+        command: "write",
+        errno: error.raw_os_error().map(nix::errno::Errno::from_raw),
+        reason: error.to_string(),
     })
 }
 

@@ -1,0 +1,277 @@
+//! Every kernel file of a generated tree, replaced in turn by a FIFO: opening a FIFO waits
+//! for its other end forever, so one read or write of it without care hangs steerd. Each
+//! one-shot command (`inspect`, `plan`, `doctor`) must end, without a panic, and when it
+//! fails its error must name the file; the daemon must keep ticking and stop on SIGTERM.
+//!
+//! The files are all the regular files under `proc/` and `sys/` that the generator writes
+//! (CPU topology and caches, IRQ affinity and effective affinity, queue masks, counters),
+//! so a reader added later is covered without a list to keep. Every run is bounded in time.
+
+mod daemon_support;
+
+use std::fs::{self, File};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_support::{Steerd, wait_until};
+use steerd::fakeroot::{FakeMachine, FakeNic};
+
+/// How long one command may take on a loaded 2-CPU CI machine before it counts as hung
+/// (each one takes well under a second here).
+const COMMAND_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Four CPUs (two cores of two threads), a 2-queue NIC and a 1-queue one, every queue IRQ
+/// on CPU 0 so that the daemon has writes to make.
+fn machine() -> FakeMachine {
+    let mut machine = FakeMachine::new(2);
+    machine.threads_per_core = 2;
+    for (name, queues) in [("eth0", 2), ("eth1", 1)] {
+        machine.nics.push(FakeNic {
+            name: name.into(),
+            driver: "ixgbe".into(),
+            node: Some(0),
+            queues,
+        });
+    }
+    machine
+}
+
+fn write_tree(dir: &Path) -> PathBuf {
+    let root = dir.join("root");
+    let tree = machine().write(&root).expect("write the tree");
+    for irq in tree.queue_irqs.iter().flatten() {
+        fs::write(
+            root.join(format!("proc/irq/{irq}/smp_affinity_list")),
+            "0\n",
+        )
+        .expect("write affinity");
+    }
+    root
+}
+
+/// The regular files under `root/proc` and `root/sys`, relative to `root`, sorted.
+/// Symlinks are not followed (sysfs links back up the tree).
+fn kernel_files(root: &Path) -> Vec<PathBuf> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<_> = fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            let kind = fs::symlink_metadata(&path).expect("lstat").file_type();
+            if kind.is_dir() {
+                walk(root, &path, out);
+            } else if kind.is_file() {
+                out.push(path.strip_prefix(root).expect("under root").to_path_buf());
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for top in ["proc", "sys"] {
+        walk(root, &root.join(top), &mut files);
+    }
+    files
+}
+
+/// A kernel file replaced by a FIFO; `restore` puts the file back as it was.
+struct Planted {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    mode: u32,
+}
+
+impl Planted {
+    fn fifo(root: &Path, relative: &Path) -> Planted {
+        let path = root.join(relative);
+        let bytes = fs::read(&path).expect("read before planting");
+        let mode = fs::metadata(&path).expect("stat").permissions().mode();
+        fs::remove_file(&path).expect("remove");
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .expect("mkfifo");
+        Planted { path, bytes, mode }
+    }
+
+    fn restore(self) {
+        fs::remove_file(&self.path).expect("remove the FIFO");
+        fs::write(&self.path, &self.bytes).expect("write back");
+        fs::set_permissions(&self.path, fs::Permissions::from_mode(self.mode)).expect("chmod");
+    }
+}
+
+/// How a bounded run of a command ended.
+enum Ended {
+    Exited { code: Option<i32>, stderr: String },
+    Hung,
+}
+
+/// Runs `steerd ARGS` with output to files (a full pipe cannot stall it), killing it after
+/// [`COMMAND_DEADLINE`].
+fn run_bounded(args: &[&str], scratch: &Path) -> Ended {
+    let out = scratch.join("stdout");
+    let err = scratch.join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steerd"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(File::create(&out).expect("stdout file"))
+        .stderr(File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("spawn steerd");
+    let deadline = Instant::now() + COMMAND_DEADLINE;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Ended::Exited {
+                code: status.code(),
+                stderr: fs::read_to_string(&err).unwrap_or_default(),
+            };
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ended::Hung;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether an error names the file: its path, or (read through a `sys/class/net` link)
+/// its name in a message that says it is no regular file.
+fn names(stderr: &str, relative: &Path) -> bool {
+    let name = relative
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    stderr.contains(&*relative.to_string_lossy())
+        || name
+            .is_some_and(|name| stderr.contains(&format!("/{name}: not a regular file (a FIFO)")))
+}
+
+/// What went wrong with one command on one planted file, if anything. `inspect` and
+/// `plan` succeed or fail naming the file; `doctor` reports findings through its exit
+/// code (0, 1, 2), so only a hang or a panic counts against it.
+fn judge(command: &str, relative: &Path, ended: Ended) -> Option<String> {
+    let file = relative.display();
+    match ended {
+        Ended::Hung => Some(format!("{command} hung on a FIFO at {file}")),
+        Ended::Exited { stderr, .. } if stderr.contains("panicked") => {
+            Some(format!("{command} panicked on a FIFO at {file}: {stderr}"))
+        }
+        Ended::Exited { code: None, stderr } => Some(format!(
+            "{command} was killed by a signal on a FIFO at {file}: {stderr}"
+        )),
+        Ended::Exited {
+            code: Some(code),
+            stderr,
+        } if code != 0 && command != "doctor" && !names(&stderr, relative) => Some(format!(
+            "{command} failed (exit {code}) on a FIFO at {file} without naming it: {stderr}"
+        )),
+        Ended::Exited { .. } => None,
+    }
+}
+
+#[test]
+fn one_shot_commands_end_on_a_fifo_at_any_kernel_file() {
+    const WORKERS: usize = 4;
+    let files = kernel_files(&write_tree(tempfile::tempdir().unwrap().path()));
+    assert!(files.len() > 50, "the tree has only {} files", files.len());
+    eprintln!("{} kernel files, each a FIFO in turn", files.len());
+    // Each worker has its own tree, so the files are tried four at a time (`doctor` alone
+    // samples for a second).
+    let problems: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|worker| {
+                let files = &files;
+                scope.spawn(move || {
+                    let dir = tempfile::tempdir().unwrap();
+                    let root = write_tree(dir.path());
+                    let root_arg = root.to_str().expect("utf-8 path").to_string();
+                    let mut problems = Vec::new();
+                    for relative in files.iter().skip(worker).step_by(WORKERS) {
+                        let planted = Planted::fifo(&root, relative);
+                        for (command, extra) in [
+                            ("inspect", &[][..]),
+                            ("plan", &["--window", "100ms"][..]),
+                            ("doctor", &["--metrics-listen", "127.0.0.1:1"][..]),
+                        ] {
+                            let mut args = vec![command, "--root", &root_arg];
+                            args.extend_from_slice(extra);
+                            let ended = run_bounded(&args, dir.path());
+                            problems.extend(judge(command, relative, ended));
+                        }
+                        planted.restore();
+                    }
+                    problems
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect()
+    });
+    assert!(
+        problems.is_empty(),
+        "{} of {} files x 3 commands:\n{}",
+        problems.len(),
+        files.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_daemon_keeps_ticking_with_a_fifo_at_any_kernel_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = write_tree(dir.path());
+    let files = kernel_files(&root);
+    let mut daemon = Steerd::start(&root, None);
+    // A tick whose counters cannot be read is skipped and counted apart: either counter
+    // rising shows the loop is not stuck in an open or a read.
+    let ticks = |daemon: &Steerd| {
+        daemon.metric("steerd_ticks_total").unwrap_or(0.0)
+            + daemon
+                .metric("steerd_sampling_failures_total")
+                .unwrap_or(0.0)
+    };
+    wait_until(
+        Duration::from_secs(10),
+        "three ticks",
+        Some(&daemon),
+        || ticks(&daemon) >= 3.0,
+    );
+    let mut stalled = Vec::new();
+    for relative in &files {
+        let planted = Planted::fifo(&root, relative);
+        let before = ticks(&daemon);
+        let deadline = Instant::now() + COMMAND_DEADLINE;
+        while ticks(&daemon) < before + 3.0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if ticks(&daemon) < before + 3.0 {
+            stalled.push(relative.display().to_string());
+        }
+        planted.restore();
+        if !daemon.is_running() {
+            break;
+        }
+    }
+    assert!(
+        daemon.is_running(),
+        "steerd exited\n{}",
+        daemon.stderr_text()
+    );
+    assert!(
+        stalled.is_empty(),
+        "no tick for {COMMAND_DEADLINE:?} with a FIFO at: {}\n--- stderr ---\n{}",
+        stalled.join(", "),
+        daemon.stderr_text()
+    );
+    let status = daemon.stop(nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{status:?}\n{}", daemon.stderr_text());
+    assert!(
+        !daemon.stderr_text().contains("panicked"),
+        "{}",
+        daemon.stderr_text()
+    );
+}
