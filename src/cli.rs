@@ -69,7 +69,8 @@ pub enum Command {
         #[arg(long, value_name = "ADDR", default_value = crate::metrics::DEFAULT_LISTEN)]
         metrics_listen: SocketAddr,
         /// State file remembering original values (default: run/steerd/state.json under
-        /// the root).
+        /// the root). Locked (FILE.lock beside it) while the daemon runs: a second daemon
+        /// with the same state file refuses to start.
         #[arg(long, value_name = "FILE")]
         state_file: Option<PathBuf>,
     },

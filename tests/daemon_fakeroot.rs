@@ -9,11 +9,13 @@ mod daemon_support;
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use daemon_support::{
-    FakeKernel, QueueLoad, Steerd, TreeFiles, cpus_named_by, read_file, wait_until, write_file,
+    FakeKernel, INTERVAL, QueueLoad, Steerd, TreeFiles, cpus_named_by, read_file, wait_until,
+    write_file,
 };
 use nix::sys::signal::Signal;
 use steerd::CpuSet;
@@ -544,6 +546,156 @@ fn recovers_after_kill_9() {
     assert_eq!(status.code(), Some(0));
     m.assert_all_restored(&second);
     assert!(!state.exists());
+}
+
+/// Issue 33, two balancers on one machine: a second `steerd run` with the same state file
+/// refuses to start. It exits non-zero within seconds with a message naming the lock file,
+/// the first daemon's pid and what to do, and changes nothing: not the tree, not the state
+/// file, not the lock file (the first is stopped meanwhile, so any change would be the
+/// second's). Given the first one's port, it still says why, not "address in use": the lock
+/// comes first. The first runs on. Once the first is killed with -9 its lock dies with it:
+/// a new daemon locks the same file, takes over the state file, and restores on SIGTERM
+/// what the first changed.
+#[test]
+fn a_second_daemon_with_the_same_state_file_refuses_to_start() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut first = Steerd::start(m.root(), None);
+    let state = m.root().join(STATE_FILE);
+    let lock = m.root().join(format!("{STATE_FILE}.lock"));
+    wait_until(WAIT, "the first daemon's writes", Some(&first), || {
+        state.exists() && !m.changed().is_empty()
+    });
+    assert_eq!(
+        fs::read_to_string(&lock).unwrap(),
+        format!("{}\n", first.pid())
+    );
+    assert_eq!(
+        fs::metadata(&lock).unwrap().permissions().mode() & 0o7777,
+        0o600
+    );
+
+    // What `steerd doctor` (src/doctor/steerd_daemons.rs) knows a daemon by: `comm` is
+    // `exe` after the daemon executed itself again through /proc/self/exe (`steerd` where
+    // it did not), `argv[0]` still names steerd, and the subcommand is `run`.
+    let comm = fs::read_to_string(format!("/proc/{}/comm", first.pid())).unwrap();
+    let cmdline = fs::read(format!("/proc/{}/cmdline", first.pid())).unwrap();
+    let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    eprintln!("the first daemon's comm: {comm:?}");
+    assert!(["exe\n", "steerd\n"].contains(&comm.as_str()), "{comm:?}");
+    assert!(args[0].ends_with(b"/steerd"), "{cmdline:?}");
+    assert_eq!(args[1], b"run");
+
+    first.signal(Signal::SIGSTOP);
+    wait_until(WAIT, "the first daemon stopped", Some(&first), || {
+        all_threads_stopped(first.pid().as_raw())
+    });
+    let tree = TreeFiles::read(m.root());
+    let state_text = fs::read(&state).unwrap();
+    let started = Instant::now();
+    let (code, stderr) = run_to_exit(
+        &[
+            "run".as_ref(),
+            "--root".as_ref(),
+            m.root().as_os_str(),
+            "--interval".as_ref(),
+            INTERVAL.as_ref(),
+            "--metrics-listen".as_ref(),
+            first.addr.to_string().as_ref(),
+        ],
+        Duration::from_secs(5),
+    );
+    let took = started.elapsed();
+    assert_eq!(code, Some(1), "{stderr}");
+    for needle in [
+        format!(
+            "another steerd daemon is running with the state file {}",
+            state.display()
+        ),
+        format!("its lock {} is held by pid {}", lock.display(), first.pid()),
+        "systemctl stop steerd".to_string(),
+        format!("kill {}", first.pid()),
+        "--state-file".to_string(),
+    ] {
+        assert!(stderr.contains(&needle), "{needle:?} not in:\n{stderr}");
+    }
+    assert!(!stderr.contains("cannot listen"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(TreeFiles::read(m.root()), tree, "the second daemon wrote");
+    assert_eq!(
+        fs::read(&state).unwrap(),
+        state_text,
+        "the state file changed"
+    );
+    assert_eq!(
+        fs::read_to_string(&lock).unwrap(),
+        format!("{}\n", first.pid())
+    );
+    eprintln!("the second daemon exited in {took:?}: {stderr}");
+
+    first.signal(Signal::SIGCONT);
+    first.wait_ticks(3);
+    assert!(first.is_running(), "{}", first.stderr_text());
+
+    let status = first.stop(Signal::SIGKILL);
+    assert_eq!(status.code(), None, "killed by a signal");
+    assert!(lock.exists(), "the lock file stays; only the lock died");
+    let mut third = Steerd::start(m.root(), None);
+    third.wait_ticks(3);
+    assert_eq!(
+        fs::read_to_string(&lock).unwrap(),
+        format!("{}\n", third.pid())
+    );
+    let status = third.stop(Signal::SIGTERM);
+    assert_eq!(status.code(), Some(0), "{}", third.stderr_text());
+    m.assert_all_restored(&third);
+    assert!(!state.exists());
+}
+
+/// Whether every thread of `pid` is stopped (`T` in `/proc/PID/task/TID/stat`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        })
+    })
+}
+
+/// Runs `steerd ARGS` expecting it to exit within `timeout` (killed and failed if not):
+/// its exit code and stderr.
+fn run_to_exit(args: &[&std::ffi::OsStr], timeout: Duration) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_steerd"))
+        .args(args)
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start steerd");
+    let deadline = Instant::now() + timeout;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!(
+                "steerd {args:?} still ran after {timeout:?}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// 5. SIGHUP: a valid new config (a newly banned core) takes effect at the next ticks; a

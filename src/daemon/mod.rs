@@ -14,6 +14,10 @@
 //! The loop is deliberately sequential: one tick never overlaps the next, a reload lands
 //! between ticks, and shutdown happens after the tick in flight.
 //!
+//! Before anything else `steerd run` locks its state file (`instance_lock`): a second
+//! daemon with the same state file would fight the first over the same IRQs, so it
+//! refuses to start, naming the pid that holds the lock.
+//!
 //! One `Daemon` holds the loop's state; its methods live with their job: this file starts
 //! it, `event_loop` waits and schedules ticks, `tick` runs one, `actions` reports what
 //! became of each action and what the engine did about a failure, `discovery` keeps the model in step with the machine,
@@ -25,6 +29,7 @@ mod actions;
 mod discovery;
 mod error;
 mod event_loop;
+pub mod instance_lock;
 mod isolation;
 pub mod quiet;
 mod reload;
@@ -55,6 +60,7 @@ use crate::model::snapshot::Snapshot;
 use crate::policy::PolicyState;
 use crate::root::Root;
 use discovery::ChannelsSet;
+use instance_lock::{InstanceLock, LockError};
 
 pub use error::StartError;
 use reload::{check_config_text, read_config_text};
@@ -92,16 +98,55 @@ pub struct Options {
     pub state_file: Option<PathBuf>,
 }
 
-/// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (unreadable config, no
-/// `proc/stat`, port in use) are returned; once running, errors are logged and counted.
+impl Options {
+    /// The state file: `--state-file`, else the default under the root.
+    fn state_file(&self) -> PathBuf {
+        self.state_file
+            .clone()
+            .unwrap_or_else(|| self.root.path(DEFAULT_STATE_FILE))
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT. Errors at start-up (another daemon with the
+/// same state file, unreadable config, no `proc/stat`, port in use) are returned; once
+/// running, errors are logged and counted.
 pub fn run(options: Options) -> Result<(), StartError> {
     crate::memory::one_malloc_arena();
+    // First of all: a second daemon with this state file stops here, before it reads or
+    // writes anything, and before its HTTP port (most likely the first one's too) would
+    // fail with a less helpful "address in use".
+    let instance_lock = lock_instance(&options)?;
     // Before any thread starts, so that every thread inherits the blocked mask.
     let mut signals = wakeups::Signals::block_and_open().map_err(StartError::Signals)?;
     let shared = Shared::new();
     let server = ServerThread::start(options.metrics_listen, shared.clone())?;
-    let mut daemon = Daemon::start(options, shared, server)?;
+    let mut daemon = Daemon::start(options, shared, server, instance_lock)?;
     daemon.run(&mut signals)
+}
+
+/// Takes the state file's lock ([`instance_lock`]). A user other than root on the real
+/// machine only observes (it cannot write a kernel value), so when it may not create the
+/// lock (root's `/run/steerd`) it runs without one, as it ran before there was a lock.
+fn lock_instance(options: &Options) -> Result<Option<InstanceLock>, StartError> {
+    let state_file = options.state_file();
+    match InstanceLock::acquire(&state_file) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(LockError::Held { lock, pid }) => Err(StartError::AnotherDaemon {
+            state_file,
+            lock,
+            pid,
+        }),
+        Err(e)
+            if e.is_permission() && options.root.is_host() && !nix::unistd::geteuid().is_root() =>
+        {
+            warn!(
+                error = %e,
+                "not running as root, so observing only and without the state file's lock: {e}"
+            );
+            Ok(None)
+        }
+        Err(source) => Err(StartError::InstanceLock { state_file, source }),
+    }
 }
 
 /// Everything the tick loop keeps from one tick to the next. One owner, on one thread:
@@ -157,6 +202,10 @@ struct Daemon {
     /// This tick skipped `decide` (for quiet mode).
     skipped_this_tick: bool,
     server: Option<ServerThread>,
+    /// The state file's lock, held until the daemon is dropped (after the restore on
+    /// exit): no second daemon starts with the same state file meanwhile. `None` only
+    /// for a user other than root that could not create it ([`lock_instance`]).
+    _instance_lock: Option<InstanceLock>,
 }
 
 impl Daemon {
@@ -164,6 +213,7 @@ impl Daemon {
         options: Options,
         shared: Arc<Shared>,
         server: ServerThread,
+        instance_lock: Option<InstanceLock>,
     ) -> Result<Daemon, StartError> {
         let root = options.root.clone();
         let config_text = read_config_text(&options.config_path).map_err(StartError::Config)?;
@@ -201,10 +251,7 @@ impl Daemon {
             warn!(warning = %warning, "discovery: {warning}");
         }
         let sampling = Sampling::open(&root).map_err(StartError::Sampling)?;
-        let state_file = options
-            .state_file
-            .clone()
-            .unwrap_or_else(|| root.path(DEFAULT_STATE_FILE));
+        let state_file = options.state_file();
         let actuator = Actuator::open(root.clone(), state_file.clone()).map_err(|source| {
             StartError::StateFile {
                 path: state_file,
@@ -263,6 +310,7 @@ impl Daemon {
             quiet: quiet::Quiet::new(root.is_host()),
             skipped_this_tick: false,
             server: Some(server),
+            _instance_lock: instance_lock,
         };
         daemon.start_status();
         daemon.read_irqbalance_ban();
