@@ -96,7 +96,7 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "info: [gro] not checked: GRO of all devices",
         "info: [udp_hash] not checked: UDP hash fields of all devices",
         "info: [ntuple] not checked: ntuple filters (aRFS) of all devices",
-        "1 error(s), 3 warning(s), 7 note(s) from 16 checks",
+        "1 error(s), 3 warning(s), 7 note(s) from 17 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
@@ -119,6 +119,69 @@ fn a_well_set_machine_exits_0_with_notes_only() {
         text.contains("0 error(s), 0 warning(s), 6 note(s)"),
         "{text}"
     );
+}
+
+/// Issue 33: two `steerd run` on one machine (one the service, as re-executed through
+/// `/proc/self/exe`, one started by hand with its own state file) are an error naming both
+/// command lines; `steerd doctor` itself, a dry run and a daemon on another `--root` are not
+/// daemons of this machine.
+#[test]
+fn a_second_steerd_daemon_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = machine(dir.path(), |m| m.rps_sock_flow_entries = Some(0));
+    for (q, irq) in tree.queue_irqs[0].iter().enumerate() {
+        put(
+            &tree,
+            &format!("proc/irq/{irq}/effective_affinity_list"),
+            &format!("{q}\n"),
+        );
+    }
+    let process = |pid: u32, comm: &str, args: &[&str]| {
+        put(&tree, &format!("proc/{pid}/comm"), &format!("{comm}\n"));
+        put(
+            &tree,
+            &format!("proc/{pid}/cmdline"),
+            &format!("{}\0", args.join("\0")),
+        );
+    };
+    process(
+        410,
+        "exe",
+        &[
+            "/usr/sbin/steerd",
+            "run",
+            "--config",
+            "/etc/steerd/steerd.yaml",
+        ],
+    );
+    put(
+        &tree,
+        "proc/410/cgroup",
+        "0::/system.slice/steerd.service\n",
+    );
+    process(900, "steerd", &["steerd", "doctor"]);
+    process(901, "steerd", &["steerd", "run", "--dry-run"]);
+    process(902, "steerd", &["steerd", "--root", "/tmp/tree", "run"]);
+    let (code, text, _) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
+    assert!(!text.contains("[steerd_daemons]"), "{text}");
+    assert_eq!(code, 0, "{text}");
+
+    process(
+        5120,
+        "steerd",
+        &["steerd", "run", "--state-file", "/root/s/state.json"],
+    );
+    let (code, text, stderr) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
+    assert_eq!(code, 2, "{text}\n{stderr}");
+    for needle in [
+        "error: [steerd_daemons] 2 steerd daemons are running (pids 410, 5120)",
+        "  evidence: proc/410/cmdline = /usr/sbin/steerd run --config /etc/steerd/steerd.yaml \
+         (cgroup /system.slice/steerd.service); proc/5120/cmdline = steerd run --state-file \
+         /root/s/state.json",
+        "  fix:      kill 5120",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
 }
 
 /// Serves one `/status` answer at a loopback port, as a running steerd would.

@@ -3,9 +3,10 @@
 //! matters and the command that fixes it.
 //!
 //! Why a separate command: `inspect` prints facts and `status` the daemon's view; neither
-//! judges the machine's own settings (a second balancer, isolated CPUs taking NIC IRQs,
-//! RFS tables sized against each other), which is what an operator asks first. Each check
-//! is its own module reading only [`Context`], so one can be added or tested alone.
+//! judges the machine's own settings (a second balancer or a second steerd, isolated CPUs
+//! taking NIC IRQs, RFS tables sized against each other), which is what an operator asks
+//! first. Each check is its own module reading only [`Context`], so one can be added or
+//! tested alone.
 
 pub mod busy_poll;
 pub mod coalescing;
@@ -25,6 +26,7 @@ pub mod rings;
 pub mod sample;
 pub mod softirq_share;
 pub mod softnet;
+pub mod steerd_daemons;
 pub mod tuned;
 pub mod udp_hash;
 
@@ -55,6 +57,7 @@ type Check = fn(&Context) -> Vec<Finding>;
 pub const CHECKS: &[(&str, Check)] = &[
     ("irqbalance", irqbalance::check),
     ("tuned", tuned::check),
+    ("steerd_daemons", steerd_daemons::check),
     ("isolated_cpus", isolated::check),
     ("rfs_tables", rfs_tables::check),
     ("softnet", softnet::check),
