@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs the parser property tests (tests/fuzz_parsers.rs and the netlink parsers' unit
-# properties in src/kernel/netlink/fuzz.rs) with many more cases than `cargo test` runs:
+# properties in crates/steerd-kernel/src/kernel/netlink/fuzz.rs) with many more cases than `cargo test` runs:
 # every property gets PROPTEST_CASES cases instead of its fixed budget.
 #
 #   scripts/fuzz.sh [CASES] [ARGS FOR cargo test...]

@@ -5,39 +5,26 @@
 //! snapshots); the policy decides from the model alone; the actuator writes. See
 //! `docs/architecture.md`.
 
-pub mod apply;
 pub mod cli;
-pub mod config;
-pub mod cpuset;
 pub mod daemon;
-pub mod decisions;
-pub mod discover;
 pub mod doctor;
-pub mod engine;
-pub mod error;
-#[cfg(any(test, feature = "test-support"))]
-pub mod fakeroot;
 pub mod http;
 pub mod inspect;
-pub mod irqbalance_compat;
-pub mod kernel;
-pub mod knob;
-pub mod limits;
-pub mod load;
 pub mod logfmt;
 pub mod memory;
 pub mod metrics;
-pub mod model;
 pub mod plan_once;
-pub mod policy;
-pub mod root;
-pub mod silent_queues;
-#[cfg(any(test, feature = "test-support"))]
-pub mod sim;
 pub mod status;
-pub mod status_report;
 pub mod top;
 
-pub use cpuset::CpuSet;
-pub use error::Error;
-pub use root::Root;
+// The kernel layer is its own crate (crates/steerd-kernel); its modules keep their paths
+// here (`steerd::kernel`, `crate::model`) for the modules above it and for the tests.
+#[cfg(any(test, feature = "test-support"))]
+pub use steerd_core::sim;
+pub use steerd_core::{config, decisions, engine, load, policy, status_report};
+#[cfg(any(test, feature = "test-support"))]
+pub use steerd_kernel::fakeroot;
+pub use steerd_kernel::{
+    CpuSet, Error, Root, apply, cpuset, discover, error, irqbalance_compat, kernel, knob, limits,
+    model, root, silent_queues,
+};

@@ -1,6 +1,6 @@
 //! `steerd check-config FILE` on configurations built to hurt the parser: each is refused
 //! within a few seconds (the binary, a debug build, on a loaded machine) with a message
-//! naming the problem. The in-process checks are in src/config/hostile.rs.
+//! naming the problem. The in-process checks are in crates/steerd-core/src/config/hostile.rs.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //!
 //! The RSS reply parsers (`kernel::rss`) read binary structs and netlink attributes: they get
 //! arbitrary bytes, any sizes, and mutated well-formed replies. The netdev netlink parsers
-//! are private; their properties are unit tests in `src/kernel/netlink/fuzz.rs`.
+//! are private; their properties are unit tests in `crates/steerd-kernel/src/kernel/netlink/fuzz.rs`.
 //!
 //! Each property runs a fixed number of cases so that this file stays well under a minute
 //! in a debug build on two cores; `PROPTEST_CASES=N` (what `scripts/fuzz.sh` sets) runs

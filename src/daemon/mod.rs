@@ -347,7 +347,7 @@ fn policy_state_from(actuator: &Actuator) -> PolicyState {
     let mut state = PolicyState::default();
     for (knob, _) in actuator.changed() {
         if let Some(value) = actuator.last_written(knob) {
-            state.written.insert(knob.clone(), value.clone());
+            state.remember_written(knob.clone(), value.clone());
         }
     }
     state

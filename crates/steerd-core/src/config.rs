@@ -28,7 +28,7 @@ pub use check::{ConfigError, check_config, check_config_for};
 pub use file::{ConfigFileError, MAX_CONFIG_BYTES, read_config_file};
 
 /// The commented default configuration shipped as `config/steerd.yaml`.
-pub const DEFAULT_YAML: &str = include_str!("../config/steerd.yaml");
+pub const DEFAULT_YAML: &str = include_str!("../../../config/steerd.yaml");
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn the_shipped_config_is_shallow() {
-        let shipped = include_str!("../../config/steerd.yaml");
+        let shipped = include_str!("../../../../config/steerd.yaml");
         assert_eq!(too_deep(shipped, 8), None);
     }
 }

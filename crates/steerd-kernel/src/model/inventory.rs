@@ -229,9 +229,9 @@ impl Inventory {
 /// Bare values for the hand-built inventories of unit tests: only a name and a kind (or a
 /// number), everything discovery would fill in left unknown or empty, so that a test sets
 /// just the fields it is about (`..NetDevice::bare(..)`) instead of listing all of them.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl NetDevice {
-    pub(crate) fn bare(name: &str, kind: DeviceKind) -> NetDevice {
+    pub fn bare(name: &str, kind: DeviceKind) -> NetDevice {
         NetDevice {
             name: name.to_string(),
             ifindex: None,
@@ -255,10 +255,10 @@ impl NetDevice {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl RxQueue {
     /// Rx queue `index` with no RPS, IRQ or NAPI known (one-word `rps_cpus` width).
-    pub(crate) fn bare(index: u32) -> RxQueue {
+    pub fn bare(index: u32) -> RxQueue {
         RxQueue {
             index,
             rps_cpus: None,
@@ -272,10 +272,10 @@ impl RxQueue {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl Irq {
     /// IRQ `irq` named `name`, serving no device, with no affinity or counts known.
-    pub(crate) fn bare(irq: u32, name: &str) -> Irq {
+    pub fn bare(irq: u32, name: &str) -> Irq {
         Irq {
             irq,
             name: name.to_string(),

@@ -428,9 +428,9 @@ fn secs(seconds: f64) -> String {
 
 /// For tests here and in `doctor`: a calm daemon, a minute old, at its 60th tick of 1 s,
 /// seen at unix time 1060.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl LiveStatus {
-    pub(crate) fn example() -> LiveStatus {
+    pub fn example() -> LiveStatus {
         LiveStatus {
             version: "0.1.0",
             started_unix: 1000.0,

@@ -318,3 +318,28 @@ impl Placement {
         &mut queues[queue as usize]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::discover;
+    use crate::fakeroot::{FakeMachine, FakeNic};
+    use crate::root::Root;
+
+    #[test]
+    fn a_threaded_devices_receive_threads_are_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut machine = FakeMachine::new(4);
+        machine.nics.push(FakeNic {
+            name: "eth0".into(),
+            driver: "virtio_net".into(),
+            node: None,
+            queues: 4,
+        });
+        let tree = machine.write(dir.path()).unwrap();
+        tree.make_threaded(0, 900).unwrap();
+        let machine = discover(&Root::new(dir.path())).unwrap();
+        let placement = Placement::from_inventory(&machine.inventory);
+        assert_eq!(placement.napi_threads.len(), 4);
+    }
+}

@@ -53,6 +53,12 @@ impl PolicyState {
         self.failed.remove(&action.target);
     }
 
+    /// Records a value written by an earlier run (from the actuator's state file after a
+    /// crash): steerd's own, with no time of writing known, so no dwell time holds it.
+    pub fn remember_written(&mut self, target: Knob, value: KnobValue) {
+        self.written.insert(target, value);
+    }
+
     /// Records every action of a plan as written (the simulator's and tests' shortcut).
     pub fn record_plan(&mut self, plan: &Plan, now_ns: u64) {
         for action in &plan.actions {
