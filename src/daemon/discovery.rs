@@ -6,7 +6,9 @@
 
 use std::time::Instant;
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
+
+use super::lasting_failure::Occurrence;
 
 use super::Daemon;
 use crate::discover::discover;
@@ -32,6 +34,13 @@ impl Daemon {
         self.forget_cgroup_mount();
         match discover(&self.options.root) {
             Ok(machine) => {
+                if let Some(times) = self.rediscovery_failure.ended() {
+                    info!(
+                        why,
+                        failed = times,
+                        "rediscovery works again after {times} failure(s)"
+                    );
+                }
                 let old = self.engine.machine();
                 let renewed = devices_made_anew(&old.inventory, &machine.inventory, &channels_set);
                 let changed = machine.inventory.devices.len() != old.inventory.devices.len()
@@ -59,7 +68,14 @@ impl Daemon {
                     self.after_queue_change(&before.inventory, &device, renewal);
                 }
             }
-            Err(e) => warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}"),
+            Err(e) => match self.rediscovery_failure.happened(&e.to_string()) {
+                Occurrence::New => {
+                    warn!(why, error = %e, "rediscovery failed; keeping the previous model: {e}");
+                }
+                Occurrence::Repeated => {
+                    debug!(why, error = %e, "rediscovery failed again: {e}");
+                }
+            },
         }
         self.last_discovery = Instant::now();
     }

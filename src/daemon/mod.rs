@@ -31,6 +31,7 @@ mod error;
 mod event_loop;
 pub mod instance_lock;
 mod isolation;
+mod lasting_failure;
 pub mod quiet;
 mod reload;
 mod report;
@@ -192,6 +193,10 @@ struct Daemon {
     reported_managed: std::collections::BTreeSet<u32>,
     /// Isolated cgroup partitions as last read, followed every tick.
     isolation: isolation::Isolation,
+    /// A sampling failure going on (told once, then counted).
+    sampling_failure: lasting_failure::LastingFailure,
+    /// A rediscovery failure going on (told once, then counted).
+    rediscovery_failure: lasting_failure::LastingFailure,
     /// Consecutive ticks that skipped `decide`; while idle (and not in quiet mode),
     /// `proc/stat` is read on every [`STAT_EVERY_IDLE_TICKS`]th tick only.
     idle_ticks: u64,
@@ -305,6 +310,8 @@ impl Daemon {
             last_watchdog: now,
             reported_managed: Default::default(),
             isolation: Default::default(),
+            sampling_failure: Default::default(),
+            rediscovery_failure: Default::default(),
             idle_ticks: 0,
             cpu_gauges: Vec::new(),
             quiet: quiet::Quiet::new(root.is_host()),

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, error, info, warn};
 
 use super::discovery::online_cpus_changed;
+use super::lasting_failure::Occurrence;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
 use crate::apply::{Actuator, FailureKind, WriteFailure};
@@ -49,9 +50,23 @@ impl Daemon {
             Depth::Full
         };
         let rediscovered = match self.sample_through_hot_plug(depth) {
-            Ok(rediscovered) => rediscovered,
+            Ok(rediscovered) => {
+                if let Some(times) = self.sampling_failure.ended() {
+                    info!(
+                        skipped = times,
+                        "sampling works again after {times} skipped tick(s)"
+                    );
+                }
+                rediscovered
+            }
             Err(e) => {
-                error!(error = %e, "sampling failed; skipping this tick: {e}");
+                let message = e.to_string();
+                match self.sampling_failure.happened(&message) {
+                    Occurrence::New => {
+                        error!(error = %e, "sampling failed; skipping this tick (and, while it lasts, every tick, counted in steerd_sampling_failures_total): {e}");
+                    }
+                    Occurrence::Repeated => debug!(error = %e, "sampling failed again: {e}"),
+                }
                 self.shared.metrics.sampling_failures.inc();
                 self.set_verdict(Verdict::SamplingFailed, None);
                 return;

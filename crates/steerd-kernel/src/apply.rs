@@ -152,9 +152,9 @@ impl WriteFailure {
     }
 }
 
-/// What a successful write did.
+/// What a successful write did: the value before it and the value read back after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
+pub struct ReadBack {
     pub knob: Knob,
     /// The value before this write.
     pub before: KnobValue,
@@ -356,14 +356,14 @@ impl Actuator {
 
     /// Writes `value` to `knob` and reads it back. `mask_words` is the width (32-bit
     /// groups) to format hex masks in: the width the kernel printed when the file was
-    /// read. When to try again after a failure is the engine's to say
-    /// ([`crate::engine::Retries`]).
+    /// read. When to try again after a failure is the engine's to say (its `Retries`, in
+    /// `steerd-core`).
     pub fn write(
         &mut self,
         knob: &Knob,
         value: &KnobValue,
         mask_words: u32,
-    ) -> Result<Written, WriteFailure> {
+    ) -> Result<ReadBack, WriteFailure> {
         let (original_text, before) = self.read(knob)?;
         // The daemon's model learns of others' changes only at the next discovery; until
         // then it may ask to change again a value someone else has set since. Theirs wins.
@@ -454,7 +454,7 @@ impl Actuator {
                 message: format!("wrote {text:?}, the kernel reports {after}"),
             });
         }
-        Ok(Written {
+        Ok(ReadBack {
             knob: knob.clone(),
             before,
             after,
