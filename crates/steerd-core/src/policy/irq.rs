@@ -14,12 +14,19 @@
 //!   idle CPU will do. Only receive (rx and combined) vectors count in the occupancy; a
 //!   queue's separate transmit vector follows its receive vector to the same CPU
 //!   ([`follow_rx`]), so it never takes a CPU from a receive queue.
-//! * **Relief** (load-based): from a confirmed hot CPU, move queue vectors, heaviest first,
-//!   to the coolest CPU that breaks no placement rule, when the predicted drop of the hot
-//!   CPU's work is at least `min_gain` of it and the target ends up below the source.
+//! * **Relief** (load-based, [`relieve`] in `irq/relief.rs`): from a confirmed hot CPU,
+//!   move queue vectors, heaviest first, to the coolest CPU that breaks no placement rule,
+//!   when the predicted drop of the hot CPU's work is at least `min_gain` of it and the
+//!   target ends up below the source.
 //!
 //! Non-queue vectors and other devices' IRQs are only moved off forbidden CPUs (and NIC
 //! non-queue vectors off the wrong node), with wide masks: they carry little work.
+
+mod follow;
+mod relief;
+
+pub use follow::follow_rx;
+pub use relief::relieve;
 
 use super::context::{Blocker, Planner};
 use super::hysteresis::kilo;
@@ -27,7 +34,6 @@ use super::plan::{NoteKind, ReasonKind};
 use crate::config::NumaPolicy;
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
-use crate::model::inventory::IrqRole;
 
 /// An IRQ that breaks a placement rule.
 #[derive(Debug, Clone)]
@@ -557,248 +563,4 @@ fn move_vector(p: &mut Planner, slot: usize, to: u32, kind: ReasonKind, why: Str
         (kind, why),
         expected,
     );
-}
-
-impl Planner<'_> {
-    /// The CPUs the queue vectors of an undo list now fire on.
-    fn moved_targets(&self, undo: &[(usize, u32, f64)]) -> Vec<u32> {
-        undo.iter()
-            .filter_map(|&(slot, _, _)| self.irqs[slot].cpu)
-            .collect()
-    }
-}
-
-/// Undoes the last moves planned by [`move_vector`] (`undo` lists slot, source CPU and
-/// weight, in order), with their actions and budget.
-fn undo_moves(
-    p: &mut Planner,
-    undo: &[(usize, u32, f64)],
-    actions_before: usize,
-    budget_before: u32,
-) {
-    for &(slot, from, weight) in undo.iter().rev() {
-        let Some(to) = p.irqs[slot].cpu else {
-            continue;
-        };
-        p.release(slot);
-        p.shift_work(Some(to), Some(from), weight);
-        p.irqs[slot].cpu = Some(from);
-        p.claim(slot);
-        let irq = p.irqs[slot].irq.irq;
-        p.moved.remove(&irq);
-    }
-    p.actions.truncate(actions_before);
-    p.budget = budget_before;
-}
-
-/// Moves queue vectors off confirmed hot CPUs: those in distress (`distress: true`, the
-/// fast path) or the others.
-pub fn relieve(p: &mut Planner, distress: bool) {
-    let mut hot: Vec<u32> = (0..p.heat.len() as u32)
-        .filter(|&cpu| {
-            let heat = p.heat_of(cpu);
-            heat.hot && heat.distress == distress
-        })
-        .collect();
-    if hot.is_empty() {
-        return;
-    }
-    hot.sort_by(|a, b| p.work_of(*b).total_cmp(&p.work_of(*a)));
-    let dwell = p.config.hysteresis.irq_dwell.as_nanos() as u64;
-    let min_gain = p.config.hysteresis.min_gain;
-    let hot_set: CpuSet = hot.iter().copied().collect();
-    let mut on_cpu: std::collections::HashMap<u32, Vec<usize>> = Default::default();
-    for (slot, view) in p.irqs.iter().enumerate() {
-        if view.queue_vector
-            && view.cpu.is_some_and(|cpu| hot_set.contains(cpu))
-            && view.blocker.is_none()
-            && view.weight > 0.0
-            && !p.moved.contains(&view.irq.irq)
-            && let Some(cpu) = view.cpu
-        {
-            on_cpu.entry(cpu).or_default().push(slot);
-        }
-    }
-    for h in hot {
-        let Some(mut candidates) = on_cpu.remove(&h) else {
-            continue;
-        };
-        candidates.sort_by(|a, b| p.irqs[*b].weight.total_cmp(&p.irqs[*a].weight));
-        let heat = p.heat_of(h);
-        let kind = if heat.distress {
-            ReasonKind::Distress
-        } else {
-            ReasonKind::HotCpu
-        };
-        // Plan the moves off `h` greedily, each one lowering the pair's maximum; keep
-        // them only if together they cut h's work by min_gain (many small vectors stacked
-        // on one CPU move together or not at all).
-        let start = p.work_of(h);
-        let (actions_before, budget_before) = (p.actions.len(), p.budget);
-        let was_relieved = p.relieved.contains(h);
-        let mut undo = Vec::new();
-        for slot in candidates {
-            let irq = p.irqs[slot].irq.irq;
-            if !p.state.dwelt(&Knob::IrqAffinity { irq }, p.now_ns, dwell) {
-                p.waiting.push(format!(
-                    "irq {irq} ({}) on hot CPU {h}: moved less than hysteresis.irq_dwell ago",
-                    p.serves(slot)
-                ));
-                continue;
-            }
-            let weight = p.irqs[slot].weight;
-            let Some(to) = relief_target(p, slot, h) else {
-                continue;
-            };
-            let (wh, wt) = (p.work_of(h), p.work_of(to));
-            if wt + weight >= wh {
-                continue;
-            }
-            if p.budget == 0 {
-                break;
-            }
-            p.budget -= 1;
-            let why = format!(
-                "{}; its queue brings {} pkt/s there",
-                heat.describe(h, p.config),
-                kilo(weight)
-            );
-            move_vector(p, slot, to, kind, why);
-            undo.push((slot, h, weight));
-        }
-        if undo.is_empty() {
-            continue;
-        }
-        // The batch's gain: how much the maximum over h and the targets came down.
-        let after = p
-            .moved_targets(&undo)
-            .into_iter()
-            .map(|cpu| p.work_of(cpu))
-            .fold(p.work_of(h), f64::max);
-        let gain = start - after;
-        if gain < min_gain * start {
-            undo_moves(p, &undo, actions_before, budget_before);
-            if !was_relieved {
-                p.relieved.remove(h);
-            }
-            p.waiting.push(format!(
-                "{}; moving its IRQs would cut its work by only {:.0}% (hysteresis.min_gain {:.0}%)",
-                heat.describe(h, p.config),
-                100.0 * gain / start.max(f64::MIN_POSITIVE),
-                100.0 * min_gain
-            ));
-            continue;
-        }
-        let total = format!(
-            "; these {} moves are predicted to cut CPU {h}'s work by {:.0}%",
-            undo.len(),
-            100.0 * gain / start.max(f64::MIN_POSITIVE)
-        );
-        for action in &mut p.actions[actions_before..] {
-            action.reason.text.push_str(&total);
-        }
-        if p.budget == 0 {
-            p.waiting.push(format!(
-                "more moves off CPU {h} wait for the next tick (hysteresis.max_actions_per_tick = {})",
-                p.config.hysteresis.max_actions_per_tick
-            ));
-            return;
-        }
-    }
-}
-
-/// The coolest CPU for a queue vector leaving hot CPU `h` that breaks no placement rule.
-fn relief_target(p: &Planner, slot: usize, h: u32) -> Option<u32> {
-    let d = p.irqs[slot].device?;
-    let dev = &p.devices[d];
-    let free_dev_core = free_core(p, d, false).is_some();
-    let free_any_core = free_core(p, d, true).is_some();
-    let mut best: Option<(f64, u16, u32)> = None;
-    for cpu in dev.local.iter() {
-        if cpu == h || dev.on_cpu(cpu) > 0 {
-            continue;
-        }
-        let core = p.core(cpu);
-        if free_dev_core && dev.on_core(core) > 0 {
-            continue;
-        }
-        let vectors = p.core_vectors.get(core as usize).copied().unwrap_or(0);
-        if free_any_core && vectors > 0 {
-            continue;
-        }
-        let key = (p.core_load(cpu), vectors, cpu);
-        let better = best.is_none_or(|b| {
-            key.0
-                .total_cmp(&b.0)
-                .then(key.1.cmp(&b.1))
-                .then(key.2.cmp(&b.2))
-                .is_lt()
-        });
-        if better {
-            best = Some(key);
-        }
-    }
-    best.map(|b| b.2)
-}
-
-/// Moves each queue's separate transmit vector (virtio's `output.N`, `eth0-tx-N`) to the
-/// CPU its receive vector fires on as planned, in full and outside the budget like the
-/// placement rules. Transmit completions are light and belong with the queue pair's
-/// receive work (same cache, and XPS maps transmit queues to that CPU); they take no part
-/// in the occupancy, so a transmit vector never keeps a receive queue off a CPU. A
-/// follower needs no dwell of its own: it moves only when its receive vector did, which
-/// has one. Transmit vectors without a receive vector of the same queue number are left
-/// where they are (off forbidden CPUs, as any IRQ).
-pub fn follow_rx(p: &mut Planner) {
-    for d in 0..p.devices.len() {
-        if !p.devices[d].manages_irqs {
-            continue;
-        }
-        for &irq_number in &p.devices[d].dev.irqs {
-            let Some(slot) = p.slot_of(irq_number) else {
-                continue;
-            };
-            let view = &p.irqs[slot];
-            let (IrqRole::Tx, Some(queue), None) = (view.irq.role, view.irq.queue, view.blocker)
-            else {
-                continue;
-            };
-            if p.moved.contains(&irq_number) {
-                continue;
-            }
-            let rx = p.devices[d]
-                .vectors
-                .iter()
-                .copied()
-                .find(|&s| p.irqs[s].irq.queue == Some(queue));
-            let Some(rx) = rx else { continue };
-            let Some(to) = p.irqs[rx].will_fire_on.or(p.irqs[rx].cpu) else {
-                continue;
-            };
-            if !p.allowed.contains(to) {
-                continue;
-            }
-            let view = &p.irqs[slot];
-            let old = view.affinity.cloned().unwrap_or_default();
-            if old.len() == 1 && old.contains(to) {
-                continue;
-            }
-            let serves = p.serves(slot);
-            let why = format!(
-                "{} fires on CPU {to}; its transmit vector goes with it",
-                p.serves(rx)
-            );
-            let expected = format!("{serves} fires only on CPU {to}, beside its receive queue");
-            p.irqs[slot].cpu = Some(to);
-            p.moved.insert(irq_number);
-            p.push(
-                Knob::IrqAffinity { irq: irq_number },
-                Some(serves),
-                KnobValue::Cpus(old),
-                KnobValue::Cpus(CpuSet::from_iter([to])),
-                (ReasonKind::FollowsRx, why),
-                expected,
-            );
-        }
-    }
 }
