@@ -121,11 +121,31 @@ pub enum Command {
     },
 }
 
+/// Why a command-line duration was refused (clap prints it after the option's name).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a duration humantime reads.
+    #[error("{text:?}: {reason} (a duration is a number and a unit: 500ms, 2s, 1m)")]
+    NotADuration {
+        text: String,
+        reason: humantime::DurationError,
+    },
+    /// Zero: an interval or a window of no time.
+    #[error("{text:?}: must be longer than zero (500ms, 2s, 1m)")]
+    Zero { text: String },
+}
+
 /// Parses durations such as `1s`, `500ms`, `2m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let duration =
+        humantime::parse_duration(text).map_err(|reason| DurationError::NotADuration {
+            text: text.to_string(),
+            reason,
+        })?;
     if duration.is_zero() {
-        return Err(format!("{text:?}: must be longer than zero"));
+        return Err(DurationError::Zero {
+            text: text.to_string(),
+        });
     }
     Ok(duration)
 }
@@ -137,4 +157,30 @@ pub enum Format {
     Text,
     /// For programs; each command's schema is in its own docs page.
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_refusals_say_what_is_expected() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(
+            parse_duration("0s").unwrap_err().to_string(),
+            "\"0s\": must be longer than zero (500ms, 2s, 1m)"
+        );
+        let error = parse_duration("2 parsecs").unwrap_err();
+        assert!(
+            matches!(&error, DurationError::NotADuration { text, .. } if text == "2 parsecs"),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .ends_with("(a duration is a number and a unit: 500ms, 2s, 1m)"),
+            "{error}"
+        );
+    }
 }

@@ -21,7 +21,7 @@ use axum::routing::{MethodRouter, get};
 
 use crate::decisions::DecisionLog;
 use crate::metrics::Metrics;
-use crate::status_report::LiveStatus;
+use crate::status_report::{LiveStatus, LoopStall};
 
 /// What the endpoint serves, shared with the tick loop.
 pub struct Shared {
@@ -186,20 +186,18 @@ impl Health {
     }
 
     /// `Ok` with the time since the last tick, or `Err` saying why the loop is unhealthy.
-    pub fn check(&self) -> Result<String, String> {
+    pub fn check(&self) -> Result<std::time::Duration, LoopStall> {
         use std::sync::atomic::Ordering::Relaxed;
         let last = self.last_tick_ms.load(Relaxed);
         if last == 0 {
-            return Err("no tick yet".into());
+            return Err(LoopStall::NoTickYet);
         }
-        let age = monotonic_ms().saturating_sub(last);
-        let max = self.max_gap_ms.load(Relaxed);
-        if age > max {
-            Err(format!(
-                "tick loop stalled: last tick {age} ms ago (limit {max} ms)"
-            ))
+        let age_ms = monotonic_ms().saturating_sub(last);
+        let limit_ms = self.max_gap_ms.load(Relaxed);
+        if age_ms > limit_ms {
+            Err(LoopStall::Stalled { age_ms, limit_ms })
         } else {
-            Ok(format!("ok: last tick {age} ms ago"))
+            Ok(std::time::Duration::from_millis(age_ms))
         }
     }
 }
@@ -266,8 +264,15 @@ pub async fn serve(
                 let shared = health_state.clone();
                 async move {
                     match shared.health.check() {
-                        Ok(text) => (axum::http::StatusCode::OK, text + "\n").into_response(),
-                        Err(text) => (axum::http::StatusCode::SERVICE_UNAVAILABLE, text + "\n")
+                        Ok(age) => (
+                            axum::http::StatusCode::OK,
+                            format!("ok: last tick {} ms ago\n", age.as_millis()),
+                        )
+                            .into_response(),
+                        Err(stall) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("{stall}\n"),
+                        )
                             .into_response(),
                     }
                 }
@@ -287,12 +292,19 @@ mod tests {
     #[test]
     fn health_fails_before_the_first_tick_and_when_ticks_stop() {
         let health = Health::default();
-        assert_eq!(health.check(), Err("no tick yet".to_string()));
+        assert_eq!(health.check(), Err(LoopStall::NoTickYet));
+        assert_eq!(LoopStall::NoTickYet.to_string(), "no tick yet");
         health.beat(std::time::Duration::from_secs(60));
         assert!(health.check().is_ok());
         health.beat(std::time::Duration::ZERO);
         std::thread::sleep(std::time::Duration::from_millis(5));
         let why = health.check().unwrap_err();
-        assert!(why.starts_with("tick loop stalled"), "{why}");
+        assert!(
+            matches!(why, LoopStall::Stalled { limit_ms: 0, age_ms } if age_ms >= 5),
+            "{why}"
+        );
+        let why = why.to_string();
+        assert!(why.starts_with("tick loop stalled: last tick "), "{why}");
+        assert!(why.contains("journalctl -u steerd"), "{why}");
     }
 }

@@ -23,6 +23,24 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// How long after a write error the daemon still counts as degraded.
 pub const WRITE_ERROR_DEGRADES_FOR_S: f64 = 600.0;
 
+/// Why the tick loop counts as unhealthy: what `/healthz` answers with its 503 and, once
+/// the loop has ticked, one of the report's problems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LoopStall {
+    /// The daemon serves before its first tick; it has not finished one yet (not a problem
+    /// of the report: it has no tick to be late with).
+    #[error("no tick yet")]
+    NoTickYet,
+    /// The last tick ended longer ago than a healthy gap between ticks: the loop is stuck
+    /// in a tick (a kernel file or request that does not answer).
+    #[error(
+        "tick loop stalled: last tick {age_ms} ms ago (limit {limit_ms} ms); the daemon's \
+         log (journalctl -u steerd) shows the last thing it did, and systemctl restart \
+         steerd starts it again"
+    )]
+    Stalled { age_ms: u64, limit_ms: u64 },
+}
+
 /// The last tick's verdict, cheap to store.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub enum Verdict {
@@ -208,7 +226,7 @@ impl LiveStatus {
     pub fn report(
         &self,
         now_unix: f64,
-        loop_health: Result<(), String>,
+        loop_health: Result<(), LoopStall>,
         decisions: Vec<Decision>,
     ) -> StatusReport {
         self.report_with(now_unix, loop_health, decisions)
@@ -219,14 +237,14 @@ impl LiveStatus {
     pub fn report_with<D>(
         &self,
         now_unix: f64,
-        loop_health: Result<(), String>,
+        loop_health: Result<(), LoopStall>,
         decisions: D,
     ) -> StatusReport<D> {
         let mut problems = Vec::new();
         if let Err(stalled) = loop_health
             && self.ticks > 0
         {
-            problems.push(stalled);
+            problems.push(stalled.to_string());
         }
         if let Some(NoWrites::ObserveOnly(why)) = &self.no_writes {
             problems.push(format!(
@@ -491,6 +509,27 @@ mod tests {
         assert_eq!(live.report(1060.0, Ok(()), Vec::new()).exit_code(), 1);
         let later = 1050.0 + WRITE_ERROR_DEGRADES_FOR_S + 1.0;
         assert_eq!(live.report(later, Ok(()), Vec::new()).exit_code(), 0);
+    }
+
+    #[test]
+    fn a_stalled_loop_degrades_and_says_what_to_do_but_no_first_tick_does_not() {
+        let stalled = LoopStall::Stalled {
+            age_ms: 9000,
+            limit_ms: 3000,
+        };
+        let report = live().report(1060.0, Err(stalled), Vec::new());
+        assert_eq!(report.exit_code(), 1);
+        assert_eq!(
+            report.problems,
+            [
+                "tick loop stalled: last tick 9000 ms ago (limit 3000 ms); the daemon's log \
+                 (journalctl -u steerd) shows the last thing it did, and systemctl restart \
+                 steerd starts it again"
+            ]
+        );
+        let starting = LiveStatus::default();
+        let report = starting.report(1060.0, Err(LoopStall::NoTickYet), Vec::new());
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 
     #[test]

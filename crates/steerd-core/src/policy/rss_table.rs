@@ -14,9 +14,12 @@
 //! A reverted move's entries go back in the next step's write ([`revert`],
 //! [`rates_after_verdicts`]), so an undo costs no write of its own.
 //!
-//! Not yet wired into the engine: the daemon neither reads tables on a tick nor writes
-//! them. The tests here run the whole loop against modelled bucket loads (many flows
-//! filling 2 of 4 queues: 0.30 within 3 writes; one elephant: given up after 2 reverts).
+//! The rule around it is [`super::rss`], which [`super::decide`] runs on every decision
+//! (unless `rss.mode` is `off`): it takes the table discovery read, calls [`propose`] once
+//! the imbalance is confirmed, puts the step in the plan as one table write (a note with
+//! `rss.mode: advise`), and after `rss.dwell` calls [`judge`] and [`revert`]. The tests here run the whole loop against modelled
+//! bucket loads (many flows filling 2 of 4 queues: 0.30 within 3 writes; one elephant:
+//! given up after 2 reverts).
 //!
 //! No I/O here, like the rest of the policy: the table comes from `ETHTOOL_GRXFHINDIR` or
 //! ethtool netlink `RSS_GET`, the rates from the per-queue counters, the write is a knob.

@@ -225,7 +225,7 @@ pub enum RssError {
     Malformed {
         device: String,
         command: &'static str,
-        reason: String,
+        reason: ReplyError,
     },
     /// Any other failure of the request.
     #[error("{device}: {command}: {reason}")]
@@ -310,6 +310,89 @@ impl RssError {
     }
 }
 
+/// Why a reply to an RSS request (an ioctl's struct, `RSS_GET`'s attributes, a fake tree's
+/// table file) does not hold together. [`RssError::Malformed`] names the device and the
+/// request; a size that moved between two requests is [`ReplyError::is_size_change`],
+/// and the readers ask again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// The reply is shorter than the struct's fixed header.
+    #[error("{len} bytes, shorter than struct {name} ({needed})")]
+    ShorterThanHeader {
+        len: usize,
+        name: &'static str,
+        needed: usize,
+    },
+    /// An `ETHTOOL_GRXFHINDIR` reply shorter than the table it announces.
+    #[error("{len} bytes, too short for {entries} entries")]
+    ShorterThanTable { len: usize, entries: u32 },
+    /// An `ETHTOOL_GRSSH` reply shorter than the table and key its header announces.
+    #[error("{len} bytes, too short for {entries} entries and {key_bytes} key bytes")]
+    ShorterThanTableAndKey {
+        len: usize,
+        entries: u32,
+        key_bytes: u32,
+    },
+    /// A table larger than [`MAX_INDIRECTION`]: refused before it sizes a buffer.
+    #[error(
+        "indirection table of {entries} entries, more than the {MAX_INDIRECTION} steerd accepts"
+    )]
+    TableTooLarge { entries: usize },
+    /// A key larger than [`MAX_KEY`]: refused before it sizes a buffer.
+    #[error("hash key of {bytes} bytes, more than the {MAX_KEY} steerd accepts")]
+    KeyTooLarge { bytes: usize },
+    /// `ETHTOOL_GRXRINGS` reporting at least [`MAX_QUEUES`] rings.
+    #[error("{rings} rings, beyond any queue number")]
+    RingCount { rings: u64 },
+    /// An entry at or above [`MAX_QUEUES`].
+    #[error("entry {at} names ring {ring}, beyond any queue number")]
+    RingBeyondQueues { at: usize, ring: u32 },
+    /// `ETHTOOL_GRSSH`: the device's sizes are not those of the size query (a channel
+    /// count change in between).
+    #[error(
+        "sizes changed: asked for {asked_entries} entries and {asked_key} key bytes, the \
+         device has {entries} and {key}"
+    )]
+    SizesChanged {
+        asked_entries: u32,
+        asked_key: u32,
+        entries: u32,
+        key: u32,
+    },
+    /// `ETHTOOL_GRXFHINDIR`: the table's size is not that of the size query.
+    #[error("size changed: asked for {asked} entries, the device has {size}")]
+    SizeChanged { asked: u32, size: u32 },
+    /// The sizes moved on every try (only when no try was made at all, in practice).
+    #[error("the sizes kept changing")]
+    SizesKeptChanging,
+    /// A `u32` netlink attribute of another length.
+    #[error("{name} has {len} bytes, expected 4")]
+    AttributeLength { name: &'static str, len: usize },
+    /// `ETHTOOL_A_RSS_INDIR` holding a part of an entry.
+    #[error("ETHTOOL_A_RSS_INDIR has {len} bytes, not a whole number of u32 entries")]
+    PartialEntry { len: usize },
+    /// Netlink attributes that do not decode (a length past the end, a truncated header).
+    #[error("malformed attribute: {reason}")]
+    Attribute { reason: String },
+    /// A fake tree's table file that is not a list of ring numbers.
+    #[error("{}: {reason}", path.display())]
+    TableFile {
+        path: std::path::PathBuf,
+        reason: crate::knob::KnobError,
+    },
+}
+
+impl ReplyError {
+    /// The device's table size moved between the size query and the read: reading again
+    /// is the cure.
+    pub fn is_size_change(&self) -> bool {
+        matches!(
+            self,
+            ReplyError::SizesChanged { .. } | ReplyError::SizeChanged { .. }
+        )
+    }
+}
+
 /// What the header of an `ETHTOOL_GRSSH` reply says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxfhHeader {
@@ -333,51 +416,46 @@ fn u32_at(bytes: &[u8], offset: usize) -> Option<u32> {
 }
 
 /// Checks a table size and a key size the kernel reported against the caps.
-fn check_sizes(indir_size: u32, key_size: u32) -> Result<(), String> {
+fn check_sizes(indir_size: u32, key_size: u32) -> Result<(), ReplyError> {
     if indir_size > MAX_INDIRECTION {
-        return Err(format!(
-            "indirection table of {indir_size} entries, more than the {MAX_INDIRECTION} steerd accepts"
-        ));
+        return Err(ReplyError::TableTooLarge {
+            entries: indir_size as usize,
+        });
     }
     if key_size > MAX_KEY {
-        return Err(format!(
-            "hash key of {key_size} bytes, more than the {MAX_KEY} steerd accepts"
-        ));
+        return Err(ReplyError::KeyTooLarge {
+            bytes: key_size as usize,
+        });
     }
     Ok(())
 }
 
 /// Checks each entry names a possible ring.
-fn check_entries(entries: &[u32]) -> Result<(), String> {
+fn check_entries(entries: &[u32]) -> Result<(), ReplyError> {
     match entries.iter().position(|&ring| ring >= MAX_QUEUES) {
-        Some(at) => Err(format!(
-            "entry {at} names ring {}, beyond any queue number",
-            entries[at]
-        )),
+        Some(at) => Err(ReplyError::RingBeyondQueues {
+            at,
+            ring: entries[at],
+        }),
         None => Ok(()),
     }
 }
 
 /// The header of an `ETHTOOL_GRSSH` reply (`struct ethtool_rxfh`), sizes checked against
 /// [`MAX_INDIRECTION`] and [`MAX_KEY`].
-pub fn parse_rxfh_header(reply: &[u8]) -> Result<RxfhHeader, String> {
-    let field = |offset| {
-        u32_at(reply, offset).ok_or_else(|| {
-            format!(
-                "{} bytes, shorter than struct ethtool_rxfh ({RXFH_HEADER_LEN})",
-                reply.len()
-            )
-        })
+pub fn parse_rxfh_header(reply: &[u8]) -> Result<RxfhHeader, ReplyError> {
+    let short = || ReplyError::ShorterThanHeader {
+        len: reply.len(),
+        name: "ethtool_rxfh",
+        needed: RXFH_HEADER_LEN,
     };
+    let field = |offset| u32_at(reply, offset).ok_or_else(short);
     let indir_size = field(8)?;
     let key_size = field(12)?;
     let hfunc = reply.get(16).copied().unwrap_or(0);
     let input_xfrm = reply.get(17).copied().unwrap_or(0);
     if reply.len() < RXFH_HEADER_LEN {
-        return Err(format!(
-            "{} bytes, shorter than struct ethtool_rxfh ({RXFH_HEADER_LEN})",
-            reply.len()
-        ));
+        return Err(short());
     }
     check_sizes(indir_size, key_size)?;
     Ok(RxfhHeader {
@@ -391,13 +469,15 @@ pub fn parse_rxfh_header(reply: &[u8]) -> Result<RxfhHeader, String> {
 /// A whole `ETHTOOL_GRSSH` reply to a request for `indir_size` entries and `key_size` key
 /// bytes: the header must report those sizes (else the device's changed in between), and
 /// the buffer must hold them.
-pub fn parse_rxfh(reply: &[u8], indir_size: u32, key_size: u32) -> Result<Rxfh, String> {
+pub fn parse_rxfh(reply: &[u8], indir_size: u32, key_size: u32) -> Result<Rxfh, ReplyError> {
     let header = parse_rxfh_header(reply)?;
     if (header.indir_size, header.key_size) != (indir_size, key_size) {
-        return Err(format!(
-            "sizes changed: asked for {indir_size} entries and {key_size} key bytes, the device has {} and {}",
-            header.indir_size, header.key_size
-        ));
+        return Err(ReplyError::SizesChanged {
+            asked_entries: indir_size,
+            asked_key: key_size,
+            entries: header.indir_size,
+            key: header.key_size,
+        });
     }
     let table_end = RXFH_HEADER_LEN + indir_size as usize * 4;
     let key_end = table_end + key_size as usize;
@@ -405,10 +485,11 @@ pub fn parse_rxfh(reply: &[u8], indir_size: u32, key_size: u32) -> Result<Rxfh, 
         reply.get(RXFH_HEADER_LEN..table_end),
         reply.get(table_end..key_end),
     ) else {
-        return Err(format!(
-            "{} bytes, too short for {indir_size} entries and {key_size} key bytes",
-            reply.len()
-        ));
+        return Err(ReplyError::ShorterThanTableAndKey {
+            len: reply.len(),
+            entries: indir_size,
+            key_bytes: key_size,
+        });
     };
     let indirection: Vec<u32> = table
         .chunks_exact(4)
@@ -424,26 +505,26 @@ pub fn parse_rxfh(reply: &[u8], indir_size: u32, key_size: u32) -> Result<Rxfh, 
 
 /// An `ETHTOOL_GRXFHINDIR` reply (`struct ethtool_rxfh_indir`) to a request for `asked`
 /// entries: the table's size and, with `asked` > 0, its entries.
-pub fn parse_rxfh_indir(reply: &[u8], asked: u32) -> Result<(u32, Vec<u32>), String> {
-    let size = u32_at(reply, 4).ok_or_else(|| {
-        format!(
-            "{} bytes, shorter than struct ethtool_rxfh_indir ({RXFH_INDIR_HEADER_LEN})",
-            reply.len()
-        )
+pub fn parse_rxfh_indir(reply: &[u8], asked: u32) -> Result<(u32, Vec<u32>), ReplyError> {
+    let size = u32_at(reply, 4).ok_or(ReplyError::ShorterThanHeader {
+        len: reply.len(),
+        name: "ethtool_rxfh_indir",
+        needed: RXFH_INDIR_HEADER_LEN,
     })?;
     check_sizes(size, 0)?;
     if asked == 0 {
         return Ok((size, Vec::new()));
     }
     if size != asked {
-        return Err(format!(
-            "size changed: asked for {asked} entries, the device has {size}"
-        ));
+        return Err(ReplyError::SizeChanged { asked, size });
     }
     let end = RXFH_INDIR_HEADER_LEN + size as usize * 4;
     let table = reply
         .get(RXFH_INDIR_HEADER_LEN..end)
-        .ok_or_else(|| format!("{} bytes, too short for {size} entries", reply.len()))?;
+        .ok_or(ReplyError::ShorterThanTable {
+            len: reply.len(),
+            entries: size,
+        })?;
     let entries: Vec<u32> = table
         .chunks_exact(4)
         .filter_map(|w| w.try_into().ok().map(u32::from_ne_bytes))
@@ -469,7 +550,7 @@ fn size_moved(error: &RssError) -> bool {
             errno: Some(Errno::EINVAL),
             ..
         }
-    ) || matches!(error, RssError::Malformed { reason, .. } if reason.contains("changed"))
+    ) || matches!(error, RssError::Malformed { reason, .. } if reason.is_size_change())
 }
 
 /// The RSS state of `device` (context 0): netlink `RSS_GET` where the kernel has it, the
@@ -564,7 +645,9 @@ pub fn rx_rings(ethtool: &Ethtool, device: &str) -> Result<u32, RssError> {
         .ok_or_else(|| RssError::Malformed {
             device: device.to_string(),
             command: "ETHTOOL_GRXRINGS",
-            reason: format!("{} rings, beyond any queue number", request.data),
+            reason: ReplyError::RingCount {
+                rings: request.data,
+            },
         })
 }
 
@@ -572,7 +655,7 @@ pub fn rx_rings(ethtool: &Ethtool, device: &str) -> Result<u32, RssError> {
 fn malformed_reply<'a>(
     device: &'a str,
     command: &'static str,
-) -> impl Fn(String) -> RssError + Copy + 'a {
+) -> impl Fn(ReplyError) -> RssError + Copy + 'a {
     move |reason| RssError::Malformed {
         device: device.to_string(),
         command,
@@ -618,7 +701,7 @@ fn grssh(ethtool: &Ethtool, device: &str) -> Result<Rxfh, RssError> {
             answer => return answer,
         }
     }
-    Err(last.unwrap_or_else(|| malformed("the sizes kept changing".into())))
+    Err(last.unwrap_or_else(|| malformed(ReplyError::SizesKeptChanging)))
 }
 
 /// `ETHTOOL_GRXFHINDIR`, twice: size 0 to learn the size, then that many entries.
@@ -653,7 +736,7 @@ fn grxfhindir(ethtool: &Ethtool, device: &str) -> Result<Vec<u32>, RssError> {
             answer => return answer,
         }
     }
-    Err(last.unwrap_or_else(|| malformed("the size kept changing".into())))
+    Err(last.unwrap_or_else(|| malformed(ReplyError::SizesKeptChanging)))
 }
 
 /// `ETHTOOL_GRXFH` for tcp4, udp4, tcp6 and udp6; a type the driver refuses is `None`.
@@ -820,11 +903,25 @@ mod tests {
         assert_eq!(rxfh.header.hash_function.name(), "toeplitz");
         // The device's size moved since the size query.
         let error = parse_rxfh(&reply, 64, 40).unwrap_err();
-        assert!(error.contains("sizes changed"), "{error}");
+        assert!(error.is_size_change(), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "sizes changed: asked for 64 entries and 40 key bytes, the device has 128 and 40"
+        );
         // Truncated: an error, not a panic.
         let error = parse_rxfh(&reply[..reply.len() - 1], 128, 40).unwrap_err();
-        assert!(error.contains("too short"), "{error}");
-        assert!(parse_rxfh_header(&reply[..23]).is_err());
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{} bytes, too short for 128 entries and 40 key bytes",
+                reply.len() - 1
+            )
+        );
+        assert!(!error.is_size_change());
+        assert_eq!(
+            parse_rxfh_header(&reply[..23]).unwrap_err().to_string(),
+            "23 bytes, shorter than struct ethtool_rxfh (24)"
+        );
     }
 
     #[test]
@@ -832,17 +929,28 @@ mod tests {
         let mut reply = rxfh_reply(&[], &[], 1);
         reply[8..12].copy_from_slice(&(MAX_INDIRECTION + 1).to_ne_bytes());
         let error = parse_rxfh_header(&reply).unwrap_err();
-        assert!(error.contains("4097 entries"), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "indirection table of 4097 entries, more than the 4096 steerd accepts"
+        );
         let mut reply = rxfh_reply(&[], &[], 1);
         reply[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
-        assert!(parse_rxfh_header(&reply).unwrap_err().contains("key"));
+        assert_eq!(
+            parse_rxfh_header(&reply).unwrap_err(),
+            ReplyError::KeyTooLarge {
+                bytes: u32::MAX as usize
+            }
+        );
         let mut indir = Vec::new();
         indir.extend(ETHTOOL_GRXFHINDIR.to_ne_bytes());
         indir.extend(u32::MAX.to_ne_bytes());
         assert!(parse_rxfh_indir(&indir, 0).is_err());
         // An entry beyond any queue number.
         let reply = rxfh_reply(&[0, u32::MAX], &[], 1);
-        assert!(parse_rxfh(&reply, 2, 0).unwrap_err().contains("entry 1"));
+        assert_eq!(
+            parse_rxfh(&reply, 2, 0).unwrap_err().to_string(),
+            format!("entry 1 names ring {}, beyond any queue number", u32::MAX)
+        );
     }
 
     #[test]
@@ -853,9 +961,18 @@ mod tests {
         }
         assert_eq!(parse_rxfh_indir(&reply, 0).unwrap(), (4, vec![]));
         assert_eq!(parse_rxfh_indir(&reply, 4).unwrap(), (4, vec![0, 1, 0, 1]));
-        assert!(parse_rxfh_indir(&reply, 8).is_err());
-        assert!(parse_rxfh_indir(&reply[..20], 4).is_err());
-        assert!(parse_rxfh_indir(&reply[..7], 0).is_err());
+        assert_eq!(
+            parse_rxfh_indir(&reply, 8).unwrap_err(),
+            ReplyError::SizeChanged { asked: 8, size: 4 }
+        );
+        assert_eq!(
+            parse_rxfh_indir(&reply[..20], 4).unwrap_err().to_string(),
+            "20 bytes, too short for 4 entries"
+        );
+        assert_eq!(
+            parse_rxfh_indir(&reply[..7], 0).unwrap_err().to_string(),
+            "7 bytes, shorter than struct ethtool_rxfh_indir (8)"
+        );
     }
 
     #[test]

@@ -101,8 +101,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Interrupts, Error> {
         .by_ref()
         .find(|(_, line)| !line.trim().is_empty())
         .ok_or_else(|| Error::parse(path, 0, "empty file: no CPU header"))?;
-    let cpus =
-        parse_header(header).map_err(|reason| Error::parse(path, header_index + 1, reason))?;
+    let cpus = parse_header(header)
+        .map_err(|reason| Error::parse(path, header_index + 1, reason.to_string()))?;
     let width = cpus.last().map_or(0, |&cpu| cpu as usize + 1);
     let mut rows = Rows::default();
     // Every row's per-CPU table is `width` long: bound their sum, not just the file.
@@ -111,18 +111,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Interrupts, Error> {
         if line.trim().is_empty() {
             continue;
         }
-        if rows.lines.len() + rows.named.len() >= most_rows {
-            return Err(Error::parse(
-                path,
-                index + 1,
-                format!(
-                    "more than {most_rows} rows of {width} CPU columns \
-                     ({MAX_INTERRUPT_CELLS} cells, the most steerd accepts)"
-                ),
-            ));
-        }
-        parse_row(line, &cpus, width, &mut rows)
-            .map_err(|reason| Error::parse(path, index + 1, reason))?;
+        let row = if rows.lines.len() + rows.named.len() >= most_rows {
+            Err(RowError::TooManyRows {
+                rows: most_rows,
+                width,
+            })
+        } else {
+            parse_row(line, &cpus, width, &mut rows)
+        };
+        row.map_err(|reason| Error::parse(path, index + 1, reason.to_string()))?;
     }
     Ok(Interrupts {
         cpus,
@@ -131,24 +128,68 @@ pub fn parse(text: &str, path: &Path) -> Result<Interrupts, Error> {
     })
 }
 
+/// Why a line of `proc/interrupts` does not parse; [`parse`] names the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum RowError {
+    /// A header field other than `CPUn`.
+    #[error("expected a header of CPUn columns, found {token:?}")]
+    HeaderNotCpu { token: String },
+    /// The kernel prints online CPUs in ascending order.
+    #[error("CPU columns are not ascending at {token:?}")]
+    HeaderNotAscending { token: String },
+    /// A CPU id at or above [`crate::cpuset::MAX_CPUS`].
+    #[error("CPU number too large: {token:?}")]
+    HeaderCpuTooLarge { token: String },
+    #[error("the CPU header has no columns")]
+    HeaderEmpty,
+    /// Every row is `LABEL:` then counts.
+    #[error("a row without a label: {line:?}")]
+    NoLabel { line: String },
+    #[error("a row with an empty label")]
+    EmptyLabel,
+    #[error("IRQ number out of range (at most {MAX_IRQS}): {label:?}")]
+    IrqOutOfRange { label: String },
+    /// A numbered row needs one count per header column.
+    #[error("IRQ {irq}: expected {expected} per-CPU counts, found {found}")]
+    MissingCounts {
+        irq: u32,
+        expected: usize,
+        found: usize,
+    },
+    #[error("a count does not fit 64 bits")]
+    CountOverflow,
+    /// More rows than [`MAX_INTERRUPT_CELLS`] allows at this width.
+    #[error(
+        "more than {rows} rows of {width} CPU columns \
+         ({MAX_INTERRUPT_CELLS} cells, the most steerd accepts)"
+    )]
+    TooManyRows { rows: usize, width: usize },
+}
+
 /// `           CPU0       CPU1       CPU3` → `[0, 1, 3]`.
-fn parse_header(header: &str) -> Result<Vec<u32>, String> {
+fn parse_header(header: &str) -> Result<Vec<u32>, RowError> {
     let mut cpus: Vec<u32> = Vec::new();
     for token in header.split_ascii_whitespace() {
         let id = token
             .strip_prefix("CPU")
             .and_then(|digits| digits.parse::<u32>().ok())
-            .ok_or_else(|| format!("expected a header of CPUn columns, found {token:?}"))?;
+            .ok_or_else(|| RowError::HeaderNotCpu {
+                token: token.to_string(),
+            })?;
         if cpus.last().is_some_and(|&last| last >= id) {
-            return Err(format!("CPU columns are not ascending at {token:?}"));
+            return Err(RowError::HeaderNotAscending {
+                token: token.to_string(),
+            });
         }
         if id >= crate::cpuset::MAX_CPUS {
-            return Err(format!("CPU number too large: {token:?}"));
+            return Err(RowError::HeaderCpuTooLarge {
+                token: token.to_string(),
+            });
         }
         cpus.push(id);
     }
     if cpus.is_empty() {
-        return Err("the CPU header has no columns".to_string());
+        return Err(RowError::HeaderEmpty);
     }
     Ok(cpus)
 }
@@ -159,13 +200,13 @@ struct Rows {
     named: Vec<NamedRow>,
 }
 
-fn parse_row(line: &str, cpus: &[u32], width: usize, out: &mut Rows) -> Result<(), String> {
-    let (label, rest) = line
-        .split_once(':')
-        .ok_or_else(|| format!("a row without a label: {:?}", shorten(line)))?;
+fn parse_row(line: &str, cpus: &[u32], width: usize, out: &mut Rows) -> Result<(), RowError> {
+    let (label, rest) = line.split_once(':').ok_or_else(|| RowError::NoLabel {
+        line: shorten(line).to_string(),
+    })?;
     let label = label.trim();
     if label.is_empty() {
-        return Err("a row with an empty label".to_string());
+        return Err(RowError::EmptyLabel);
     }
     let mut cursor = Cursor::new(rest.as_bytes());
     if label.bytes().all(|b| b.is_ascii_digit()) {
@@ -173,15 +214,16 @@ fn parse_row(line: &str, cpus: &[u32], width: usize, out: &mut Rows) -> Result<(
             .parse()
             .ok()
             .filter(|&irq| irq < MAX_IRQS)
-            .ok_or_else(|| format!("IRQ number out of range (at most {MAX_IRQS}): {label:?}"))?;
+            .ok_or_else(|| RowError::IrqOutOfRange {
+                label: label.to_string(),
+            })?;
         let mut per_cpu = vec![0u64; width];
         let mut total = 0u64;
         for (column, &cpu) in cpus.iter().enumerate() {
-            let count = cursor.number()?.ok_or_else(|| {
-                format!(
-                    "IRQ {irq}: expected {} per-CPU counts, found {column}",
-                    cpus.len()
-                )
+            let count = cursor.number()?.ok_or(RowError::MissingCounts {
+                irq,
+                expected: cpus.len(),
+                found: column,
             })?;
             if let Some(slot) = per_cpu.get_mut(cpu as usize) {
                 *slot = count;
@@ -293,7 +335,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next number, or `None` (cursor unmoved) when the next field is not a number.
-    fn number(&mut self) -> Result<Option<u64>, String> {
+    fn number(&mut self) -> Result<Option<u64>, RowError> {
         let mut at = self.at;
         while at < self.bytes.len() && self.bytes[at].is_ascii_whitespace() {
             at += 1;
@@ -307,7 +349,7 @@ impl<'a> Cursor<'a> {
             value = value
                 .checked_mul(10)
                 .and_then(|v| v.checked_add(u64::from(byte - b'0')))
-                .ok_or("a count does not fit 64 bits")?;
+                .ok_or(RowError::CountOverflow)?;
             at += 1;
         }
         let ends_field = self
@@ -456,6 +498,39 @@ mod tests {
                 other => panic!("{other}"),
             }
             assert!(err.to_string().contains("proc/interrupts"), "{err}");
+        }
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong_with_the_line() {
+        for (text, message) in [
+            ("", "proc/interrupts:0: empty file: no CPU header"),
+            (
+                "CPU0 XYZ\n",
+                "proc/interrupts:1: expected a header of CPUn columns, found \"XYZ\"",
+            ),
+            (
+                "CPU1 CPU0\n",
+                "proc/interrupts:1: CPU columns are not ascending at \"CPU0\"",
+            ),
+            (
+                "CPU0 CPU1\n 1: 5 IO-APIC-edge timer\n",
+                "proc/interrupts:2: IRQ 1: expected 2 per-CPU counts, found 1",
+            ),
+            (
+                "CPU0\nno colon here\n",
+                "proc/interrupts:2: a row without a label: \"no colon here\"",
+            ),
+            (
+                "CPU0\n 99999999999: 1 a b\n",
+                "proc/interrupts:2: IRQ number out of range (at most 1048576): \"99999999999\"",
+            ),
+            (
+                "CPU0\n 1: 99999999999999999999999 a b\n",
+                "proc/interrupts:2: a count does not fit 64 bits",
+            ),
+        ] {
+            assert_eq!(parse_str(text).unwrap_err().to_string(), message);
         }
     }
 

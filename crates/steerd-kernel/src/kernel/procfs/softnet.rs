@@ -104,7 +104,7 @@ pub fn parse_softnet(
                 let line = rest.get(..len).unwrap_or_default();
                 pos += len + 1;
                 any_row(line, &mut columns)
-                    .map_err(|reason| Error::parse(path, line_number, reason))?
+                    .map_err(|reason| Error::parse(path, line_number, reason.to_string()))?
             }
         };
         if count == 0 {
@@ -226,9 +226,20 @@ fn eight_hex_digits(chunk: [u8; 8]) -> Option<u32> {
     (invalid & 0xf0 == 0).then_some(value)
 }
 
+/// Why a `softnet_stat` field is not a column; [`parse_softnet`] names the file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldError {
+    /// Not hex digits (the kernel prints `%08x`).
+    #[error("`{field}` is not a hex number")]
+    NotHex { field: String },
+    /// Hex, but more than 32 bits of it (the kernel's columns are `unsigned int`).
+    #[error("`{field}` does not fit in 32 bits")]
+    TooWide { field: String },
+}
+
 /// Parses one row of any layout into `columns`; returns the column count (0 for a blank
-/// line) or a message quoting the bad field.
-fn any_row(line: &[u8], columns: &mut [u32; KEPT_COLUMNS]) -> Result<usize, String> {
+/// line) or why a field is not a column, quoting it.
+fn any_row(line: &[u8], columns: &mut [u32; KEPT_COLUMNS]) -> Result<usize, FieldError> {
     let mut count = 0usize;
     for field in Fields::new(line) {
         let value = parse_hex_u32(field)?;
@@ -257,21 +268,26 @@ const HEX_VALUE: [u8; 256] = {
     table
 };
 
-/// Parses a hex number without prefix into a `u32`; the message quotes the field.
+/// Parses a hex number without prefix into a `u32`; the error quotes the field.
 ///
 /// The kernel prints exactly 8 digits, so that case is a plain loop; longer fields are
 /// accepted when the extra digits are leading zeros.
 #[inline]
-fn parse_hex_u32(field: &[u8]) -> Result<u32, String> {
+fn parse_hex_u32(field: &[u8]) -> Result<u32, FieldError> {
+    let not_hex = || FieldError::NotHex {
+        field: lossy(field),
+    };
     let mut digits = field;
     if digits.len() > 8 {
         let zeros = digits.iter().take_while(|&&b| b == b'0').count();
         digits = digits.get(zeros..).unwrap_or_default();
         if digits.len() > 8 {
             return Err(if digits.iter().all(u8::is_ascii_hexdigit) {
-                format!("`{}` does not fit in 32 bits", lossy(field))
+                FieldError::TooWide {
+                    field: lossy(field),
+                }
             } else {
-                format!("`{}` is not a hex number", lossy(field))
+                not_hex()
             });
         }
     }
@@ -279,7 +295,7 @@ fn parse_hex_u32(field: &[u8]) -> Result<u32, String> {
     for &b in digits {
         let digit = HEX_VALUE[usize::from(b)];
         if digit == 0xff {
-            return Err(format!("`{}` is not a hex number", lossy(field)));
+            return Err(not_hex());
         }
         value = (value << 4) | u32::from(digit);
     }
@@ -324,9 +340,24 @@ mod tests {
         assert_eq!(parse_hex_u32(b"ffffffff"), Ok(u32::MAX));
         assert_eq!(parse_hex_u32(b"F0000769"), Ok(0xf000_0769));
         assert_eq!(parse_hex_u32(b"0000000000000001"), Ok(1));
-        assert!(parse_hex_u32(b"100000000").is_err());
-        assert!(parse_hex_u32(b"0x10").is_err());
-        assert!(parse_hex_u32(b"1g").is_err());
+        assert_eq!(
+            parse_hex_u32(b"100000000"),
+            Err(FieldError::TooWide {
+                field: "100000000".into()
+            })
+        );
+        assert_eq!(
+            parse_hex_u32(b"0x10").unwrap_err().to_string(),
+            "`0x10` is not a hex number"
+        );
+        assert!(matches!(
+            parse_hex_u32(b"1g"),
+            Err(FieldError::NotHex { .. })
+        ));
+        assert!(matches!(
+            parse_hex_u32(b"00000000g0000000"),
+            Err(FieldError::NotHex { .. })
+        ));
     }
 
     #[test]

@@ -96,13 +96,13 @@ pub fn parse_stat_up_to(
             if let Some(digits) = label.strip_prefix(b"cpu") {
                 if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
                     let times = parse_cpu_line(digits, &mut cursor)
-                        .map_err(|reason| Error::parse(path, line_number, reason))?;
+                        .map_err(|reason| Error::parse(path, line_number, reason.to_string()))?;
                     cpu_times.push(times);
                 }
                 // else: the aggregate `cpu` line, or a key we do not know
             } else if label == b"intr" {
                 parse_intr_line(&mut cursor, irq_totals, irq_limit)
-                    .map_err(|reason| Error::parse(path, line_number, reason))?;
+                    .map_err(|reason| Error::parse(path, line_number, reason.to_string()))?;
                 seen_intr = true;
             }
         }
@@ -117,25 +117,44 @@ pub fn parse_stat_up_to(
     Ok(())
 }
 
+/// Why a `cpuN` or `intr` line of `proc/stat` does not parse; [`parse_stat`] names the
+/// file and line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LineError {
+    /// A field that is not a number, quoted.
+    #[error("{}", .error.message(.field))]
+    Number { error: NumberError, field: String },
+    /// `cpuN` with an `N` that is no CPU number (or at least [`crate::cpuset::MAX_CPUS`]).
+    #[error("bad CPU number in `cpu{digits}`")]
+    CpuNumber { digits: String },
+    #[error("cpu{cpu} has {count} counters, expected at least 4 (user nice system idle)")]
+    FewCounters { cpu: u32, count: usize },
+    #[error("intr line has no total")]
+    NoIntrTotal,
+    /// More counts than any kernel has IRQs: a corrupt file, not a table to grow.
+    #[error("more than {MAX_IRQS} IRQ counts (the most steerd accepts) at `{field}`")]
+    TooManyIrqs { field: String },
+}
+
 /// The counters after `cpuN`; `digits` is the `N`.
-fn parse_cpu_line(digits: &[u8], cursor: &mut LineCursor<'_>) -> Result<CpuTimes, String> {
+fn parse_cpu_line(digits: &[u8], cursor: &mut LineCursor<'_>) -> Result<CpuTimes, LineError> {
     let cpu = parse_decimal(digits)
         .ok()
         .and_then(|n| u32::try_from(n).ok())
         .filter(|&n| n < crate::cpuset::MAX_CPUS)
-        .ok_or_else(|| format!("bad CPU number in `cpu{}`", lossy(digits)))?;
+        .ok_or_else(|| LineError::CpuNumber {
+            digits: lossy(digits),
+        })?;
     let mut values = [0u64; 8];
     let mut count = 0usize;
-    while let Some(value) = cursor.decimal().map_err(|e| cursor.describe(e))? {
+    while let Some(value) = cursor.decimal().map_err(|e| cursor.bad_number(e))? {
         if let Some(slot) = values.get_mut(count) {
             *slot = value;
         }
         count += 1;
     }
     if count < 4 {
-        return Err(format!(
-            "cpu{cpu} has {count} counters, expected at least 4 (user nice system idle)"
-        ));
+        return Err(LineError::FewCounters { cpu, count });
     }
     let [user, nice, system, idle, iowait, irq, softirq, steal] = values;
     Ok(CpuTimes {
@@ -156,15 +175,15 @@ fn parse_intr_line(
     cursor: &mut LineCursor<'_>,
     irq_totals: &mut Vec<u64>,
     irq_limit: usize,
-) -> Result<(), String> {
+) -> Result<(), LineError> {
     irq_totals.clear();
     cursor
         .decimal()
-        .map_err(|e| cursor.describe(e))?
-        .ok_or_else(|| "intr line has no total".to_string())?;
+        .map_err(|e| cursor.bad_number(e))?
+        .ok_or(LineError::NoIntrTotal)?;
     let limit = irq_limit.min(MAX_IRQS as usize);
     while irq_totals.len() < limit {
-        match cursor.decimal().map_err(|e| cursor.describe(e))? {
+        match cursor.decimal().map_err(|e| cursor.bad_number(e))? {
             Some(count) => irq_totals.push(count),
             None => break,
         }
@@ -175,10 +194,7 @@ fn parse_intr_line(
         && limit == irq_totals.len()
         && let Some(more) = cursor.field()
     {
-        return Err(format!(
-            "more than {MAX_IRQS} IRQ counts (the most steerd accepts) at `{}`",
-            lossy(more)
-        ));
+        return Err(LineError::TooManyIrqs { field: lossy(more) });
     }
     Ok(())
 }
@@ -269,9 +285,12 @@ impl<'a> LineCursor<'a> {
         Ok(Some(value))
     }
 
-    /// A message for an error of the last [`LineCursor::decimal`], quoting its field.
-    pub(crate) fn describe(&self, error: NumberError) -> String {
-        error.describe(self.slice(self.bad_field_start))
+    /// The error of the last [`LineCursor::decimal`], quoting its field.
+    pub(crate) fn bad_number(&self, error: NumberError) -> LineError {
+        LineError::Number {
+            error,
+            field: lossy(self.slice(self.bad_field_start)),
+        }
     }
 
     /// Moves past the end of the current line (its `\n` included).
@@ -296,10 +315,15 @@ pub(crate) enum NumberError {
 impl NumberError {
     /// A message quoting the field.
     pub(crate) fn describe(self, field: &[u8]) -> String {
+        self.message(&lossy(field))
+    }
+
+    /// A message quoting `shown`, the field as [`lossy`] shows it.
+    fn message(self, shown: &str) -> String {
         match self {
             NumberError::Empty => "empty number".to_string(),
-            NumberError::NotDecimal => format!("`{}` is not a decimal number", lossy(field)),
-            NumberError::Overflow => format!("`{}` does not fit in 64 bits", lossy(field)),
+            NumberError::NotDecimal => format!("`{shown}` is not a decimal number"),
+            NumberError::Overflow => format!("`{shown}` does not fit in 64 bits"),
         }
     }
 }
@@ -592,7 +616,7 @@ mod tests {
         assert_eq!(cursor.field(), Some(&b"b"[..]));
         assert_eq!(cursor.decimal(), Err(NumberError::NotDecimal));
         assert_eq!(
-            cursor.describe(NumberError::NotDecimal),
+            cursor.bad_number(NumberError::NotDecimal).to_string(),
             "`x9` is not a decimal number"
         );
         assert_eq!(cursor.decimal(), Ok(Some(7)));
@@ -601,7 +625,7 @@ mod tests {
         assert_eq!(cursor.field(), Some(&b"c"[..]));
         assert_eq!(cursor.decimal(), Err(NumberError::Overflow));
         assert_eq!(
-            cursor.describe(NumberError::Overflow),
+            cursor.bad_number(NumberError::Overflow).to_string(),
             "`99999999999999999999` does not fit in 64 bits"
         );
         assert_eq!(cursor.decimal(), Ok(None));

@@ -16,7 +16,7 @@
 
 use std::path::PathBuf;
 
-use super::RssError;
+use super::{ReplyError, RssError};
 use crate::kernel::ethtool::Ethtool;
 use crate::knob::{self, Knob, RSS_DEFAULT_TEXT};
 use crate::root::Root;
@@ -83,10 +83,10 @@ pub fn read(root: &Root, device: &str) -> Result<TableReading, RssError> {
             });
         }
     };
-    let indirection = knob::parse_table(&text).map_err(|error| RssError::Malformed {
+    let indirection = knob::parse_table(&text).map_err(|reason| RssError::Malformed {
         device: device.to_string(),
         command: "read",
-        reason: format!("{}: {error}", path.display()),
+        reason: ReplyError::TableFile { path, reason },
     })?;
     Ok(TableReading::new(indirection, fake_rx_rings(root, device)))
 }

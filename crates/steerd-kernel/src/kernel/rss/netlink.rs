@@ -23,9 +23,10 @@ use netlink_sys::Socket;
 use nix::errno::Errno;
 
 use super::{
-    FlowHashes, HashFunction, MAX_INDIRECTION, MAX_KEY, RssError, RssSource, RssState,
+    FlowHashes, HashFunction, MAX_INDIRECTION, MAX_KEY, ReplyError, RssError, RssSource, RssState,
     check_entries,
 };
+use crate::error::Error;
 use crate::kernel::netlink::{
     RECV_BUFFER_LEN, align4, getfamily_request, open_socket, receive_reply, send_request,
 };
@@ -76,15 +77,20 @@ impl NetlinkRss {
 /// The attributes of an `ETHTOOL_MSG_RSS_GET_REPLY` (after the genl header). Unknown
 /// attributes are skipped (new kernels add some); known ones of the wrong length, a
 /// table or key above the caps, and an entry beyond any queue number are errors.
-pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, String> {
-    let u32_of = |name: &str, value: &[u8]| -> Result<u32, String> {
+pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, ReplyError> {
+    let u32_of = |name: &'static str, value: &[u8]| -> Result<u32, ReplyError> {
         <[u8; 4]>::try_from(value)
             .map(u32::from_ne_bytes)
-            .map_err(|_| format!("{name} has {} bytes, expected 4", value.len()))
+            .map_err(|_| ReplyError::AttributeLength {
+                name,
+                len: value.len(),
+            })
     };
     let mut rss = NetlinkRss::default();
     for nla in NlasIterator::new(attrs) {
-        let nla: NlaBuffer<&[u8]> = nla.map_err(|e| format!("malformed attribute: {e}"))?;
+        let nla: NlaBuffer<&[u8]> = nla.map_err(|e| ReplyError::Attribute {
+            reason: e.to_string(),
+        })?;
         let value = nla.value();
         match nla.kind() & !NLA_F_NESTED {
             A_RSS_CONTEXT => rss.context = u32_of("ETHTOOL_A_RSS_CONTEXT", value)?,
@@ -92,10 +98,7 @@ pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, String> {
             A_RSS_INPUT_XFRM => rss.input_xfrm = u32_of("ETHTOOL_A_RSS_INPUT_XFRM", value)?,
             A_RSS_INDIR => rss.indirection = parse_indirection(value)?,
             A_RSS_HKEY if value.len() > MAX_KEY as usize => {
-                return Err(format!(
-                    "hash key of {} bytes, more than the {MAX_KEY} steerd accepts",
-                    value.len()
-                ));
+                return Err(ReplyError::KeyTooLarge { bytes: value.len() });
             }
             A_RSS_HKEY => rss.key = value.to_vec(),
             _ => {}
@@ -104,18 +107,14 @@ pub fn parse_reply(attrs: &[u8]) -> Result<NetlinkRss, String> {
     Ok(rss)
 }
 
-fn parse_indirection(value: &[u8]) -> Result<Vec<u32>, String> {
+fn parse_indirection(value: &[u8]) -> Result<Vec<u32>, ReplyError> {
     if !value.len().is_multiple_of(4) {
-        return Err(format!(
-            "ETHTOOL_A_RSS_INDIR has {} bytes, not a whole number of u32 entries",
-            value.len()
-        ));
+        return Err(ReplyError::PartialEntry { len: value.len() });
     }
     if value.len() / 4 > MAX_INDIRECTION as usize {
-        return Err(format!(
-            "indirection table of {} entries, more than the {MAX_INDIRECTION} steerd accepts",
-            value.len() / 4
-        ));
+        return Err(ReplyError::TableTooLarge {
+            entries: value.len() / 4,
+        });
     }
     let table: Vec<u32> = value
         .chunks_exact(4)
@@ -135,12 +134,13 @@ pub fn read(device: &str) -> Result<Option<NetlinkRss>, RssError> {
         errno: None,
         reason,
     };
-    let mut socket = open_socket().map_err(|e| kernel(e.to_string()))?;
-    let Some(family) = resolve(&mut socket).map_err(kernel)? else {
+    let netlink = |error: Error| kernel(error.to_string());
+    let mut socket = open_socket().map_err(netlink)?;
+    let Some(family) = resolve(&mut socket).map_err(netlink)? else {
         return Ok(None);
     };
     let request = rss_get_request(family, 2, device);
-    send(&mut socket, &request).map_err(kernel)?;
+    send(&mut socket, &request).map_err(netlink)?;
     let mut reply = None;
     let mut malformed = None;
     let outcome = receive(&mut socket, 2, family, |payload| {
@@ -150,7 +150,7 @@ pub fn read(device: &str) -> Result<Option<NetlinkRss>, RssError> {
             Err(reason) => malformed = Some(reason),
         }
     })
-    .map_err(kernel)?;
+    .map_err(netlink)?;
     if let Some(reason) = malformed {
         return Err(RssError::Malformed {
             device: device.to_string(),
@@ -172,14 +172,20 @@ pub fn read(device: &str) -> Result<Option<NetlinkRss>, RssError> {
 }
 
 /// The ethtool family's id when it has `RSS_GET`, by `CTRL_CMD_GETFAMILY`.
-fn resolve(socket: &mut Socket) -> Result<Option<u16>, String> {
+fn resolve(socket: &mut Socket) -> Result<Option<u16>, Error> {
     Ok(ethtool_family(socket)?.and_then(|nlas| family_with_rss_get(&nlas)))
 }
 
 /// What the generic-netlink controller says of the ethtool family (its id, ops and
 /// multicast groups), by `CTRL_CMD_GETFAMILY`; `None` on a kernel without ethtool netlink.
-/// Also used by `kernel::ethtool_events` to find the `monitor` group.
-pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlAttrs>>, String> {
+/// Also used by `kernel::ethtool_events` to find the `monitor` group. Errors are
+/// [`Error::Kernel`] naming the request (`nlctrl getfamily ethtool`) or netlink's.
+pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlAttrs>>, Error> {
+    const GETFAMILY: &str = "nlctrl getfamily ethtool";
+    let getfamily = |reason: String| Error::Kernel {
+        what: GETFAMILY.to_string(),
+        reason,
+    };
     send(socket, &getfamily_request(FAMILY_NAME, 1))?;
     let control = netlink_packet_generic::constants::GENL_ID_CTRL;
     let mut found = None;
@@ -191,7 +197,7 @@ pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlA
             control,
             |payload| match GenlMessage::<GenlCtrl>::parse_with_param(payload, control) {
                 Ok(parsed) => found = Some(parsed.payload.nlas),
-                Err(e) => error = Some(format!("malformed controller reply: {e}")),
+                Err(e) => error = Some(getfamily(format!("malformed controller reply: {e}"))),
             },
         )?;
     if let Some(error) = error {
@@ -201,9 +207,8 @@ pub(crate) fn ethtool_family(socket: &mut Socket) -> Result<Option<Vec<GenlCtrlA
         Ok(()) => Ok(found),
         // No such family: a kernel without ethtool netlink.
         Err(code) if code == -(Errno::ENOENT as i32) => Ok(None),
-        Err(code) => Err(format!(
-            "nlctrl getfamily {FAMILY_NAME}: {}",
-            Errno::from_raw(code.saturating_abs())
+        Err(code) => Err(getfamily(
+            Errno::from_raw(code.saturating_abs()).to_string(),
         )),
     }
 }
@@ -254,8 +259,8 @@ fn rss_get_request(family: u16, sequence: u32, device: &str) -> Vec<u8> {
 /// What the shared netlink helpers name in their errors.
 const WHAT: &str = "ethtool netlink";
 
-fn send(socket: &mut Socket, request: &[u8]) -> Result<(), String> {
-    send_request(socket, WHAT, request).map_err(|e| e.to_string())
+fn send(socket: &mut Socket, request: &[u8]) -> Result<(), Error> {
+    send_request(socket, WHAT, request)
 }
 
 /// Receives until the reply to `sequence` is complete; the inner `Err` is the kernel's
@@ -265,7 +270,7 @@ fn receive(
     sequence: u32,
     family: u16,
     mut on_message: impl FnMut(&[u8]),
-) -> Result<Result<(), i32>, String> {
+) -> Result<Result<(), i32>, Error> {
     let mut buffer = Vec::with_capacity(RECV_BUFFER_LEN);
     receive_reply(
         socket,
@@ -278,7 +283,6 @@ fn receive(
             Ok(())
         },
     )
-    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -312,18 +316,44 @@ mod tests {
 
     #[test]
     fn bad_lengths_and_sizes_are_errors_not_panics() {
-        assert!(parse_reply(&attr(A_RSS_INDIR, &[0; 7])).is_err());
-        assert!(parse_reply(&attr(A_RSS_HFUNC, &[0; 2])).is_err());
-        assert!(parse_reply(&attr(A_RSS_HKEY, &[0; 257])).is_err());
+        assert_eq!(
+            parse_reply(&attr(A_RSS_INDIR, &[0; 7])).unwrap_err(),
+            ReplyError::PartialEntry { len: 7 }
+        );
+        assert_eq!(
+            parse_reply(&attr(A_RSS_HFUNC, &[0; 2]))
+                .unwrap_err()
+                .to_string(),
+            "ETHTOOL_A_RSS_HFUNC has 2 bytes, expected 4"
+        );
+        assert_eq!(
+            parse_reply(&attr(A_RSS_HKEY, &[0; 257])).unwrap_err(),
+            ReplyError::KeyTooLarge { bytes: 257 }
+        );
         let big = vec![0u8; (MAX_INDIRECTION as usize + 1) * 4];
-        assert!(
+        assert_eq!(
             parse_reply(&attr(A_RSS_INDIR, &big))
                 .unwrap_err()
-                .contains("4097")
+                .to_string(),
+            "indirection table of 4097 entries, more than the 4096 steerd accepts"
+        );
+        let beyond: Vec<u8> = [0u32, u32::MAX]
+            .iter()
+            .flat_map(|e| e.to_ne_bytes())
+            .collect();
+        assert_eq!(
+            parse_reply(&attr(A_RSS_INDIR, &beyond)).unwrap_err(),
+            ReplyError::RingBeyondQueues {
+                at: 1,
+                ring: u32::MAX
+            }
         );
         // Truncated mid-attribute.
         let attrs = attr(A_RSS_HKEY, &[1; 40]);
-        assert!(parse_reply(&attrs[..10]).is_err());
+        assert!(matches!(
+            parse_reply(&attrs[..10]),
+            Err(ReplyError::Attribute { .. })
+        ));
     }
 
     #[test]
