@@ -8,9 +8,7 @@
 //! target is not met (steerd at least 1.25x none's and 0.95x hand's delivered packets,
 //! probe p99 at most none's, every run restored). `scripts/bed.sh` builds and runs it.
 
-#[path = "../lab/mod.rs"]
-#[allow(dead_code)]
-mod lab;
+use steerd_testkit::lab;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -15,8 +15,7 @@
 //! script's configuration) steerd turns RPS and RFS on and off for each queue in each
 //! round: about 36 decisions per round. It runs until killed; the caller removes `DIR`.
 
-#[path = "../tests/daemon_support/kernel.rs"]
-mod kernel;
+use steerd_testkit::fake_kernel as kernel;
 
 use std::io::Write as _;
 use std::path::PathBuf;

@@ -12,8 +12,7 @@
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
 //! windows side by side; it exits 1 when a target is not met.
 
-#[path = "../lab/mod.rs"]
-mod lab;
+use steerd_testkit::lab;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 # Intel's 82576 as `-device igb`, and vmxnet3), irqbalance 1.9.4 and ethtool 6.14, made by
 # mmdebstrap from Debian's archive and cached outside the clone (STEERD_LAB_CACHE, default
 # /var/cache/steerd-lab). Prints the root's path. The lab runs QEMU in it with
-# `--userland DIR` (lab/vm.rs) and takes irqbalance 1.9.4 from it with `--irqbalance 1.9.4`.
+# `--userland DIR` (crates/steerd-testkit/src/lab/vm.rs) and takes irqbalance 1.9.4 from it with `--irqbalance 1.9.4`.
 #
 #   sudo scripts/lab-userland.sh            # builds it (under a minute here), prints its path
 #

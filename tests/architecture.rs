@@ -43,11 +43,21 @@ fn table() -> Vec<Row> {
 fn metadata() -> BTreeMap<String, (PathBuf, BTreeSet<String>)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo metadata");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
     let packages = json["packages"].as_array().expect("packages");
     let ours: BTreeSet<String> = packages
@@ -81,7 +91,10 @@ fn the_crates_table_is_what_cargo_builds() {
     let built = metadata();
     let listed: BTreeSet<&String> = table.iter().map(|(name, _, _)| name).collect();
     let packages: BTreeSet<&String> = built.keys().collect();
-    assert_eq!(listed, packages, "the table's crates against the workspace's");
+    assert_eq!(
+        listed, packages,
+        "the table's crates against the workspace's"
+    );
     for (name, deps, modules) in &table {
         let (dir, built_deps) = &built[name];
         assert_eq!(deps, built_deps, "{name}'s workspace dependencies");

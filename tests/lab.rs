@@ -7,9 +7,7 @@
 
 mod common;
 
-#[path = "../lab/mod.rs"]
-#[allow(dead_code)]
-mod lab;
+use steerd_testkit::lab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

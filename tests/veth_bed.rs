@@ -9,9 +9,7 @@
 
 mod common;
 
-#[path = "../lab/mod.rs"]
-#[allow(dead_code)]
-mod lab;
+use steerd_testkit::lab;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -16,10 +16,8 @@
 
 #![allow(dead_code)]
 
-mod kernel;
-
 #[allow(unused_imports)] // not every test that includes the harness runs the fake kernel
-pub use kernel::{FakeKernel, QueueLoad};
+pub use steerd_testkit::fake_kernel::{FakeKernel, QueueLoad};
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -1,11 +1,8 @@
-//! The fake kernel of [`super`]: a thread that plays the kernel for a generated tree,
+//! The fake kernel: a thread that plays the kernel for a generated tree (`fakeroot`),
 //! putting each queue's packets where its IRQ affinity and RPS mask send them and
-//! rewriting the counters as the kernel would count them.
-//!
-//! A file of its own so that `examples/decision_churn.rs` can include it (`#[path]`) to
-//! drive a release daemon outside `cargo test`; it uses nothing of the test harness.
-
-#![allow(dead_code)]
+//! rewriting the counters as the kernel would count them, so that a real `steerd run` on
+//! the tree sees its writes take effect. Used by the daemon tests (`tests/daemon_support`)
+//! and by `examples/decision_churn.rs`, which drives a release daemon outside `cargo test`.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use steerd::CpuSet;
-use steerd::fakeroot::{FakeCounters, FakeTree};
+use steerd_kernel::CpuSet;
+use steerd_kernel::fakeroot::{FakeCounters, FakeTree};
 
 /// How often the fake kernel advances the counters.
 const KERNEL_STEP: Duration = Duration::from_millis(25);
@@ -29,7 +26,7 @@ pub struct QueueLoad {
     pub pps: f64,
 }
 
-/// Per-packet costs, as the simulator has them (`steerd::sim::machine::Costs`): the
+/// Per-packet costs, as the simulator has them (`steerd_kernel::sim::machine::Costs`): the
 /// interrupting CPU spends `IRQ_COST` per packet, the CPU doing the protocol work `WORK_COST`.
 const IRQ_COST_S: f64 = 0.4e-6;
 const WORK_COST_S: f64 = 1.6e-6;

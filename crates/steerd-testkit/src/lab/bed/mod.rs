@@ -141,7 +141,7 @@ pub fn unavailable(config: &BedConfig) -> Option<String> {
 pub fn online_cpus() -> usize {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|t| steerd::CpuSet::parse_list(t.trim()).ok())
+        .and_then(|t| steerd_kernel::CpuSet::parse_list(t.trim()).ok())
         .map_or(1, |s| s.len())
 }
 
@@ -298,7 +298,7 @@ fn round(v: f64, digits: i32) -> f64 {
 
 /// The kernel's hex mask for CPUs 0..n (`3` for two CPUs).
 fn hex_mask(n: usize) -> Result<String> {
-    steerd::CpuSet::first_n(n as u32)
+    steerd_kernel::CpuSet::first_n(n as u32)
         .to_mask(n as u32)
         .map_err(|e| LabError::Guest(format!("a mask of {n} CPUs: {e}")))
 }

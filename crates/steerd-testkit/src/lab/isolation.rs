@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use steerd::cpuset::CpuSet;
+use steerd_kernel::cpuset::CpuSet;
 
 use super::saturation::add_rules;
 use super::scenario::{Scenario, THREADED_ON, base};

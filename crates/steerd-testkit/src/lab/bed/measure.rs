@@ -2,8 +2,8 @@
 //! `/proc/stat` (the irq+softirq share) and softnet's `processed` and `dropped` per CPU.
 //! Both files are global, so the bed runs alone (nothing else of the project at once).
 
-use steerd::Root;
-use steerd::kernel::procfs::{softnet::read_softnet, stat::read_stat};
+use steerd_kernel::Root;
+use steerd_kernel::kernel::procfs::{softnet::read_softnet, stat::read_stat};
 
 use crate::lab::{Result, io};
 
