@@ -28,7 +28,7 @@ pub struct Shared {
     pub metrics: Metrics,
     pub decisions: Mutex<DecisionLog>,
     /// The tick loop's heartbeat, for `/healthz`.
-    pub health: Health,
+    pub health: Heartbeat,
     /// What `steerd status` shows, kept by the tick loop.
     pub status: Mutex<LiveStatus>,
 }
@@ -38,7 +38,7 @@ impl Shared {
         Arc::new(Shared {
             metrics: Metrics::new(),
             decisions: Mutex::new(DecisionLog::default()),
-            health: Health::default(),
+            health: Heartbeat::default(),
             status: Mutex::new(LiveStatus::default()),
         })
     }
@@ -103,7 +103,7 @@ pub struct ServerThread {
 
 /// Why the HTTP endpoint could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub enum ServerStartError {
     #[error(
         "cannot listen on {addr}: {source}; is another steerd running? choose another address with --metrics-listen"
     )]
@@ -120,15 +120,15 @@ pub enum StartError {
 impl ServerThread {
     /// Binds `addr` on the calling thread (a port in use is an error now, not later) and
     /// serves `/metrics` and `/decisions` from a new thread.
-    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<ServerThread, StartError> {
+    pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<ServerThread, ServerStartError> {
         let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|source| StartError::Listen { addr, source })?;
+            .map_err(|source| ServerStartError::Listen { addr, source })?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()
-            .map_err(StartError::Runtime)?;
+            .map_err(ServerStartError::Runtime)?;
         let (stop, stop_requested) = tokio::sync::oneshot::channel::<()>();
         let (done, stopped) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
@@ -150,7 +150,7 @@ impl ServerThread {
                 });
                 let _ = done.send(());
             })
-            .map_err(StartError::Thread)?;
+            .map_err(ServerStartError::Thread)?;
         Ok(ServerThread {
             stop: Some(stop),
             stopped,
@@ -170,14 +170,14 @@ impl ServerThread {
 /// `/healthz` fails when the loop is stuck (the HTTP thread answers on its own, so
 /// `/metrics` answering says nothing about the loop).
 #[derive(Debug, Default)]
-pub struct Health {
+pub struct Heartbeat {
     /// CLOCK_MONOTONIC milliseconds at the end of the last tick; 0 before the first.
     last_tick_ms: std::sync::atomic::AtomicU64,
     /// The longest healthy gap between ticks, in milliseconds.
     max_gap_ms: std::sync::atomic::AtomicU64,
 }
 
-impl Health {
+impl Heartbeat {
     /// Records a finished tick; `max_gap` is how long until the loop counts as stuck.
     pub fn beat(&self, max_gap: std::time::Duration) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn health_fails_before_the_first_tick_and_when_ticks_stop() {
-        let health = Health::default();
+        let health = Heartbeat::default();
         assert_eq!(health.check(), Err(LoopStall::NoTickYet));
         assert_eq!(LoopStall::NoTickYet.to_string(), "no tick yet");
         health.beat(std::time::Duration::from_secs(60));

@@ -34,7 +34,7 @@ pub enum StartError {
     #[error("cannot set up signal handling: {0}")]
     Signals(#[source] std::io::Error),
     #[error(transparent)]
-    Http(#[from] crate::http::StartError),
+    Http(#[from] crate::http::ServerStartError),
     /// The configuration file cannot be read or is invalid: every problem, one per line,
     /// each naming the file, key and line.
     #[error("{}", .0.join("\n"))]

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use super::context::Planner;
 use super::hysteresis::kilo;
 use super::plan::{NoteKind, ReasonKind};
-use super::rss_table::{self, Backoff, Proposal, StepRules, TableStep, Verdict};
+use super::rss_table::{self, Backoff, Proposal, StepRules, StepVerdict, TableStep};
 use crate::config::RssMode;
 use crate::knob::{Knob, KnobValue};
 
@@ -306,7 +306,7 @@ fn judge(
     dwell_ns: u64,
 ) -> Judged {
     let rules = step_rules(p.config);
-    let verdicts: Vec<Verdict> = pending
+    let verdicts: Vec<StepVerdict> = pending
         .step
         .moves
         .iter()
@@ -328,14 +328,14 @@ fn judge(
         .moves
         .iter()
         .zip(&verdicts)
-        .filter(|(_, v)| **v != Verdict::Keep)
+        .filter(|(_, v)| **v != StepVerdict::Keep)
         .map(|(m, v)| {
             format!(
                 "rx-{} -> rx-{} ({})",
                 m.from,
                 m.to,
                 match v {
-                    Verdict::RevertMovedHot => "the load moved with the entries",
+                    StepVerdict::RevertMovedHot => "the load moved with the entries",
                     _ => "the entries carried almost nothing",
                 }
             )
@@ -364,7 +364,7 @@ fn record(
     p: &Planner,
     lever: &mut DeviceLever,
     pending: &Pending,
-    verdicts: &[Verdict],
+    verdicts: &[StepVerdict],
     dwell_ns: u64,
 ) {
     for (m, v) in pending.step.moves.iter().zip(verdicts) {
@@ -373,7 +373,7 @@ fn record(
             lever.backoffs.resize(slot + 1, Backoff::default());
         }
         lever.backoffs[slot].record(*v, p.now_ns, dwell_ns);
-        if *v == Verdict::Keep {
+        if *v == StepVerdict::Keep {
             lever.counts.kept += 1;
         } else {
             lever.counts.reverted += 1;

@@ -213,7 +213,7 @@ fn spread_pick(entries: &[usize], count: usize, shift: usize) -> Vec<usize> {
 
 /// Whether a step helped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum StepVerdict {
     /// The busier of the two queues is below the hot queue's old rate by the minimum gain.
     Keep,
     /// The moved entries carried (almost) nothing: the hot queue is as busy as before.
@@ -228,7 +228,7 @@ pub enum Verdict {
 /// the verdict is on how the traffic is shared: a fall in total traffic during the window
 /// (seen in the lab: a stalled sender halved it) does not pass for a good step, nor a rise
 /// for a bad one.
-pub fn judge(step: &Move, before: &[f64], after: &[f64], rules: StepRules) -> Verdict {
+pub fn judge(step: &Move, before: &[f64], after: &[f64], rules: StepRules) -> StepVerdict {
     let at = |v: &[f64], q: u32| v.get(q as usize).copied().unwrap_or(0.0).max(0.0);
     let total = |v: &[f64]| v.iter().map(|r| r.max(0.0)).sum::<f64>();
     let scale = match (total(before), total(after)) {
@@ -238,17 +238,17 @@ pub fn judge(step: &Move, before: &[f64], after: &[f64], rules: StepRules) -> Ve
     let old_hot = at(before, step.from);
     let (from, to) = (at(after, step.from) * scale, at(after, step.to) * scale);
     if from.max(to) <= old_hot * (1.0 - rules.min_gain) {
-        Verdict::Keep
+        StepVerdict::Keep
     } else if to > from {
-        Verdict::RevertMovedHot
+        StepVerdict::RevertMovedHot
     } else {
-        Verdict::RevertNoEffect
+        StepVerdict::RevertNoEffect
     }
 }
 
 /// The table after a step's verdicts: the kept moves stay, the others go back to their
 /// hot queue. `None` when every move is kept (nothing to write).
-pub fn revert(before: &[u32], step: &TableStep, verdicts: &[Verdict]) -> Option<Vec<u32>> {
+pub fn revert(before: &[u32], step: &TableStep, verdicts: &[StepVerdict]) -> Option<Vec<u32>> {
     if before.len() != step.table.len() {
         // Not the table the step was made on: the whole old table, to be safe.
         return Some(before.to_vec());
@@ -256,7 +256,7 @@ pub fn revert(before: &[u32], step: &TableStep, verdicts: &[Verdict]) -> Option<
     let mut table = step.table.clone();
     let mut changed = false;
     for (m, v) in step.moves.iter().zip(verdicts) {
-        if *v != Verdict::Keep {
+        if *v != StepVerdict::Keep {
             for &i in &m.moved {
                 if let (Some(slot), Some(&old)) = (table.get_mut(i), before.get(i)) {
                     *slot = old;
@@ -275,11 +275,11 @@ pub fn rates_after_verdicts(
     before: &[f64],
     after: &[f64],
     step: &TableStep,
-    verdicts: &[Verdict],
+    verdicts: &[StepVerdict],
 ) -> Vec<f64> {
     let mut rates = after.to_vec();
     for (m, v) in step.moves.iter().zip(verdicts) {
-        if *v != Verdict::Keep {
+        if *v != StepVerdict::Keep {
             for q in [m.from, m.to] {
                 if let (Some(slot), Some(&old)) =
                     (rates.get_mut(q as usize), before.get(q as usize))
@@ -306,10 +306,10 @@ pub struct Backoff {
 
 impl Backoff {
     /// Records a verdict at `now_ns` with the lever's dwell time.
-    pub fn record(&mut self, verdict: Verdict, now_ns: u64, dwell_ns: u64) {
+    pub fn record(&mut self, verdict: StepVerdict, now_ns: u64, dwell_ns: u64) {
         match verdict {
-            Verdict::Keep => *self = Backoff::default(),
-            Verdict::RevertNoEffect | Verdict::RevertMovedHot => {
+            StepVerdict::Keep => *self = Backoff::default(),
+            StepVerdict::RevertNoEffect | StepVerdict::RevertMovedHot => {
                 self.reverts = self.reverts.saturating_add(1);
                 let factor = 1u64 << self.reverts.min(16);
                 self.until_ns = now_ns.saturating_add(dwell_ns.saturating_mul(factor));
@@ -417,7 +417,7 @@ mod tests {
         let table = default_table(128, 4);
         let s = step(first_try(&table, &[500.0, 480.0, 10.0, 10.0], &[true; 4]));
         let shorter = default_table(64, 4);
-        let verdicts = [Verdict::Keep, Verdict::RevertNoEffect];
+        let verdicts = [StepVerdict::Keep, StepVerdict::RevertNoEffect];
         assert_eq!(revert(&shorter, &s, &verdicts), Some(shorter.clone()));
     }
 
@@ -430,13 +430,13 @@ mod tests {
         let halved = [250.0, 240.0, 5.0, 5.0];
         assert_eq!(
             judge(&s.moves[0], &before, &halved, StepRules::default()),
-            Verdict::RevertNoEffect
+            StepVerdict::RevertNoEffect
         );
         // The step worked, and the sender doubled meanwhile.
         let doubled = [500.0, 480.0, 500.0, 480.0];
         assert_eq!(
             judge(&s.moves[0], &before, &doubled, StepRules::default()),
-            Verdict::Keep
+            StepVerdict::Keep
         );
     }
 
@@ -540,10 +540,13 @@ mod tests {
         for m in &s.moves {
             assert_eq!(
                 judge(m, &before, &after, StepRules::default()),
-                Verdict::Keep
+                StepVerdict::Keep
             );
         }
-        assert_eq!(revert(&table, &s, &[Verdict::Keep, Verdict::Keep]), None);
+        assert_eq!(
+            revert(&table, &s, &[StepVerdict::Keep, StepVerdict::Keep]),
+            None
+        );
     }
 
     #[test]
@@ -558,14 +561,17 @@ mod tests {
             judge(&s.moves[0], &before, &after, rules),
             judge(&s.moves[1], &before, &after, rules),
         ];
-        assert_eq!(verdicts, [Verdict::RevertMovedHot, Verdict::RevertNoEffect]);
+        assert_eq!(
+            verdicts,
+            [StepVerdict::RevertMovedHot, StepVerdict::RevertNoEffect]
+        );
         assert_eq!(revert(&table, &s, &verdicts), Some(table.clone()));
         assert_eq!(
             rates_after_verdicts(&before, &after, &s, &verdicts),
             before.to_vec()
         );
         // One kept, one reverted: only the reverted one's entries go back.
-        let mixed = [Verdict::Keep, Verdict::RevertNoEffect];
+        let mixed = [StepVerdict::Keep, StepVerdict::RevertNoEffect];
         let undone = revert(&table, &s, &mixed).expect("a table to write");
         assert!(s.moves[0].moved.iter().all(|&i| undone[i] == 2));
         assert!(s.moves[1].moved.iter().all(|&i| undone[i] == 1));
@@ -609,7 +615,7 @@ mod tests {
             writes += 1;
             undo_pending = false;
             let after = queue_rates(&s.table, load, queues);
-            let verdicts: Vec<Verdict> = s
+            let verdicts: Vec<StepVerdict> = s
                 .moves
                 .iter()
                 .map(|m| judge(m, &rates, &after, rules))
@@ -716,20 +722,20 @@ mod tests {
         let dwell = 10_000_000_000;
         let mut b = Backoff::default();
         assert!(b.may_step(0));
-        b.record(Verdict::RevertMovedHot, 100, dwell);
+        b.record(StepVerdict::RevertMovedHot, 100, dwell);
         assert!(!b.may_step(100 + 2 * dwell - 1));
         assert!(b.may_step(100 + 2 * dwell));
         assert!(!b.gave_up());
-        b.record(Verdict::RevertNoEffect, 200, dwell);
+        b.record(StepVerdict::RevertNoEffect, 200, dwell);
         assert!(b.gave_up());
         assert!(
             !b.may_step(u64::MAX),
             "no step after giving up: no oscillation"
         );
-        b.record(Verdict::Keep, 300, dwell);
+        b.record(StepVerdict::Keep, 300, dwell);
         assert_eq!(b, Backoff::default());
         // A huge dwell saturates instead of wrapping.
-        b.record(Verdict::RevertNoEffect, u64::MAX - 1, u64::MAX);
+        b.record(StepVerdict::RevertNoEffect, u64::MAX - 1, u64::MAX);
         assert_eq!(b.until_ns, u64::MAX);
     }
 }
