@@ -10,7 +10,7 @@ use super::scenario::Scenario;
 
 /// One sample of the guest's counters.
 #[derive(Debug, Default, Clone)]
-struct Sample {
+struct GuestSample {
     up: f64,
     /// By CPU id: processed, dropped.
     softnet: BTreeMap<u32, (u64, u64)>,
@@ -186,18 +186,18 @@ fn table_line(lines: Option<&Vec<String>>) -> Option<String> {
     (!entries.is_empty()).then_some(line)
 }
 
-fn parse(lines: &[String]) -> (Vec<Sample>, HashMap<&'static str, Vec<String>>) {
+fn parse(lines: &[String]) -> (Vec<GuestSample>, HashMap<&'static str, Vec<String>>) {
     let mut samples = Vec::new();
-    let mut cur: Option<Sample> = None;
+    let mut cur: Option<GuestSample> = None;
     let mut other: HashMap<&'static str, Vec<String>> = HashMap::new();
     for line in lines {
         let (tag, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         let f: Vec<&str> = rest.split_whitespace().collect();
         match tag {
             "S" => {
-                cur = Some(Sample {
+                cur = Some(GuestSample {
                     up: f.first().and_then(|v| v.parse().ok()).unwrap_or(0.0),
-                    ..Sample::default()
+                    ..GuestSample::default()
                 })
             }
             "E" => samples.extend(cur.take()),
@@ -374,7 +374,7 @@ fn single_cpu(list: &str) -> Option<u32> {
 /// order (8193-8196 for 4 queues) and the Nth smallest id is rx queue N. busybox has no
 /// netdev netlink to ask `queue-get` for the id; `mapping_agrees` checks the rule on the
 /// traffic.
-fn rx_threads(sample: &Sample) -> Vec<(u32, u32)> {
+fn rx_threads(sample: &GuestSample) -> Vec<(u32, u32)> {
     let mut by_id: Vec<(u64, u32)> = sample
         .threads
         .iter()
@@ -392,7 +392,7 @@ fn rx_threads(sample: &Sample) -> Vec<(u32, u32)> {
 }
 
 /// The input vector of each queue in a sample: queue -> IRQ.
-fn input_irqs(sample: &Sample) -> BTreeMap<u32, u32> {
+fn input_irqs(sample: &GuestSample) -> BTreeMap<u32, u32> {
     sample
         .interrupts
         .iter()
@@ -405,7 +405,7 @@ fn input_irqs(sample: &Sample) -> BTreeMap<u32, u32> {
 
 /// The CPU an IRQ fires on: its affinity when that is one CPU, else its effective
 /// affinity when that is one CPU.
-fn irq_cpu(sample: &Sample, irq: u32) -> Option<u32> {
+fn irq_cpu(sample: &GuestSample, irq: u32) -> Option<u32> {
     sample
         .values
         .get(&format!("irq {irq}"))
@@ -417,7 +417,7 @@ fn irq_cpu(sample: &Sample, irq: u32) -> Option<u32> {
 /// `smp_affinity_list` (and with `effective`, its `effective_affinity_list`: where the
 /// kernel delivers it until a move completes), every receive queue's RPS mask and every
 /// receive NAPI thread's allowed CPUs.
-fn receive_cpus(sample: &Sample, effective: bool) -> BTreeSet<u32> {
+fn receive_cpus(sample: &GuestSample, effective: bool) -> BTreeSet<u32> {
     use super::isolation::cpus_of;
     let mut cpus = BTreeSet::new();
     for irq in input_irqs(sample).values() {
@@ -443,7 +443,7 @@ fn receive_cpus(sample: &Sample, effective: bool) -> BTreeSet<u32> {
 
 /// Whether every receive NAPI thread of a sample is allowed on exactly its queue's IRQ
 /// CPU (false when there are none).
-fn threads_on_irq_cpus(sample: &Sample) -> bool {
+fn threads_on_irq_cpus(sample: &GuestSample) -> bool {
     let rx = rx_threads(sample);
     let inputs = input_irqs(sample);
     !rx.is_empty()
@@ -459,7 +459,7 @@ const HOT_SHARE: f64 = 0.6;
 
 /// Each CPU's irq+softirq share of its time between two samples, by CPU (0 for a CPU
 /// with no earlier sample or no time counted).
-fn softirq_shares(a: &Sample, b: &Sample) -> Vec<f64> {
+fn softirq_shares(a: &GuestSample, b: &GuestSample) -> Vec<f64> {
     b.stat
         .iter()
         .map(|(cpu, &(busy, all))| {
@@ -475,7 +475,7 @@ fn softirq_shares(a: &Sample, b: &Sample) -> Vec<f64> {
 }
 
 /// The highest irq+softirq share of a CPU's time between two samples.
-fn hottest_share(a: &Sample, b: &Sample) -> f64 {
+fn hottest_share(a: &GuestSample, b: &GuestSample) -> f64 {
     softirq_shares(a, b).into_iter().fold(0.0, f64::max)
 }
 
@@ -524,7 +524,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     };
     let end = ready + (last.0 + last.1).as_secs_f64();
     let start = end - s.steady.as_secs_f64();
-    let nic_value = |key: &str, sample: &Sample| -> bool {
+    let nic_value = |key: &str, sample: &GuestSample| -> bool {
         match key.strip_prefix("irq ") {
             Some(irq) => irq
                 .parse()
@@ -761,7 +761,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
 /// check (per-queue packets against the mapped threads' run ticks).
 fn threads(
     m: &mut Metrics,
-    samples: &[Sample],
+    samples: &[GuestSample],
     queues: &[String],
     ready: f64,
     start: f64,
@@ -783,7 +783,7 @@ fn threads(
         from = Some(x.up);
     }
     m.threads_pinned = from.map(|up| (up - ready).max(0.0));
-    let window: Vec<&Sample> = samples
+    let window: Vec<&GuestSample> = samples
         .iter()
         .filter(|x| x.up >= start && x.up <= end + 0.5)
         .collect();
@@ -856,7 +856,7 @@ fn threads(
 
 /// The longest time after a timed event until every NIC input vector is pinned to a
 /// single online CPU. Events that only look (`run_doctor`) change nothing to settle after.
-fn settle(samples: &[Sample], events: Option<&Vec<String>>) -> Option<f64> {
+fn settle(samples: &[GuestSample], events: Option<&Vec<String>>) -> Option<f64> {
     let changes: Vec<&String> = events?
         .iter()
         .filter(|e| e.split_whitespace().nth(1) != Some("run_doctor"))

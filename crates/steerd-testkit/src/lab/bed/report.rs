@@ -13,7 +13,7 @@ pub const MIN_OVER_HAND: f64 = 0.95;
 
 /// The printed verdict and whether every target is met.
 #[derive(Debug, Clone)]
-pub struct Verdict {
+pub struct BedVerdict {
     pub text: String,
     pub met: bool,
 }
@@ -50,7 +50,7 @@ fn ratios(runs: &[BedRun], other: &str, figure: impl Fn(&BedRun) -> Option<f64>)
 }
 
 /// Medians per balancer, ratios, and the targets.
-pub fn judge(runs: &[BedRun]) -> Verdict {
+pub fn judge(runs: &[BedRun]) -> BedVerdict {
     let mut text = String::from(
         "balancer  runs  delivered pkt/s  softnet drops  busiest si  probe p50/p99 us  first change s  changes after  restored\n",
     );
@@ -121,5 +121,5 @@ pub fn judge(runs: &[BedRun]) -> Verdict {
         runs.iter().filter(|r| r.restored).count(),
         runs.len()
     ));
-    Verdict { text, met }
+    BedVerdict { text, met }
 }
