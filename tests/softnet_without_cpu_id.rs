@@ -21,7 +21,6 @@ use steerd::Root;
 use steerd::config::Config;
 use steerd::discover::discover;
 use steerd::doctor::Samples;
-use steerd::doctor::sample::Sample;
 use steerd::engine::sampling::{Depth, Sampling};
 use steerd::fakeroot::FakeMachine;
 use steerd::load::Load;
@@ -190,23 +189,24 @@ fn doctor_counts_cpu_7_s_drops_on_cpu_7() {
     let dir = tempfile::tempdir().unwrap();
     let root = Root::new(tree(dir.path()));
     let machine = discover(&root).unwrap();
-    let online = machine.topology.online_as_read();
-    let before = Sample::read(&root, online).unwrap();
-    let cpus: Vec<u32> = before.softnet.iter().map(|r| r.cpu).collect();
-    assert_eq!(cpus, [0, 1, 2, 3, 4, 5, 7]);
+    // The doctor's readings go through the daemon's sampler, per-CPU counters only.
+    let mut sampling = Sampling::open(&root).unwrap().without_queue_counters();
+    sampling.follow(&machine);
+    let mut before = Snapshot::default();
+    sampling.sample(&mut before, Depth::Full, None).unwrap();
+    assert_eq!(cpus(&before), [0, 1, 2, 3, 4, 5, 7]);
     write_kernel(root.base(), 3, false);
-    let samples = Samples {
-        before,
-        after: Sample::read(&root, online).unwrap(),
-        seconds: 1.0,
-    };
-    let drops: Vec<(u32, u32)> = samples
+    let mut after = Snapshot::default();
+    sampling.sample(&mut after, Depth::Full, None).unwrap();
+    let samples = Samples::between(before, after);
+    let drops: Vec<(u32, u64)> = samples
         .softnet_deltas()
         .into_iter()
         .filter(|d| d.1 > 0)
         .map(|d| (d.0, d.1))
         .collect();
     assert_eq!(drops, [(BUSY, 2)]);
+    assert_busy_is_cpu7(&samples.load, false);
 }
 
 #[test]

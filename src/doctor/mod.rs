@@ -44,7 +44,9 @@ pub use sample::Samples;
 pub struct Context<'a> {
     pub root: &'a Root,
     pub machine: &'a Machine,
-    /// Two samples of the per-CPU counters, or why they could not be taken.
+    /// Two samples of the per-CPU counters folded into the daemon's load model (the same
+    /// sampler and arithmetic as the daemon, `plan` and `top`), or why they could not be
+    /// taken.
     pub samples: Result<Samples, String>,
     /// The daemon's `/status` and where it was asked, or why it did not answer.
     pub daemon: Option<(SocketAddr, Result<StatusReport, String>)>,
@@ -82,7 +84,7 @@ pub fn run(
     daemon: Option<SocketAddr>,
 ) -> Result<Report, crate::Error> {
     let machine = crate::discover::discover(root)?;
-    let samples = Samples::take(root, machine.topology.online_as_read(), window);
+    let samples = Samples::take(root, &machine, window);
     let daemon = daemon.map(|addr| {
         let status = crate::status::fetch_status(addr).map_err(|e| e.to_string());
         (addr, status)

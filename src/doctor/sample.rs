@@ -1,88 +1,95 @@
-//! Two readings of the per-CPU counters (`proc/net/softnet_stat`, `proc/stat`) a window
-//! apart, for the checks that judge rates rather than totals since boot.
+//! Two readings of the per-CPU counters (`proc/stat`, `proc/net/softnet_stat`, the
+//! threaded NAPI threads' `proc/PID/stat`) a window apart, for the checks that judge rates
+//! rather than totals since boot.
 //!
 //! Why two: a drop counter that is high since boot may be a week-old burst; one that
 //! rises while we watch is happening now.
+//!
+//! Why the daemon's pipeline: both readings go through the daemon's own sampler
+//! ([`Sampling`], the one `steerd plan` uses, without per-queue counters) and the interval
+//! is folded into its load model ([`Load::update`], unsmoothed, as `steerd top` does). So a
+//! CPU's share here is the daemon's irq+softirq share (with the threaded NAPI time the
+//! daemon counts, busy-polling threads left out), and its drops and squeezes are the
+//! daemon's: `doctor` cannot call a CPU fine that the daemon calls hot, or the reverse,
+//! for want of the same arithmetic.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::cpuset::CpuSet;
-use crate::kernel::procfs::{softnet, stat};
-use crate::model::snapshot::{CpuTimes, SoftnetRow};
+use crate::discover::Machine;
+use crate::engine::sampling::{Depth, Sampling};
+use crate::load::Load;
+use crate::model::snapshot::Snapshot;
 use crate::root::Root;
 
-/// One reading.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Sample {
-    pub softnet: Vec<SoftnetRow>,
-    pub cpu_times: Vec<CpuTimes>,
-}
-
-/// Two readings and the time between them.
-#[derive(Debug, Clone, PartialEq)]
+/// Two readings, and the load model of the interval between them.
+#[derive(Debug, Clone)]
 pub struct Samples {
-    pub before: Sample,
-    pub after: Sample,
+    pub before: Snapshot,
+    pub after: Snapshot,
+    /// Seconds between the readings.
     pub seconds: f64,
-}
-
-impl Sample {
-    /// Reads both files under `root`; the error names the file. `online` is what
-    /// discovery read of `sys/devices/system/cpu/online` ([`Topology::online_as_read`]):
-    /// on kernels before 5.10 it says whose `softnet_stat` row is whose.
-    ///
-    /// [`Topology::online_as_read`]: crate::model::topology::Topology::online_as_read
-    pub fn read(root: &Root, online: Option<&CpuSet>) -> Result<Sample, String> {
-        Ok(Sample {
-            softnet: softnet::read_softnet_with(root, online).map_err(|e| e.to_string())?,
-            cpu_times: stat::read_stat(root).map_err(|e| e.to_string())?.cpu_times,
-        })
-    }
+    /// The interval folded into the daemon's load model, unsmoothed.
+    pub load: Load,
 }
 
 impl Samples {
-    /// Reads, waits `window`, reads again; `online` as for [`Sample::read`].
-    pub fn take(root: &Root, online: Option<&CpuSet>, window: Duration) -> Result<Samples, String> {
-        let before = Sample::read(root, online)?;
-        let start = Instant::now();
+    /// Reads the counters of `machine` under `root`, waits `window`, reads again; the
+    /// error names the file that could not be read.
+    pub fn take(root: &Root, machine: &Machine, window: Duration) -> Result<Samples, String> {
+        let mut sampling = Sampling::open(root)
+            .map_err(|e| e.to_string())?
+            .without_queue_counters();
+        sampling.follow(machine);
+        let mut before = Snapshot::default();
+        sampling
+            .sample(&mut before, Depth::Full, None)
+            .map_err(|e| e.to_string())?;
         std::thread::sleep(window);
-        let after = Sample::read(root, online)?;
-        Ok(Samples {
+        let mut after = Snapshot::default();
+        sampling
+            .sample(&mut after, Depth::Full, None)
+            .map_err(|e| e.to_string())?;
+        Ok(Samples::between(before, after))
+    }
+
+    /// The interval between two readings (`after` taken later: `taken_at_ns`), folded into
+    /// a load model as `top` does (one [`Load::update`], no smoothing).
+    pub fn between(before: Snapshot, after: Snapshot) -> Samples {
+        let mut load = Load::new();
+        load.update(&before, &after, 1.0);
+        Samples {
+            seconds: load.interval_secs,
             before,
             after,
-            seconds: start.elapsed().as_secs_f64(),
-        })
+            load,
+        }
     }
 
-    /// Per CPU: (cpu, dropped, time_squeeze) that happened between the readings (u32
-    /// counters that wrap), for CPUs in both.
-    pub fn softnet_deltas(&self) -> Vec<(u32, u32, u32)> {
-        self.after
-            .softnet
-            .iter()
-            .filter_map(|after| {
-                let before = self.before.softnet.iter().find(|b| b.cpu == after.cpu)?;
-                Some((
-                    after.cpu,
-                    after.dropped.wrapping_sub(before.dropped),
-                    after.time_squeeze.wrapping_sub(before.time_squeeze),
-                ))
-            })
+    /// Per CPU with rates (online in both readings): (cpu, irq+softirq share of its time
+    /// with the threaded NAPI time the daemon counts, 0..=1), the daemon's
+    /// [`crate::load::CpuLoad::net_share`].
+    pub fn shares(&self) -> Vec<(u32, f64)> {
+        self.warm_cpus()
+            .map(|(cpu, c)| (cpu, c.net_share))
             .collect()
     }
 
-    /// Per CPU: (cpu, softirq share of its time, 0..=1) between the readings; CPUs whose
-    /// time did not advance are left out.
-    pub fn softirq_shares(&self) -> Vec<(u32, f64)> {
-        self.after
-            .cpu_times
-            .iter()
-            .filter_map(|after| {
-                let before = self.before.cpu_times.iter().find(|b| b.cpu == after.cpu)?;
-                let total = after.total().checked_sub(before.total())?;
-                let softirq = after.softirq.checked_sub(before.softirq)?;
-                (total > 0).then(|| (after.cpu, softirq as f64 / total as f64))
-            })
+    /// Per CPU with rates: (cpu, dropped, time_squeeze) that happened between the
+    /// readings, from the load model's per-second rates over its interval (u32 counters
+    /// that wrap, as the daemon reads them).
+    pub fn softnet_deltas(&self) -> Vec<(u32, u64, u64)> {
+        let count = |per_sec: f64| (per_sec * self.load.interval_secs).round() as u64;
+        self.warm_cpus()
+            .map(|(cpu, c)| (cpu, count(c.dropped_per_sec), count(c.squeezed_per_sec)))
             .collect()
+    }
+
+    fn warm_cpus(&self) -> impl Iterator<Item = (u32, &crate::load::CpuLoad)> {
+        self.load
+            .cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.online && c.warm)
+            .map(|(cpu, c)| (cpu as u32, c))
     }
 }

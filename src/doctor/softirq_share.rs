@@ -1,19 +1,19 @@
-//! CPUs busy in softirq while few NIC queue IRQs land on them: the receive work there
-//! arrives some other way (one queue's elephant flows, RPS aimed at it, or another
+//! CPUs busy in irq+softirq while few NIC queue IRQs land on them: the receive work
+//! there arrives some other way (one queue's elephant flows, RPS aimed at it, or another
 //! softirq), so moving IRQs will not relieve it; spreading that one queue with RPS will.
+//!
+//! The share is the daemon's ([`crate::load::CpuLoad::net_share`], through
+//! [`super::sample`]): irq+softirq time plus the time of threaded NAPI threads that ran
+//! there (busy-polling ones left out), and hot and room are the daemon's default
+//! watermarks, so `doctor` calls hot what the daemon calls hot.
 
 use super::one_cpu::{is_queue_irq, lands_on};
 use super::{Context, Finding, Severity};
+use crate::config::Watermarks;
 use crate::cpuset::CpuSet;
-
-/// A CPU this busy in softirq (share of its time) is hot.
-const HOT_SHARE: f64 = 0.5;
 
 /// "Few": at most this many queue IRQs land on the hot CPU.
 const FEW_IRQS: usize = 1;
-
-/// Spreading helps only when some CPU has room: at most this share in softirq.
-const ROOM_SHARE: f64 = 0.25;
 
 pub fn check(context: &Context) -> Vec<Finding> {
     let samples = match &context.samples {
@@ -24,13 +24,16 @@ pub fn check(context: &Context) -> Vec<Finding> {
                 severity: Severity::Info,
                 summary: "not checked: proc/stat could not be sampled".into(),
                 evidence: why.clone(),
-                why: "softirq load per CPU shows where receive work piles up.".into(),
+                why: "irq+softirq load per CPU shows where receive work piles up.".into(),
                 fix: None,
             }];
         }
     };
-    let shares = samples.softirq_shares();
-    if !shares.iter().any(|&(_, share)| share <= ROOM_SHARE) {
+    // A CPU at or above the daemon's high watermark is hot; spreading helps only when
+    // some CPU has room, below its low watermark.
+    let Watermarks { high, low, .. } = Watermarks::default();
+    let shares = samples.shares();
+    if !shares.iter().any(|&(_, share)| share < low) {
         return Vec::new();
     }
     let topology = &context.machine.topology;
@@ -38,7 +41,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
     let inventory = &context.machine.inventory;
     let mut findings = Vec::new();
     for &(cpu, share) in &shares {
-        if share < HOT_SHARE {
+        if share < high {
             continue;
         }
         let landing: Vec<_> = inventory
@@ -50,8 +53,9 @@ pub fn check(context: &Context) -> Vec<Finding> {
             continue;
         }
         let evidence = format!(
-            "proc/stat: CPU {cpu} spent {:.0} % in softirq over {:.1} s; {} NIC queue IRQ(s) \
-             land on it{}",
+            "proc/stat: CPU {cpu} spent {:.0} % in irq+softirq (with threaded NAPI polling, as \
+             the daemon counts it) over {:.1} s, at or above the daemon's high watermark \
+             {high:.2}; {} NIC queue IRQ(s) land on it{}",
             share * 100.0,
             samples.seconds,
             landing.len(),
@@ -88,7 +92,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
             check: "softirq_share",
             severity: Severity::Warning,
             summary: format!(
-                "CPU {cpu} is {:.0} % busy in softirq with {} NIC queue IRQ(s) on it",
+                "CPU {cpu} is {:.0} % busy in irq+softirq with {} NIC queue IRQ(s) on it",
                 share * 100.0,
                 landing.len()
             ),
@@ -110,35 +114,36 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sample::{Sample, Samples};
+    use super::super::sample::Samples;
     use super::super::testing::{deliver_queue_irqs, machine, run_check};
     use super::*;
-    use crate::model::snapshot::CpuTimes;
+    use crate::model::snapshot::{CpuTimes, Snapshot};
 
-    /// CPU 1 spends `hot` of its time in softirq, the others 5 %.
-    fn samples(hot: u64) -> Result<Samples, String> {
-        let times = |scale: u64| -> Vec<CpuTimes> {
-            (0..4)
+    /// CPU 1 spends `irq` of its time in hard IRQs and `softirq` in softirq (percent), the
+    /// others 5 % in softirq.
+    fn split(irq: u64, softirq: u64) -> Result<Samples, String> {
+        let reading = |scale: u64| Snapshot {
+            taken_at_ns: scale * 1_000_000_000,
+            cpu_times: (0..4)
                 .map(|cpu| {
-                    let softirq = if cpu == 1 { hot } else { 5 } * scale;
+                    let (irq, softirq) = if cpu == 1 { (irq, softirq) } else { (0, 5) };
                     CpuTimes {
                         cpu,
-                        softirq,
-                        idle: 100 * scale - softirq,
+                        irq: irq * scale,
+                        softirq: softirq * scale,
+                        idle: (100 - irq - softirq) * scale,
                         ..CpuTimes::default()
                     }
                 })
-                .collect()
+                .collect(),
+            ..Snapshot::default()
         };
-        let sample = |scale| Sample {
-            softnet: Vec::new(),
-            cpu_times: times(scale),
-        };
-        Ok(Samples {
-            before: sample(1),
-            after: sample(2),
-            seconds: 1.0,
-        })
+        Ok(Samples::between(reading(1), reading(2)))
+    }
+
+    /// CPU 1 spends `hot` of its time in softirq, the others 5 %.
+    fn samples(hot: u64) -> Result<Samples, String> {
+        split(0, hot)
     }
 
     #[test]
@@ -149,7 +154,12 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(
             f[0].summary,
-            "CPU 1 is 80 % busy in softirq with 1 NIC queue IRQ(s) on it"
+            "CPU 1 is 80 % busy in irq+softirq with 1 NIC queue IRQ(s) on it"
+        );
+        assert!(
+            f[0].evidence
+                .contains("at or above the daemon's high watermark 0.60"),
+            "{f:?}"
         );
         let fix = f[0].fix.as_deref().unwrap();
         // CPUs 0, 2, 3 of node 0's 0-3.
@@ -158,6 +168,22 @@ mod tests {
             fix.ends_with("sys/class/net/eth0/queues/rx-1/rps_cpus"),
             "{fix}"
         );
+    }
+
+    /// The share is the daemon's: hard IRQ time counts as softirq time does, and hot is
+    /// the daemon's high watermark (0.60), where softirq / total at 0.50 was once hot.
+    #[test]
+    fn the_share_is_the_daemons_irq_plus_softirq_share() {
+        let (_dir, tree) = machine(|_| {});
+        deliver_queue_irqs(&tree, |q| q);
+        let f = run_check(&tree, check, split(60, 5), None);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            f[0].summary,
+            "CPU 1 is 65 % busy in irq+softirq with 1 NIC queue IRQ(s) on it"
+        );
+        let below_high = run_check(&tree, check, split(0, 55), None);
+        assert_eq!(below_high, vec![], "the daemon calls 0.55 calm");
     }
 
     #[test]

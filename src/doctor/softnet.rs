@@ -4,7 +4,8 @@
 //! budget with work left (`net.core.netdev_budget`).
 //!
 //! Rates from two readings say it is happening now (a warning); counts since boot with
-//! none while we watched are an old burst (a note).
+//! none while we watched are an old burst (a note). The counts while we watched are the
+//! daemon's load model's drops and squeezes per second over the window ([`super::sample`]).
 
 use super::{Context, Finding, Severity};
 use crate::kernel::procfs::softnet;
@@ -61,8 +62,8 @@ pub fn check(context: &Context) -> Vec<Finding> {
     let (dropped, squeezed, over, severity) = match &context.samples {
         Ok(samples) => {
             let deltas = samples.softnet_deltas();
-            let dropped: u64 = deltas.iter().map(|d| u64::from(d.1)).sum();
-            let squeezed: u64 = deltas.iter().map(|d| u64::from(d.2)).sum();
+            let dropped: u64 = deltas.iter().map(|d| d.1).sum();
+            let squeezed: u64 = deltas.iter().map(|d| d.2).sum();
             if dropped + squeezed > 0 {
                 let over = format!("in {:.1} s", samples.seconds);
                 (dropped, squeezed, over, Severity::Warning)
@@ -132,29 +133,26 @@ fn totals(rows: &[crate::model::snapshot::SoftnetRow]) -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sample::{Sample, Samples};
+    use super::super::sample::Samples;
     use super::super::testing::{machine, put, run_check};
     use super::*;
-    use crate::model::snapshot::SoftnetRow;
+    use crate::model::snapshot::{Snapshot, SoftnetRow};
 
-    fn sample(dropped: u32, time_squeeze: u32) -> Sample {
-        Sample {
+    fn sample(dropped: u32, time_squeeze: u32) -> Snapshot {
+        Snapshot {
             softnet: vec![SoftnetRow {
                 cpu: 1,
                 dropped,
                 time_squeeze,
                 ..SoftnetRow::default()
             }],
-            cpu_times: Vec::new(),
+            ..Snapshot::default()
         }
     }
 
-    fn samples(before: Sample, after: Sample) -> Result<Samples, String> {
-        Ok(Samples {
-            before,
-            after,
-            seconds: 1.0,
-        })
+    fn samples(before: Snapshot, mut after: Snapshot) -> Result<Samples, String> {
+        after.taken_at_ns = before.taken_at_ns + 1_000_000_000;
+        Ok(Samples::between(before, after))
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Why reuse rather than read anew: `top` must show what the daemon sees, and be as cheap
 //! (docs/top-json.md gives the measured cost on the 1152-CPU tree). So a frame is one
 //! [`TickSampler::sample`] (`proc/stat` and `softnet_stat`, kept open), on the host one
-//! [`QueueCounterSource::sample`] (netdev qstats, else `ethtool -S`), one
+//! [`QueueCounterSource::sample`] (netdev qstats, else `ethtool -S`), the NAPI threads
+//! the daemon counts as receive work (its rule, [`counts_as_receive_work`]), one
 //! [`Load::update`] with no smoothing (a live view shows the last interval, as `top`
 //! does), and a bounded re-read of the settings that change ([`super::settings`]).
 //! Discovery runs at start, every [`REDISCOVER_EVERY`], and when a vector or queue vanished.
@@ -13,11 +14,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::discover::{Machine, discover};
+use crate::engine::sampling::{counts_as_receive_work, read_napi_thread};
 use crate::kernel::procfs::softnet::outgrew_online;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
 use crate::load::Load;
-use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot, ThreadTime};
+use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot};
 use crate::root::Root;
 
 use super::frame::{DaemonView, Frame, Inputs, shows_device};
@@ -202,28 +204,30 @@ impl TopSampler {
         Ok(())
     }
 
-    /// One `proc/PID/stat` per threaded NAPI receive thread (none without threaded NAPI):
-    /// the CPU it ran on for the queue table, and its CPU time for the load, as the daemon
-    /// counts it. A thread that is gone (`threaded` switched off) asks for a rediscovery.
+    /// One `proc/PID/stat` per NAPI thread (none without threaded NAPI): the CPU it ran
+    /// on, for the queue table, and, for the threads whose time is receive work by the
+    /// daemon's rule ([`counts_as_receive_work`]: not a busy-polling one), its CPU time for
+    /// the load, so `top` shows the share the daemon acts on. A thread that is gone
+    /// (`threaded` switched off) asks for a rediscovery.
     fn read_napi_threads(&mut self) {
         self.current.napi_threads.clear();
         self.napi_thread_cpus.clear();
-        let threads = self
+        let queues = self
             .machine
             .inventory
             .devices
             .iter()
-            .flat_map(|d| &d.rx_queues)
-            .filter_map(|q| q.napi_thread.as_ref());
-        for thread in threads {
-            match crate::kernel::napi_threads::read_time(&self.root, thread.pid) {
-                Some((ticks, cpu)) => {
-                    self.current.napi_threads.push(ThreadTime {
-                        pid: thread.pid,
-                        cpu,
-                        ticks,
-                    });
-                    self.napi_thread_cpus.insert(thread.pid, cpu);
+            .flat_map(|d| &d.rx_queues);
+        for queue in queues {
+            let Some(thread) = queue.napi_thread.as_ref() else {
+                continue;
+            };
+            match read_napi_thread(&self.root, thread.pid) {
+                Some(time) => {
+                    self.napi_thread_cpus.insert(time.pid, time.cpu);
+                    if counts_as_receive_work(queue) {
+                        self.current.napi_threads.push(time);
+                    }
                 }
                 None => self.rediscover = true,
             }

@@ -63,7 +63,11 @@ pub struct CpuLoad {
     pub squeezed_per_sec: f64,
     /// Softnet `received_rps` per second (smoothed): RPS IPIs this CPU received.
     pub rps_ipis_per_sec: f64,
-    /// irq+softirq share of the CPU's time, 0..1 (smoothed).
+    /// irq+softirq share of the CPU's time, with the time of the threaded NAPI threads in
+    /// the snapshots that ran here (which threads count is the samplers' one rule,
+    /// [`crate::engine::sampling::counts_as_receive_work`]: not busy-polling ones), 0..1
+    /// (smoothed). The one per-CPU share: the daemon's high watermark, `plan`, `top` and
+    /// `doctor` all read it.
     pub net_share: f64,
     /// Non-idle share of the CPU's time, 0..1 (smoothed).
     pub busy_share: f64,

@@ -2,6 +2,12 @@
 //! counters (`proc/stat`, `softnet_stat`) and, for devices where they tell the policy
 //! something, per-queue packet counters (netdev qstats, else `ethtool -S`). `plan` once
 //! sampled only the first part and could decide otherwise than the daemon it previews.
+//!
+//! `steerd doctor` takes its two readings through the same [`Sampling`] (without the
+//! per-queue counters, [`Sampling::without_queue_counters`]) and `steerd top` reads the
+//! NAPI threads by the same rule ([`counts_as_receive_work`], [`read_napi_thread`]), so
+//! that every front end folds the same counters into [`crate::load::Load`] and shows the
+//! same per-CPU figures.
 
 use tracing::warn;
 
@@ -10,7 +16,7 @@ use crate::discover::Machine;
 use crate::error::Error;
 use crate::kernel::queue_counters::{DeviceId, QueueCounterSource};
 use crate::kernel::sampler::TickSampler;
-use crate::model::inventory::Inventory;
+use crate::model::inventory::{Inventory, RxQueue};
 use crate::model::snapshot::{Snapshot, ThreadTime};
 
 /// How much of the per-tick counters to read.
@@ -35,6 +41,8 @@ pub struct Sampling {
     queue_devices: Vec<(String, u32)>,
     /// Threaded NAPI receive threads, whose CPU time is receive work.
     napi_threads: Vec<u32>,
+    /// Whether per-queue counters are read at all (`doctor` needs only the per-CPU ones).
+    queue_counters: bool,
 }
 
 impl Sampling {
@@ -45,7 +53,16 @@ impl Sampling {
             queue_source: None,
             queue_devices: Vec::new(),
             napi_threads: Vec::new(),
+            queue_counters: true,
         })
+    }
+
+    /// Reads the per-CPU counters and NAPI threads only, never per-queue counters (no
+    /// netlink socket, no `ethtool -S`): what `steerd doctor` needs for its rates.
+    pub fn without_queue_counters(mut self) -> Self {
+        self.queue_counters = false;
+        self.queue_source = None;
+        self
     }
 
     /// Follows a (re)discovered model: which IRQs the interrupt totals are kept for, which
@@ -62,12 +79,10 @@ impl Sampling {
             .devices
             .iter()
             .flat_map(|d| &d.rx_queues)
-            // A busy-polling thread's time is spinning, not receive work: counted, it
-            // would make every CPU it passes look hot.
-            .filter(|q| !q.napi.busy_polls())
+            .filter(|q| counts_as_receive_work(q))
             .filter_map(|q| q.napi_thread.as_ref().map(|t| t.pid))
             .collect();
-        if self.queue_devices.is_empty() || !self.root.is_host() {
+        if self.queue_devices.is_empty() || !self.root.is_host() || !self.queue_counters {
             self.queue_source = None;
             return;
         }
@@ -131,8 +146,8 @@ impl Sampling {
     fn sample_napi_threads(&self, snapshot: &mut Snapshot) {
         snapshot.napi_threads.clear();
         for &pid in &self.napi_threads {
-            if let Some((ticks, cpu)) = crate::kernel::napi_threads::read_time(&self.root, pid) {
-                snapshot.napi_threads.push(ThreadTime { pid, cpu, ticks });
+            if let Some(time) = read_napi_thread(&self.root, pid) {
+                snapshot.napi_threads.push(time);
             }
         }
     }
@@ -154,6 +169,27 @@ impl Sampling {
             warn!(error = %e, "per-queue counters: {e}");
         }
     }
+}
+
+/// Whether the CPU time of the thread polling `queue` (if it is polled by one) is receive
+/// work, booked as irq+softirq time on the CPU it ran on ([`crate::load::Load::update`]):
+/// yes for threaded NAPI (`threaded` 1), whose thread sleeps until its interrupt wakes it,
+/// so its time is the packets it polled; no for a busy-polling thread (`threaded`
+/// busy-poll, 6.19), which never sleeps: its time is spinning, not receive work, and
+/// counted it would make every CPU it passes look hot (near 100 % whatever the traffic).
+/// The one rule for the daemon, `plan`, `top` and `doctor`.
+pub fn counts_as_receive_work(queue: &RxQueue) -> bool {
+    !queue.napi.busy_polls()
+}
+
+/// One NAPI thread's CPU time and the CPU it last ran on, from `proc/PID/stat`, as the
+/// load model takes it; `None` when the thread is gone.
+pub fn read_napi_thread(root: &Root, pid: u32) -> Option<ThreadTime> {
+    crate::kernel::napi_threads::read_time(root, pid).map(|(ticks, cpu)| ThreadTime {
+        pid,
+        cpu,
+        ticks,
+    })
 }
 
 /// Devices whose per-queue rates tell the policy something: several rx queues served by
