@@ -1,7 +1,9 @@
-//! Every kernel file of a generated tree, replaced in turn by a FIFO: opening a FIFO waits
-//! for its other end forever, so one read or write of it without care hangs steerd. Each
-//! one-shot command (`inspect`, `plan`, `doctor`) must end, without a panic, and when it
-//! fails its error must name the file; the daemon must keep ticking and stop on SIGTERM.
+//! Every kernel file of a generated tree, replaced in turn by a FIFO, a directory and a
+//! character device: opening a FIFO waits for its other end forever and a device may never
+//! end, so one open of them without care hangs steerd. Each one-shot command (`inspect`,
+//! `plan`, `doctor`) must end, without a panic; `inspect` and `plan` must fail or succeed
+//! within a few seconds (a second here), naming the file when they fail; the daemon must
+//! keep ticking, say each lasting failure once, and stop on SIGTERM.
 //!
 //! The files are all the regular files under `proc/` and `sys/` that the generator writes
 //! (CPU topology and caches, IRQ affinity and effective affinity, queue masks, counters),
@@ -76,7 +78,28 @@ fn kernel_files(root: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// A kernel file replaced by a FIFO; `restore` puts the file back as it was.
+/// What stands where a kernel file was.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Fifo,
+    Directory,
+    /// A link to `/dev/null`: opening it opens the device.
+    CharDevice,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Fifo, Kind::Directory, Kind::CharDevice];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Fifo => "a FIFO",
+            Kind::Directory => "a directory",
+            Kind::CharDevice => "a character device",
+        }
+    }
+}
+
+/// A kernel file replaced by something else; `restore` puts the file back as it was.
 struct Planted {
     path: PathBuf,
     bytes: Vec<u8>,
@@ -84,18 +107,29 @@ struct Planted {
 }
 
 impl Planted {
-    fn fifo(root: &Path, relative: &Path) -> Planted {
+    fn new(root: &Path, relative: &Path, kind: Kind) -> Planted {
         let path = root.join(relative);
         let bytes = fs::read(&path).expect("read before planting");
         let mode = fs::metadata(&path).expect("stat").permissions().mode();
         fs::remove_file(&path).expect("remove");
-        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600))
-            .expect("mkfifo");
+        match kind {
+            Kind::Fifo => {
+                nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                    .expect("mkfifo")
+            }
+            Kind::Directory => fs::create_dir(&path).expect("mkdir"),
+            Kind::CharDevice => std::os::unix::fs::symlink("/dev/null", &path).expect("symlink"),
+        }
         Planted { path, bytes, mode }
     }
 
     fn restore(self) {
-        fs::remove_file(&self.path).expect("remove the FIFO");
+        let kind = fs::symlink_metadata(&self.path).expect("lstat").file_type();
+        if kind.is_dir() {
+            fs::remove_dir_all(&self.path).expect("remove the directory");
+        } else {
+            fs::remove_file(&self.path).expect("remove what was planted");
+        }
         fs::write(&self.path, &self.bytes).expect("write back");
         fs::set_permissions(&self.path, fs::Permissions::from_mode(self.mode)).expect("chmod");
     }
@@ -103,7 +137,11 @@ impl Planted {
 
 /// How a bounded run of a command ended.
 enum Ended {
-    Exited { code: Option<i32>, stderr: String },
+    Exited {
+        code: Option<i32>,
+        stderr: String,
+        took: Duration,
+    },
     Hung,
 }
 
@@ -120,12 +158,14 @@ fn run_bounded(args: &[&str], scratch: &Path) -> Ended {
         .stderr(File::create(&err).expect("stderr file"))
         .spawn()
         .expect("spawn steerd");
-    let deadline = Instant::now() + COMMAND_DEADLINE;
+    let started = Instant::now();
+    let deadline = started + COMMAND_DEADLINE;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return Ended::Exited {
                 code: status.code(),
                 stderr: fs::read_to_string(&err).unwrap_or_default(),
+                took: started.elapsed(),
             };
         }
         if Instant::now() >= deadline {
@@ -138,45 +178,55 @@ fn run_bounded(args: &[&str], scratch: &Path) -> Ended {
 }
 
 /// Whether an error names the file: its path, or (read through a `sys/class/net` link)
-/// its name in a message that says it is no regular file.
+/// its name as the last part of the path it gives.
 fn names(stderr: &str, relative: &Path) -> bool {
     let name = relative
         .file_name()
         .map(|n| n.to_string_lossy().into_owned());
     stderr.contains(&*relative.to_string_lossy())
-        || name
-            .is_some_and(|name| stderr.contains(&format!("/{name}: not a regular file (a FIFO)")))
+        || name.is_some_and(|name| stderr.contains(&format!("/{name}: ")))
 }
 
+/// The longest a one-shot command may take to end on a planted file before it counts as
+/// slow (it takes well under a second here; CI machines are slower and shared).
+const SLOW: Duration = Duration::from_secs(5);
+
 /// What went wrong with one command on one planted file, if anything. `inspect` and
-/// `plan` succeed or fail naming the file; `doctor` reports findings through its exit
-/// code (0, 1, 2), so only a hang or a panic counts against it.
-fn judge(command: &str, relative: &Path, ended: Ended) -> Option<String> {
-    let file = relative.display();
-    match ended {
-        Ended::Hung => Some(format!("{command} hung on a FIFO at {file}")),
-        Ended::Exited { stderr, .. } if stderr.contains("panicked") => {
-            Some(format!("{command} panicked on a FIFO at {file}: {stderr}"))
-        }
-        Ended::Exited { code: None, stderr } => Some(format!(
-            "{command} was killed by a signal on a FIFO at {file}: {stderr}"
-        )),
-        Ended::Exited {
-            code: Some(code),
-            stderr,
-        } if code != 0 && command != "doctor" && !names(&stderr, relative) => Some(format!(
-            "{command} failed (exit {code}) on a FIFO at {file} without naming it: {stderr}"
-        )),
-        Ended::Exited { .. } => None,
+/// `plan` succeed or fail naming the file, within [`SLOW`]; `doctor` reports findings
+/// through its exit code (0, 1, 2) and samples for a second, so only a hang or a panic
+/// counts against it.
+fn judge(command: &str, relative: &Path, kind: Kind, ended: &Ended) -> Option<String> {
+    let at = format!("{} at {}", kind.name(), relative.display());
+    let Ended::Exited { code, stderr, took } = ended else {
+        return Some(format!("{command} hung on {at}"));
+    };
+    let one_shot = command != "doctor";
+    if stderr.contains("panicked") {
+        Some(format!("{command} panicked on {at}: {stderr}"))
+    } else if code.is_none() {
+        Some(format!(
+            "{command} was killed by a signal on {at}: {stderr}"
+        ))
+    } else if one_shot && *took > SLOW {
+        Some(format!("{command} took {took:?} on {at}"))
+    } else if one_shot && *code != Some(0) && !names(stderr, relative) {
+        Some(format!(
+            "{command} failed ({code:?}) on {at} without naming it: {stderr}"
+        ))
+    } else {
+        None
     }
 }
 
 #[test]
-fn one_shot_commands_end_on_a_fifo_at_any_kernel_file() {
+fn one_shot_commands_end_on_anything_at_any_kernel_file() {
     const WORKERS: usize = 4;
     let files = kernel_files(&write_tree(tempfile::tempdir().unwrap().path()));
     assert!(files.len() > 50, "the tree has only {} files", files.len());
-    eprintln!("{} kernel files, each a FIFO in turn", files.len());
+    eprintln!(
+        "{} kernel files, each a FIFO, a directory and a character device in turn",
+        files.len()
+    );
     // Each worker has its own tree, so the files are tried four at a time (`doctor` alone
     // samples for a second).
     let problems: Vec<String> = std::thread::scope(|scope| {
@@ -188,32 +238,45 @@ fn one_shot_commands_end_on_a_fifo_at_any_kernel_file() {
                     let root = write_tree(dir.path());
                     let root_arg = root.to_str().expect("utf-8 path").to_string();
                     let mut problems = Vec::new();
+                    let mut slowest = Duration::ZERO;
                     for relative in files.iter().skip(worker).step_by(WORKERS) {
-                        let planted = Planted::fifo(&root, relative);
-                        for (command, extra) in [
-                            ("inspect", &[][..]),
-                            ("plan", &["--window", "100ms"][..]),
-                            ("doctor", &["--metrics-listen", "127.0.0.1:1"][..]),
-                        ] {
-                            let mut args = vec![command, "--root", &root_arg];
-                            args.extend_from_slice(extra);
-                            let ended = run_bounded(&args, dir.path());
-                            problems.extend(judge(command, relative, ended));
+                        for kind in Kind::ALL {
+                            let planted = Planted::new(&root, relative, kind);
+                            for (command, extra) in [
+                                ("inspect", &[][..]),
+                                ("plan", &["--window", "100ms"][..]),
+                                ("doctor", &["--metrics-listen", "127.0.0.1:1"][..]),
+                            ] {
+                                let mut args = vec![command, "--root", &root_arg];
+                                args.extend_from_slice(extra);
+                                let ended = run_bounded(&args, dir.path());
+                                if let (Ended::Exited { took, .. }, true) =
+                                    (&ended, command != "doctor")
+                                {
+                                    slowest = slowest.max(*took);
+                                }
+                                problems.extend(judge(command, relative, kind, &ended));
+                            }
+                            planted.restore();
                         }
-                        planted.restore();
                     }
-                    problems
+                    (problems, slowest)
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("worker"))
-            .collect()
+        let mut problems = Vec::new();
+        let mut slowest = Duration::ZERO;
+        for worker in workers {
+            let (found, took) = worker.join().expect("worker");
+            problems.extend(found);
+            slowest = slowest.max(took);
+        }
+        eprintln!("the slowest inspect or plan took {slowest:?}");
+        problems
     });
     assert!(
         problems.is_empty(),
-        "{} of {} files x 3 commands:\n{}",
+        "{} of {} files x 3 kinds x 3 commands:\n{}",
         problems.len(),
         files.len(),
         problems.join("\n")
@@ -221,7 +284,7 @@ fn one_shot_commands_end_on_a_fifo_at_any_kernel_file() {
 }
 
 #[test]
-fn the_daemon_keeps_ticking_with_a_fifo_at_any_kernel_file() {
+fn the_daemon_keeps_ticking_with_anything_at_any_kernel_file() {
     let dir = tempfile::tempdir().unwrap();
     let root = write_tree(dir.path());
     let files = kernel_files(&root);
@@ -241,19 +304,21 @@ fn the_daemon_keeps_ticking_with_a_fifo_at_any_kernel_file() {
         || ticks(&daemon) >= 3.0,
     );
     let mut stalled = Vec::new();
-    for relative in &files {
-        let planted = Planted::fifo(&root, relative);
-        let before = ticks(&daemon);
-        let deadline = Instant::now() + COMMAND_DEADLINE;
-        while ticks(&daemon) < before + 3.0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if ticks(&daemon) < before + 3.0 {
-            stalled.push(relative.display().to_string());
-        }
-        planted.restore();
-        if !daemon.is_running() {
-            break;
+    'files: for relative in &files {
+        for kind in Kind::ALL {
+            let planted = Planted::new(&root, relative, kind);
+            let before = ticks(&daemon);
+            let deadline = Instant::now() + COMMAND_DEADLINE;
+            while ticks(&daemon) < before + 3.0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if ticks(&daemon) < before + 3.0 {
+                stalled.push(format!("{} at {}", kind.name(), relative.display()));
+            }
+            planted.restore();
+            if !daemon.is_running() {
+                break 'files;
+            }
         }
     }
     assert!(
@@ -263,12 +328,12 @@ fn the_daemon_keeps_ticking_with_a_fifo_at_any_kernel_file() {
     );
     assert!(
         stalled.is_empty(),
-        "no tick for {COMMAND_DEADLINE:?} with a FIFO at: {}\n--- stderr ---\n{}",
+        "no tick for {COMMAND_DEADLINE:?} with: {}\n--- stderr ---\n{}",
         stalled.join(", "),
         daemon.stderr_text()
     );
-    // A failure that lasts is told once (and its end once), not on every tick: each FIFO
-    // stands for at least three ticks, so a line per tick would show up three times.
+    // A failure that lasts is told once (and its end once), not on every tick: each planted
+    // file stands for at least three ticks, so a line per tick would show up three times.
     let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
     for line in daemon.stderr_lines() {
         if line.text.contains(" WARN ") || line.text.contains(" ERROR ") {
