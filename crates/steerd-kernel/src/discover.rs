@@ -768,17 +768,10 @@ mod netlink_join_tests {
 #[cfg(test)]
 mod napi_thread_tests {
     use super::*;
-    use crate::fakeroot::{FakeMachine, FakeNic};
+    use crate::fakeroot::FakeMachine;
 
     fn four_queues() -> FakeMachine {
-        let mut machine = FakeMachine::new(4);
-        machine.nics.push(FakeNic {
-            name: "eth0".into(),
-            driver: "virtio_net".into(),
-            node: None,
-            queues: 4,
-        });
-        machine
+        FakeMachine::with_eth0(4, "virtio_net", 4)
     }
 
     #[test]

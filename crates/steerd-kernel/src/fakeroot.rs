@@ -86,6 +86,19 @@ impl FakeMachine {
         }
     }
 
+    /// A machine with `cores` cores and one NIC `eth0` of `queues` queues on no node, the
+    /// shape most tests start from.
+    pub fn with_eth0(cores: u32, driver: &str, queues: u32) -> Self {
+        let mut machine = FakeMachine::new(cores);
+        machine.nics.push(FakeNic {
+            name: "eth0".into(),
+            driver: driver.into(),
+            node: None,
+            queues,
+        });
+        machine
+    }
+
     /// The 1152-CPU machine of the issues: 576 cores × 2 threads on 8 nodes, 4 NICs × 94
     /// queues (one per node 0–3), plus 700 IRQs of no NIC, so well over 1000 IRQs.
     pub fn large() -> Self {

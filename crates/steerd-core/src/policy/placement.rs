@@ -323,20 +323,15 @@ impl Placement {
 mod tests {
     use super::*;
     use crate::discover::discover;
-    use crate::fakeroot::{FakeMachine, FakeNic};
+    use crate::fakeroot::FakeMachine;
     use crate::root::Root;
 
     #[test]
     fn a_threaded_devices_receive_threads_are_placed() {
         let dir = tempfile::tempdir().unwrap();
-        let mut machine = FakeMachine::new(4);
-        machine.nics.push(FakeNic {
-            name: "eth0".into(),
-            driver: "virtio_net".into(),
-            node: None,
-            queues: 4,
-        });
-        let tree = machine.write(dir.path()).unwrap();
+        let tree = FakeMachine::with_eth0(4, "virtio_net", 4)
+            .write(dir.path())
+            .unwrap();
         tree.make_threaded(0, 900).unwrap();
         let machine = discover(&Root::new(dir.path())).unwrap();
         let placement = Placement::from_inventory(&machine.inventory);
