@@ -12,6 +12,7 @@
 //!   it, 0.90.
 
 mod common;
+mod daemon_support;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -289,4 +290,70 @@ fn doctor_and_plan_call_the_same_cpu_hot_at_the_same_share() {
     let text = plan.to_string();
     assert!(text.contains("CPU 1 hot: irq+softirq share 0.65"), "{text}");
     assert!(!text.contains("CPU 2 hot"), "{text}");
+}
+
+/// The binaries, each on its own sampling window over the same advancing tree: `steerd top
+/// --format json`, `steerd doctor --format json` and the daemon's `/metrics` give CPU 1
+/// the same irq+softirq share (0.65: 60 % irq, 5 % softirq) and CPU 2, whose time is a
+/// busy-polling thread's, none.
+#[test]
+fn top_doctor_and_the_daemon_report_the_same_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tree(dir.path());
+    let kernel_root = path.clone();
+    let _kernel = Advancing::start(Duration::from_millis(10), move |step| {
+        write_kernel(&kernel_root, step, false)
+    });
+    let steerd = |args: &[&str]| -> serde_json::Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_steerd"))
+            .args(args)
+            .arg("--root")
+            .arg(&path)
+            .output()
+            .expect("run steerd");
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}\n{}", String::from_utf8_lossy(&out.stderr)))
+    };
+
+    let top = steerd(&["top", "--format", "json", "--interval", "300ms"]);
+    let share = |cpu: u32| {
+        top["cpus"]
+            .as_array()
+            .expect("cpus")
+            .iter()
+            .find(|row| row["cpu"] == cpu)
+            .and_then(|row| row["net_share"].as_f64())
+    };
+    assert_eq!(share(IRQ_CPU), Some(0.65), "{top}");
+    assert_eq!(share(SPIN_CPU), Some(0.0), "{top}");
+
+    let doctor = steerd(&[
+        "doctor",
+        "--format",
+        "json",
+        "--metrics-listen",
+        "127.0.0.1:1",
+    ]);
+    let hot: Vec<&str> = doctor["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["check"] == "softirq_share")
+        .filter_map(|f| f["summary"].as_str())
+        .collect();
+    assert_eq!(
+        hot,
+        ["CPU 1 is 65 % busy in irq+softirq with 1 NIC queue IRQ(s) on it"],
+        "{doctor}"
+    );
+
+    let daemon = daemon_support::Steerd::start(&path, None);
+    let metric = |cpu: u32| daemon.metric(&format!("steerd_cpu_softirq_share{{cpu=\"{cpu}\"}}"));
+    daemon_support::wait_until(
+        Duration::from_secs(10),
+        "the daemon's shares",
+        Some(&daemon),
+        || metric(IRQ_CPU).is_some_and(|s| (s - 0.65).abs() < 1e-9),
+    );
+    assert_eq!(metric(SPIN_CPU), Some(0.0));
 }
