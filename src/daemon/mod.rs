@@ -174,8 +174,6 @@ struct Daemon {
     next_sample: Snapshot,
     actuator: Actuator,
     shared: Arc<Shared>,
-    /// Why steerd does not write, when it does not.
-    observe_only: Option<String>,
     link_events: Option<LinkEvents>,
     /// Kernel uevents: a network device's queues added or removed (`ethtool -L`).
     queue_events: Option<QueueEvents>,
@@ -284,9 +282,13 @@ impl Daemon {
             .metrics
             .observe_only
             .set(i64::from(observe_only.is_some()));
+        let mut engine = Engine::new(file_config.clone(), machine, policy_state_from(&actuator));
+        if let Some(why) = observe_only {
+            engine.stop_writing(why);
+        }
         let now = Instant::now();
         let mut daemon = Daemon {
-            engine: Engine::new(file_config.clone(), machine, policy_state_from(&actuator)),
+            engine,
             file_config,
             config_text,
             irqbalance_ban: IrqbalanceBan::default(),
@@ -297,7 +299,6 @@ impl Daemon {
             next_sample: Snapshot::default(),
             actuator,
             shared,
-            observe_only,
             link_events,
             queue_events,
             ethtool_events,

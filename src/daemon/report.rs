@@ -12,9 +12,9 @@ use crate::status_report::{NoWrites, Verdict};
 impl Daemon {
     /// The live state `steerd status` reads, at start.
     pub(super) fn start_status(&self) {
-        let no_writes = match &self.observe_only {
+        let no_writes = match self.engine.writing_stopped() {
             Some(_) if self.options.dry_run => Some(NoWrites::DryRun),
-            Some(why) => Some(NoWrites::ObserveOnly(why.clone())),
+            Some(why) => Some(NoWrites::ObserveOnly(why.to_string())),
             None => None,
         };
         let started_unix = unix_now();

@@ -12,11 +12,9 @@ use super::discovery::online_cpus_changed;
 use super::lasting_failure::Occurrence;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
-use crate::apply::{Actuator, FailureKind, WriteFailure};
 use crate::engine::sampling::Depth;
-use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport, Writer, Written};
+use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport};
 use crate::kernel::procfs::softnet;
-use crate::knob::{Knob, KnobValue};
 use crate::metrics::ResultLabels;
 use crate::policy;
 use crate::status_report::{Calm, Verdict};
@@ -80,16 +78,14 @@ impl Daemon {
             self.rediscover("threaded NAPI switched");
         }
         let sampling = &self.sampling;
-        let mut writer = DaemonWriter {
-            actuator: &mut self.actuator,
-            observe_only: &mut self.observe_only,
-        };
+        // The actuator only writes and reads back; whether to write at all (--dry-run,
+        // not root, a write not allowed) is the engine's (`Engine::writing_stopped`).
         let report = self.engine.tick(
             Sample {
                 snapshot: &mut self.next_sample,
                 interrupts: &mut || sampling.interrupts(),
             },
-            &mut writer,
+            &mut self.actuator,
         );
         self.report_tick(report);
         self.finish_tick(started);
@@ -238,40 +234,5 @@ impl Daemon {
             .health
             .beat(self.next_tick_in().max(interval) * 3 + Duration::from_secs(2));
         self.ping_watchdog();
-    }
-}
-
-/// The daemon's writer: the actuator, until steerd may not write (`--dry-run`, not root,
-/// or a write refused with EACCES/EROFS/EPERM), then nothing.
-struct DaemonWriter<'a> {
-    actuator: &'a mut Actuator,
-    /// Why steerd does not write, when it does not.
-    observe_only: &'a mut Option<String>,
-}
-
-impl Writer for DaemonWriter<'_> {
-    fn write(
-        &mut self,
-        knob: &Knob,
-        value: &KnobValue,
-        mask_words: u32,
-    ) -> Result<Written, WriteFailure> {
-        if self.observe_only.is_some() {
-            return Ok(Written::NotWritten);
-        }
-        let result = self
-            .actuator
-            .write(knob, value, mask_words)
-            .map(|written| Written::Applied(written.after));
-        if let Err(failure) = &result
-            && failure.kind == FailureKind::NotAllowed
-        {
-            *self.observe_only = Some(failure.message.clone());
-        }
-        result
-    }
-
-    fn read(&mut self, knob: &Knob) -> Option<KnobValue> {
-        self.actuator.read(knob).ok().map(|(_, value)| value)
     }
 }

@@ -11,7 +11,9 @@
 //! change (`policy::can_skip`), else decide, write each action through the writer, learn
 //! the value read back, and react to a failed write by its kind (give up, back off, stop
 //! writing, rediscover). The engine is the one owner of current values: its writes and
-//! rediscoveries update them, and the policy reads them from here.
+//! rediscoveries update them, and the policy reads them from here. It is also the one that
+//! stops writing (`writing_stopped`): a writer only writes, and the driver acts on the
+//! report's [`Reaction::StopWriting`].
 
 mod move_check;
 mod report;
@@ -79,6 +81,11 @@ pub struct Engine {
     not_taken: BTreeMap<u32, u32>,
     /// Applied moves of queue vectors being checked, and those that have not taken effect.
     moves: MoveChecks,
+    /// Why nothing is written any more, once that is so: the driver said so at the start
+    /// ([`Engine::stop_writing`]: a dry run, not root), or a write was not allowed
+    /// ([`Reaction::StopWriting`]). From then on every action is a dry run; the writer is
+    /// not asked. The one place this is decided.
+    writing_stopped: Option<String>,
     /// Skip `decide` on ticks where `policy::can_skip` allows it (on; off only to check
     /// that skipping changes nothing).
     pub skip_idle: bool,
@@ -102,6 +109,7 @@ impl Engine {
             retries: Retries::default(),
             not_taken: BTreeMap::new(),
             moves: MoveChecks::default(),
+            writing_stopped: None,
             skip_idle: true,
         }
     }
@@ -186,6 +194,18 @@ impl Engine {
     /// Whether a write to `knob` is backing off or was given up on.
     pub fn retries(&self) -> &Retries {
         &self.retries
+    }
+
+    /// Writes nothing from now on, for `why` (`--dry-run`, not running as root): every
+    /// action that would be written is a dry run, as after a write that was not allowed.
+    pub fn stop_writing(&mut self, why: impl Into<String>) {
+        self.writing_stopped = Some(why.into());
+    }
+
+    /// Why nothing is written, when it is not ([`Engine::stop_writing`], or the message of
+    /// the write that was not allowed).
+    pub fn writing_stopped(&self) -> Option<&str> {
+        self.writing_stopped.as_deref()
     }
 
     /// Whether only the baseline sample has been taken: the next tick is the first that
@@ -288,6 +308,9 @@ impl Engine {
         if !self.retries.may_try(knob, now_ns) {
             return Outcome::Deferred;
         }
+        if self.writing_stopped.is_some() {
+            return Outcome::DryRun;
+        }
         let words = mask_words_in(
             &self.machine.inventory,
             knob,
@@ -353,7 +376,10 @@ impl Engine {
             | FailureKind::Bug
             | FailureKind::NotTaken
             | FailureKind::NoVectorSpace => give_up(self),
-            FailureKind::NotAllowed => Reaction::StopWriting,
+            FailureKind::NotAllowed => {
+                self.writing_stopped = Some(failure.message.clone());
+                Reaction::StopWriting
+            }
             FailureKind::Vanished => Reaction::Rediscover,
             FailureKind::Transient | FailureKind::Other => {
                 self.retries.back_off(knob, now_ns);

@@ -28,7 +28,8 @@ pub enum Reaction {
     GivenUp,
     /// It may pass: tried again after a backoff.
     Retry,
-    /// Not allowed to write: the writer writes nothing from now on.
+    /// Not allowed to write: the engine writes nothing from now on (every later action
+    /// is a dry run; `Engine::writing_stopped` says why).
     StopWriting,
     /// The target is gone: the rest of the plan was dropped; rediscover.
     Rediscover,

@@ -197,6 +197,42 @@ fn a_refused_permission_stops_writing() {
     assert_eq!(reaction(&report.outcomes[0]), Some(Reaction::StopWriting));
 }
 
+/// Stopping is the engine's, not the writer's: after a write that was not allowed, no later
+/// action of that tick nor of a later one reaches the writer; each is a dry run, and the
+/// engine says why it writes nothing.
+#[test]
+fn after_a_refused_permission_the_writer_is_not_asked_again() {
+    let (mut sim, mut engine, mut writer, refused, report) = first_write_fails(Errno::EACCES);
+    assert_eq!(
+        writer.writes,
+        vec![refused],
+        "nothing written after the refusal"
+    );
+    assert!(report.outcomes[1..].iter().all(|o| *o == Outcome::DryRun));
+    assert_eq!(engine.writing_stopped(), Some("EACCES"));
+    writer.fail.clear();
+    writer.writes.clear();
+    for _ in 0..5 {
+        tick(&mut engine, &mut sim, &mut writer);
+    }
+    assert!(writer.writes.is_empty(), "{:?}", writer.writes);
+}
+
+/// A driver that is told at the start not to write (`--dry-run`, not root) gets the same:
+/// every action a dry run, the writer never asked.
+#[test]
+fn an_engine_told_to_stop_writing_never_asks_the_writer() {
+    let (mut sim, mut engine) = stacked();
+    engine.stop_writing("--dry-run");
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    assert_eq!(report.plan.actions.len(), 3);
+    assert!(report.outcomes.iter().all(|o| *o == Outcome::DryRun));
+    assert!(writer.writes.is_empty());
+    assert_eq!(engine.writing_stopped(), Some("--dry-run"));
+}
+
 #[test]
 fn a_settled_idle_machine_skips_the_policy() {
     let (mut sim, mut engine) = stacked();

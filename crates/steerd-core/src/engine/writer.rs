@@ -2,7 +2,7 @@
 //! the state file; the daemon's writer), a dry run (nothing), or the simulated machine. One trait, so that the
 //! daemon, `steerd plan` and the simulator run the same tick and differ only here.
 
-use crate::apply::WriteFailure;
+use crate::apply::{Actuator, WriteFailure};
 use crate::knob::{Knob, KnobValue};
 
 /// What a write did.
@@ -10,7 +10,8 @@ use crate::knob::{Knob, KnobValue};
 pub enum Written {
     /// The value is in place; this is what reading it back gave.
     Applied(KnobValue),
-    /// Nothing was written: a dry run, or observe-only.
+    /// Nothing was written: a dry run. (Observe-only is the engine's: once it stops
+    /// writing, it does not ask the writer.)
     NotWritten,
 }
 
@@ -41,5 +42,24 @@ impl Writer for DryRun {
 
     fn read(&mut self, _: &Knob) -> Option<KnobValue> {
         None
+    }
+}
+
+/// The real kernel, through the actuator: it writes, reads back and keeps the originals
+/// in the state file. Whether to write at all (a dry run, observe-only after a write was
+/// not allowed) is the engine's to say, never the actuator's.
+impl Writer for Actuator {
+    fn write(
+        &mut self,
+        knob: &Knob,
+        value: &KnobValue,
+        mask_words: u32,
+    ) -> Result<Written, WriteFailure> {
+        Actuator::write(self, knob, value, mask_words)
+            .map(|read_back| Written::Applied(read_back.after))
+    }
+
+    fn read(&mut self, knob: &Knob) -> Option<KnobValue> {
+        Actuator::read(self, knob).ok().map(|(_, value)| value)
     }
 }
