@@ -12,10 +12,8 @@ use super::lasting_failure::Occurrence;
 
 use super::Daemon;
 use crate::discover::discover;
-use crate::engine::mask_words_in;
-use crate::knob::Knob;
+use crate::engine::TakenOver;
 use crate::model::snapshot::Snapshot;
-use crate::policy::Placement;
 
 impl Daemon {
     pub(super) fn rediscover(&mut self, why: &str) {
@@ -80,14 +78,13 @@ impl Daemon {
         self.last_discovery = Instant::now();
     }
 
-    /// A device's queue set changed (a channel-count change): its driver re-did its
-    /// defaults, rewriting the affinity of its vectors (virtio_net: wide masks, then queue N
-    /// on CPU N) and adding queues with RPS off. That is not someone else's choice to
-    /// respect but a device made anew. Every target of the device that no longer holds
-    /// what steerd wrote (or respected), or that steerd never wrote but that changed with
-    /// the reset, is forgotten by the policy — no frozen IRQ, no dwell time — and taken
-    /// over by the actuator: the driver's value is accounted for as steerd's, and the
-    /// original (from before steerd's first write, or else from before the reset) is what
+    /// A device's queue set changed (a channel-count change), its channels were set again,
+    /// or it came (back): its driver's reset is taken over rather than respected. Which
+    /// values that takes is the engine's to say
+    /// ([`crate::engine::Engine::take_over_renewed_device`], which also makes the policy
+    /// forget who set them: no frozen IRQ, no dwell time); the actuator accounts for each
+    /// as steerd's in its restore record, keeping the original from before steerd's first
+    /// write (or else, for a value steerd never had, from before the reset), which is what
     /// the restore on exit writes back. The next tick places them again and re-applies
     /// steerd's RPS masks.
     ///
@@ -101,77 +98,17 @@ impl Daemon {
         device: &str,
         renewal: Renewal,
     ) {
-        self.engine.policy_mut().forget_rps_trial(device);
-        let mut targets: Vec<Knob> = Vec::new();
-        for inventory in [before, &self.engine.machine().inventory] {
-            for irq in inventory
-                .irqs
-                .iter()
-                .filter(|i| i.device.as_deref() == Some(device))
-            {
-                targets.push(Knob::IrqAffinity { irq: irq.irq });
+        let actuator = &self.actuator;
+        let taken = self
+            .engine
+            .take_over_renewed_device(before, device, &|knob| actuator.last_written(knob).cloned());
+        for TakenOver { knob, original } in &taken {
+            if let Some((was, words)) = original {
+                self.actuator.remember_original(knob, was, *words);
             }
-            // A channel change may re-spread a table nobody configured.
-            if inventory
-                .device(device)
-                .is_some_and(|d| d.rss_table.is_some())
-            {
-                targets.push(Knob::RssIndirection {
-                    device: device.to_string(),
-                });
-            }
-            for queue in inventory.device(device).iter().flat_map(|d| &d.tx_queues) {
-                targets.push(Knob::XpsCpus {
-                    device: device.to_string(),
-                    queue: queue.index,
-                });
-            }
-            for queue in inventory.device(device).iter().flat_map(|d| &d.rx_queues) {
-                for target in [
-                    Knob::RpsCpus {
-                        device: device.to_string(),
-                        queue: queue.index,
-                    },
-                    Knob::RpsFlowCnt {
-                        device: device.to_string(),
-                        queue: queue.index,
-                    },
-                ] {
-                    targets.push(target);
-                }
-            }
+            self.actuator.take_over_reset(knob);
         }
-        targets.sort();
-        targets.dedup();
-        let mut reset = 0;
-        let previous = Placement::from_inventory(before);
-        for knob in targets {
-            let policy = self.engine.policy();
-            let known = [
-                policy.written(&knob).cloned(),
-                policy.respected(&knob).cloned(),
-                self.actuator.last_written(&knob).cloned(),
-            ];
-            let placement = self.engine.placement();
-            let now = placement.value(&knob);
-            let was = previous.value(&knob);
-            let ours_replaced = known
-                .iter()
-                .flatten()
-                .any(|value| placement.holds(&knob, value) != Some(true));
-            let never_ours =
-                known.iter().all(Option::is_none) && now.is_some() && was.is_some() && was != now;
-            if !(ours_replaced || never_ours) {
-                continue;
-            }
-            if never_ours && let Some(was) = &was {
-                let words = mask_words_in(before, &knob, self.engine.machine().topology.nr_cpu_ids);
-                self.actuator.remember_original(&knob, was, words);
-            }
-            self.engine.policy_mut().forget_owner(&knob);
-            self.actuator.take_over_reset(&knob);
-            reset += 1;
-        }
+        let reset = taken.len();
         let (rx, tx) = self
             .engine
             .machine()

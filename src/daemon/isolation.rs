@@ -143,9 +143,8 @@ impl Daemon {
                     thread = %knob,
                     "{knob}: the kernel set {now} (was {ours}) as the cgroup partitions changed; placing it again"
                 );
-                self.engine.policy_mut().forget_owner(&knob);
+                self.engine.take_over(&knob, &now);
                 self.actuator.take_over_reset(&knob);
-                self.engine.observe_value(&knob, &now);
             }
         }
     }

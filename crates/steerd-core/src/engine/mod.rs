@@ -16,6 +16,7 @@
 //! report's [`Reaction::StopWriting`].
 
 mod move_check;
+mod ownership;
 mod report;
 mod retry;
 mod wide;
@@ -39,6 +40,7 @@ use crate::policy::{self, Action, DecideInput, Placement, PolicyState};
 use move_check::MoveChecks;
 
 pub use move_check::{MoveEffect, MoveVerdict};
+pub use ownership::TakenOver;
 pub use report::{Outcome, Reaction, TickKind, TickReport};
 pub use retry::{BACKOFF_BASE_NS, BACKOFF_MAX_NS, Retries};
 pub use writer::{DryRun, Writer, Written};
@@ -173,12 +175,6 @@ impl Engine {
 
     pub fn policy(&self) -> &PolicyState {
         &self.policy
-    }
-
-    /// The policy's memory, for what only the driver knows: a device made anew whose
-    /// driver reset its values (`PolicyState::forget_owner`).
-    pub fn policy_mut(&mut self) -> &mut PolicyState {
-        &mut self.policy
     }
 
     /// The latest sample, if any.

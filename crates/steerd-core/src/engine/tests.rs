@@ -467,3 +467,56 @@ fn queues_whose_moves_did_not_take_effect_get_rps() {
     rps_on.sort();
     assert_eq!(rps_on, vec![1, 2, 3]);
 }
+
+/// A device made anew (its driver put every vector on a wide mask again): the engine takes
+/// over each of its vectors that no longer holds what steerd wrote, and the one it never
+/// wrote that changed with the reset, whose value before is kept as the original; the
+/// policy forgets who set them. Values the reset left alone are not taken.
+#[test]
+fn a_device_made_anew_is_taken_over_by_the_engine() {
+    let (mut sim, mut engine) = stacked();
+    let mut writer = Scripted::default();
+    tick(&mut engine, &mut sim, &mut writer);
+    let report = tick(&mut engine, &mut sim, &mut writer);
+    let written: Vec<Knob> = report
+        .plan
+        .actions
+        .iter()
+        .map(|a| a.target.clone())
+        .collect();
+    assert_eq!(written.len(), 3);
+    let before = engine.machine().inventory.clone();
+    let mut renewed = engine.machine().clone();
+    let wide = CpuSet::parse_list("0-7").unwrap();
+    let mut reset = Vec::new();
+    for irq in renewed
+        .inventory
+        .irqs
+        .iter_mut()
+        .filter(|i| i.device.as_deref() == Some("eth0") && i.queue.is_some())
+    {
+        irq.affinity = Some(wide.clone());
+        irq.effective_affinity = None;
+        reset.push(Knob::IrqAffinity { irq: irq.irq });
+    }
+    assert!(reset.len() > written.len());
+    engine.replace_machine(renewed);
+    let taken = engine.take_over_renewed_device(&before, "eth0", &|_| None);
+    let knobs: Vec<Knob> = taken.iter().map(|t| t.knob.clone()).collect();
+    reset.sort();
+    assert_eq!(knobs, reset);
+    for t in &taken {
+        assert_eq!(engine.policy().written(&t.knob), None);
+        let was = Placement::from_inventory(&before).value(&t.knob);
+        if written.contains(&t.knob) {
+            assert_eq!(t.original, None, "{}", t.knob);
+        } else {
+            assert_eq!(
+                t.original.as_ref().map(|(v, _)| v),
+                was.as_ref(),
+                "{}",
+                t.knob
+            );
+        }
+    }
+}
