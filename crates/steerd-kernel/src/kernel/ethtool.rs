@@ -18,6 +18,28 @@
 //! the one the caller sized the buffer for. So every sample re-reads `ETHTOOL_GSSET_INFO`,
 //! sizes the buffers with slack, checks the count the kernel wrote back and retries when it
 //! moved.
+//!
+//! This module is the transport: the socket, the one ioctl every request goes through
+//! ([`Ethtool::call`], also used by `kernel::rss` for the RSS requests), the gets of a
+//! fixed-size struct answered in place, the string sets (`ETHTOOL_GSSET_INFO`,
+//! `ETHTOOL_GSTRINGS`) that driver stats and features are both named by, and the
+//! errors. The readers of each command are in their own modules, one per `ethtool`
+//! option, and re-exported here: [`stats`] (`-i`, `-S`), [`settings`] (`-g`, `-c`),
+//! [`flow_hash`] (`-n ... rx-flow-hash`) and [`features`] (`-k`).
+
+mod features;
+mod flow_hash;
+mod settings;
+mod stats;
+
+pub use features::{FeatureState, Features};
+pub(crate) use flow_hash::{ETHTOOL_GRXFH, Rxnfc};
+pub use flow_hash::{
+    FlowHash, RXH_DISCARD, RXH_IP_DST, RXH_IP_SRC, RXH_L2DA, RXH_L3_PROTO, RXH_L4_B_0_1,
+    RXH_L4_B_2_3, RXH_VLAN, TCP_V4_FLOW, TCP_V6_FLOW, UDP_V4_FLOW, UDP_V6_FLOW,
+};
+pub use settings::{Coalesce, RingParams};
+pub use stats::{DriverInfo, Stats};
 
 use std::borrow::Cow;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,69 +51,17 @@ use crate::error::Error;
 
 /// `SIOCETHTOOL` (`include/uapi/linux/sockios.h`).
 const SIOCETHTOOL: nix::libc::c_ulong = 0x8946;
-/// Commands (`ethtool.h`).
-const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
-const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
-const ETHTOOL_GSTATS: u32 = 0x0000_001d;
+/// Commands (`ethtool.h`) of the string sets.
 const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
-const ETHTOOL_GRINGPARAM: u32 = 0x0000_0010;
-const ETHTOOL_GCOALESCE: u32 = 0x0000_000e;
-pub(crate) const ETHTOOL_GRXFH: u32 = 0x0000_0029;
-const ETHTOOL_GFEATURES: u32 = 0x0000_003a;
-/// `enum ethtool_stringset`: `ETH_SS_STATS`, `ETH_SS_FEATURES`.
-const ETH_SS_STATS: u32 = 1;
-const ETH_SS_FEATURES: u32 = 4;
-/// Flow types for `ETHTOOL_GRXFH` (`ethtool.h`, "L2-L4 network traffic flow types").
-pub const TCP_V4_FLOW: u32 = 0x01;
-pub const UDP_V4_FLOW: u32 = 0x02;
-pub const TCP_V6_FLOW: u32 = 0x05;
-pub const UDP_V6_FLOW: u32 = 0x06;
-/// The fields an RSS hash covers (`RXH_*` bits of `ethtool_rxnfc.data`).
-pub const RXH_L2DA: u64 = 1 << 1;
-pub const RXH_VLAN: u64 = 1 << 2;
-pub const RXH_L3_PROTO: u64 = 1 << 3;
-pub const RXH_IP_SRC: u64 = 1 << 4;
-pub const RXH_IP_DST: u64 = 1 << 5;
-/// Source port for TCP/UDP/SCTP.
-pub const RXH_L4_B_0_1: u64 = 1 << 6;
-/// Destination port for TCP/UDP/SCTP.
-pub const RXH_L4_B_2_3: u64 = 1 << 7;
-pub const RXH_DISCARD: u64 = 1 << 31;
-/// The most feature bits steerd accepts from `ETHTOOL_GSSET_INFO` for `ETH_SS_FEATURES`:
-/// kernels have 64 (`ETHTOOL_DEV_FEATURE_WORDS` 2); room for growth, and a bound on the
-/// buffers a bad answer could size.
-const MAX_FEATURES: usize = 1024;
+const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
 /// `ETH_GSTRING_LEN`: each stat name is a NUL-padded 32-byte field.
 pub const ETH_GSTRING_LEN: usize = 32;
 /// `IFNAMSIZ`, including the terminating NUL.
 const IFNAMSIZ: usize = 16;
-/// How often a sample is retried when the stat count moves under it.
-const COUNT_RETRIES: usize = 3;
 
 /// The `#[repr(C)]` request structs of a fixed size that the kernel fills in place, so
 /// that [`Ethtool::get`] passes no other type as a command's buffer.
 trait AnsweredInPlace {}
-impl AnsweredInPlace for EthtoolDrvinfo {}
-impl AnsweredInPlace for RingParams {}
-impl AnsweredInPlace for Coalesce {}
-impl AnsweredInPlace for Rxnfc {}
-
-/// `struct ethtool_drvinfo` (196 bytes).
-#[repr(C)]
-struct EthtoolDrvinfo {
-    cmd: u32,
-    driver: [u8; 32],
-    version: [u8; 32],
-    fw_version: [u8; 32],
-    bus_info: [u8; 32],
-    erom_version: [u8; 32],
-    reserved2: [u8; 12],
-    n_priv_flags: u32,
-    n_stats: u32,
-    testinfo_len: u32,
-    eedump_len: u32,
-    regdump_len: u32,
-}
 
 /// `struct ethtool_sset_info` with room for the one `data[]` entry we ask for: the kernel
 /// writes one `u32` per bit set in the returned `sset_mask`, and we request one bit.
@@ -114,232 +84,6 @@ struct IfreqData {
 
 nix::ioctl_readwrite_bad!(ethtool_ioctl, SIOCETHTOOL, IfreqData);
 
-/// `struct ethtool_ringparam` (36 bytes): what `ethtool -g` shows.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RingParams {
-    cmd: u32,
-    pub rx_max_pending: u32,
-    pub rx_mini_max_pending: u32,
-    pub rx_jumbo_max_pending: u32,
-    pub tx_max_pending: u32,
-    pub rx_pending: u32,
-    pub rx_mini_pending: u32,
-    pub rx_jumbo_pending: u32,
-    pub tx_pending: u32,
-}
-
-/// `struct ethtool_coalesce` (92 bytes): what `ethtool -c` shows. Only the receive
-/// fields are public; the rest are there for the layout.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Coalesce {
-    cmd: u32,
-    pub rx_coalesce_usecs: u32,
-    pub rx_max_coalesced_frames: u32,
-    rx_coalesce_usecs_irq: u32,
-    rx_max_coalesced_frames_irq: u32,
-    tx: [u32; 5],
-    pub use_adaptive_rx_coalesce: u32,
-    use_adaptive_tx_coalesce: u32,
-    rest: [u32; 11],
-}
-
-impl Coalesce {
-    /// Receive coalescing as `ethtool -c` prints it: rx-usecs, rx-frames, adaptive-rx.
-    pub fn rx(usecs: u32, frames: u32, adaptive: bool) -> Self {
-        Coalesce {
-            rx_coalesce_usecs: usecs,
-            rx_max_coalesced_frames: frames,
-            use_adaptive_rx_coalesce: u32::from(adaptive),
-            ..Coalesce::default()
-        }
-    }
-}
-
-impl RingParams {
-    /// Sizes as `ethtool -g` prints them: current RX and TX, and their maxima.
-    pub fn new(rx_pending: u32, rx_max_pending: u32, tx_pending: u32, tx_max_pending: u32) -> Self {
-        RingParams {
-            rx_pending,
-            rx_max_pending,
-            tx_pending,
-            tx_max_pending,
-            ..RingParams::default()
-        }
-    }
-}
-
-/// `struct ethtool_rxnfc` (192 bytes on 64-bit) for `ETHTOOL_GRXFH`: the kernel reads
-/// `cmd` and `flow_type` and writes the hashed fields into `data` (only those 16 bytes
-/// without `FLOW_RSS`, but the whole struct is there so a kernel that copies more writes
-/// into our memory). `fs` (`struct ethtool_rx_flow_spec`, 168 bytes), `rule_cnt` and
-/// the padding to 8 are opaque here.
-#[repr(C)]
-pub(crate) struct Rxnfc {
-    cmd: u32,
-    flow_type: u32,
-    pub(crate) data: u64,
-    rest: [u64; 22],
-}
-
-impl Rxnfc {
-    /// A request for `cmd` (`ETHTOOL_GRXFH`, `ETHTOOL_GRXRINGS`, ...) on `flow_type`.
-    pub(crate) fn new(cmd: u32, flow_type: u32) -> Self {
-        Rxnfc {
-            cmd,
-            flow_type,
-            data: 0,
-            rest: [0; 22],
-        }
-    }
-}
-
-/// The fields a NIC's RSS hash covers for one flow type (`ETHTOOL_GRXFH`, what
-/// `ethtool -n DEV rx-flow-hash udp4` shows): `RXH_*` bits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FlowHash(pub u64);
-
-impl FlowHash {
-    /// Both IP addresses are hashed.
-    pub fn has_addresses(self) -> bool {
-        self.0 & (RXH_IP_SRC | RXH_IP_DST) == RXH_IP_SRC | RXH_IP_DST
-    }
-
-    /// Both L4 ports are hashed.
-    pub fn has_ports(self) -> bool {
-        self.0 & (RXH_L4_B_0_1 | RXH_L4_B_2_3) == RXH_L4_B_0_1 | RXH_L4_B_2_3
-    }
-
-    /// The fields in the letters `ethtool -N DEV rx-flow-hash TYPE` takes: `sd` for both
-    /// addresses, `sdfn` with both ports (`m` L2 destination, `v` VLAN, `t` L3 protocol,
-    /// `r` discard); empty when nothing is hashed.
-    pub fn letters(self) -> String {
-        const LETTERS: [(u64, char); 8] = [
-            (RXH_L2DA, 'm'),
-            (RXH_VLAN, 'v'),
-            (RXH_L3_PROTO, 't'),
-            (RXH_IP_SRC, 's'),
-            (RXH_IP_DST, 'd'),
-            (RXH_L4_B_0_1, 'f'),
-            (RXH_L4_B_2_3, 'n'),
-            (RXH_DISCARD, 'r'),
-        ];
-        LETTERS
-            .iter()
-            .filter(|(bit, _)| self.0 & bit != 0)
-            .map(|(_, letter)| *letter)
-            .collect()
-    }
-
-    /// The fields as `ethtool -n` names them: "IP SA, IP DA", or "None".
-    pub fn describe(self) -> String {
-        const NAMES: [(u64, &str); 8] = [
-            (RXH_L2DA, "L2DA"),
-            (RXH_VLAN, "VLAN tag"),
-            (RXH_L3_PROTO, "L3 proto"),
-            (RXH_IP_SRC, "IP SA"),
-            (RXH_IP_DST, "IP DA"),
-            (RXH_L4_B_0_1, "L4 bytes 0 & 1 [TCP/UDP src port]"),
-            (RXH_L4_B_2_3, "L4 bytes 2 & 3 [TCP/UDP dst port]"),
-            (RXH_DISCARD, "Discard all packets of this flow type"),
-        ];
-        let names: Vec<&str> = NAMES
-            .iter()
-            .filter(|(bit, _)| self.0 & bit != 0)
-            .map(|(_, name)| *name)
-            .collect();
-        if names.is_empty() {
-            "None".into()
-        } else {
-            names.join(", ")
-        }
-    }
-}
-
-/// One device feature's state from `ETHTOOL_GFEATURES`, as `ethtool -k` prints it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FeatureState {
-    /// The device lets it be changed (`hw_features`).
-    pub available: bool,
-    /// What was asked for (`wanted_features`).
-    pub requested: bool,
-    /// On now (`features`).
-    pub active: bool,
-    /// The kernel never lets it change (`NETIF_F_NEVER_CHANGE`).
-    pub never_changed: bool,
-}
-
-impl FeatureState {
-    /// `[fixed]` in `ethtool -k`: not changeable on this device.
-    pub fn fixed(self) -> bool {
-        !self.available || self.never_changed
-    }
-}
-
-/// A device's features by kernel name (`rx-gro`, `rx-gro-hw`, `rx-ntuple-filter`, ...):
-/// the `ETH_SS_FEATURES` names with their `ETHTOOL_GFEATURES` bits.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Features(Vec<(String, FeatureState)>);
-
-impl Features {
-    /// Features from `(name, state)` pairs (as the ioctl would answer).
-    pub fn new(states: impl IntoIterator<Item = (String, FeatureState)>) -> Self {
-        Features(states.into_iter().collect())
-    }
-
-    /// The state of the feature named `name`, if the kernel has it.
-    pub fn get(&self, name: &str) -> Option<FeatureState> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, s)| *s)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&str, FeatureState)> {
-        self.0.iter().map(|(n, s)| (n.as_str(), *s))
-    }
-
-    /// Decodes the `ETH_SS_FEATURES` name table (`ETH_GSTRING_LEN` bytes a name, bit `i`
-    /// named by entry `i`; empty names are unused bits) with the `ETHTOOL_GFEATURES`
-    /// blocks (`[available, requested, active, never_changed]`, 32 bits each, bit `i` in
-    /// block `i / 32`). Bits beyond the blocks the kernel filled are left out.
-    fn decode(names: &[u8], blocks: &[[u32; 4]]) -> Self {
-        let mut states = Vec::new();
-        for (bit, field) in names.chunks_exact(ETH_GSTRING_LEN).enumerate() {
-            let name = gstring(field);
-            let Some(block) = blocks.get(bit / 32) else {
-                break;
-            };
-            if name.is_empty() {
-                continue;
-            }
-            let mask = 1u32 << (bit % 32);
-            let [available, requested, active, never_changed] = block.map(|w| w & mask != 0);
-            states.push((
-                name.into_owned(),
-                FeatureState {
-                    available,
-                    requested,
-                    active,
-                    never_changed,
-                },
-            ));
-        }
-        Features(states)
-    }
-}
-
-/// What `ETHTOOL_GDRVINFO` says about a device.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DriverInfo {
-    /// The driver's name, e.g. `virtio_net`, `veth`, `mlx5_core`.
-    pub driver: String,
-    pub version: String,
-    pub firmware_version: String,
-    /// e.g. `0000:00:03.0`; empty for virtual devices.
-    pub bus_info: String,
-    /// The stat count at the time of the call (re-read it per sample: it changes).
-    pub n_stats: u32,
-}
-
 /// A `SIOCETHTOOL` client: an `AF_INET` datagram socket (in the calling thread's network
 /// namespace) plus reusable buffers.
 #[derive(Debug)]
@@ -351,50 +95,6 @@ pub struct Ethtool {
     values: Vec<u64>,
     /// Stats in the last successful sample.
     count: usize,
-}
-
-/// One sample of a device's driver statistics, borrowed from the [`Ethtool`] buffers.
-#[derive(Debug, Clone, Copy)]
-pub struct Stats<'a> {
-    names: &'a [u8],
-    values: &'a [u64],
-}
-
-impl<'a> Stats<'a> {
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
-    /// The raw name table: `len() * ETH_GSTRING_LEN` bytes, NUL-padded names. Comparing it
-    /// with the previous sample's tells whether the names changed.
-    pub fn raw_names(&self) -> &'a [u8] {
-        self.names
-    }
-
-    pub fn values(&self) -> &'a [u64] {
-        self.values
-    }
-
-    /// The `index`th name, NUL-trimmed (leading spaces kept: vmxnet3 indents its
-    /// per-queue names).
-    pub fn name(&self, index: usize) -> Option<Cow<'a, str>> {
-        let start = index.checked_mul(ETH_GSTRING_LEN)?;
-        let field = self.names.get(start..start + ETH_GSTRING_LEN)?;
-        Some(gstring(field))
-    }
-
-    /// `(name, value)` pairs in the driver's order.
-    pub fn iter(&self) -> impl Iterator<Item = (Cow<'a, str>, u64)> + 'a {
-        let names = self.names;
-        names
-            .chunks_exact(ETH_GSTRING_LEN)
-            .map(gstring)
-            .zip(self.values.iter().copied())
-    }
 }
 
 /// Why a request failed, before it becomes an [`Error`] naming the device.
@@ -459,211 +159,6 @@ impl Ethtool {
         })
     }
 
-    /// `ETHTOOL_GDRVINFO`. Fails with EOPNOTSUPP for devices without a driver (`lo`) and
-    /// ENODEV for a device that does not exist (any more).
-    pub fn driver_info(&self, ifname: &str) -> Result<DriverInfo, Error> {
-        let info = EthtoolDrvinfo {
-            cmd: ETHTOOL_GDRVINFO,
-            driver: [0; 32],
-            version: [0; 32],
-            fw_version: [0; 32],
-            bus_info: [0; 32],
-            erom_version: [0; 32],
-            reserved2: [0; 12],
-            n_priv_flags: 0,
-            n_stats: 0,
-            testinfo_len: 0,
-            eedump_len: 0,
-            regdump_len: 0,
-        };
-        let info = self.get(ifname, "ETHTOOL_GDRVINFO", info)?;
-        Ok(DriverInfo {
-            driver: gstring(&info.driver).into_owned(),
-            version: gstring(&info.version).into_owned(),
-            firmware_version: gstring(&info.fw_version).into_owned(),
-            bus_info: gstring(&info.bus_info).into_owned(),
-            n_stats: info.n_stats,
-        })
-    }
-
-    /// `ETHTOOL_GRINGPARAM`: the ring sizes (`ethtool -g`). Fails with EOPNOTSUPP for
-    /// devices whose driver has no rings to report (`lo`, veth).
-    pub fn ring_params(&self, ifname: &str) -> Result<RingParams, Error> {
-        let rings = RingParams {
-            cmd: ETHTOOL_GRINGPARAM,
-            ..RingParams::default()
-        };
-        self.get(ifname, "ETHTOOL_GRINGPARAM", rings)
-    }
-
-    /// `ETHTOOL_GCOALESCE`: interrupt coalescing (`ethtool -c`). Fails with EOPNOTSUPP
-    /// where the driver does not report it.
-    pub fn coalesce(&self, ifname: &str) -> Result<Coalesce, Error> {
-        let coalesce = Coalesce {
-            cmd: ETHTOOL_GCOALESCE,
-            ..Coalesce::default()
-        };
-        self.get(ifname, "ETHTOOL_GCOALESCE", coalesce)
-    }
-
-    /// `ETHTOOL_GRXFH`: the fields the RSS hash covers for `flow_type` ([`UDP_V4_FLOW`],
-    /// [`UDP_V6_FLOW`], ...), what `ethtool -n DEV rx-flow-hash udp4` shows. Fails with
-    /// EOPNOTSUPP where the driver does not report it (`lo`, veth, virtio without RSS on
-    /// older kernels). Hand-written (see the module's doc): the ethtool netlink family
-    /// reports hash fields only on kernels from 2025 on (`ETHTOOL_A_RSS_FLOW_HASH`), and
-    /// no crate wraps either.
-    pub fn rx_flow_hash(&self, ifname: &str, flow_type: u32) -> Result<FlowHash, Error> {
-        let request = self.get(
-            ifname,
-            "ETHTOOL_GRXFH",
-            Rxnfc::new(ETHTOOL_GRXFH, flow_type),
-        )?;
-        Ok(FlowHash(request.data))
-    }
-
-    /// The device's features with their names (`ETHTOOL_GSSET_INFO` and
-    /// `ETHTOOL_GSTRINGS` for `ETH_SS_FEATURES`, then `ETHTOOL_GFEATURES`): what
-    /// `ethtool -k` shows, under the kernel's names (`rx-gro` is "generic-receive-offload",
-    /// `rx-ntuple-filter` "ntuple-filters"). Every device answers: the features are the
-    /// core's, not the driver's. Hand-written (see the module's doc) so that it needs no
-    /// async netlink stack; the names make it robust to the kernel renumbering feature
-    /// bits, unlike the legacy `ETHTOOL_GGRO`/`ETHTOOL_GFLAGS`.
-    pub fn features(&self, ifname: &str) -> Result<Features, Error> {
-        self.read_features(ifname).map_err(|f| f.into_error(ifname))
-    }
-
-    fn read_features(&self, ifname: &str) -> Result<Features, Failure> {
-        let Some(count) = self.count_set(ifname, ETH_SS_FEATURES)? else {
-            return Err(Failure::Other {
-                command: "ETHTOOL_GSSET_INFO",
-                reason: "no feature string set".into(),
-            });
-        };
-        let count = count as usize;
-        if count > MAX_FEATURES {
-            return Err(Failure::Other {
-                command: "ETHTOOL_GSSET_INFO",
-                reason: format!("{count} features, more than the {MAX_FEATURES} steerd accepts"),
-            });
-        }
-        let mut names = Vec::new();
-        if !self.strings_into(&mut names, ifname, ETH_SS_FEATURES, count)? {
-            return Err(Failure::Other {
-                command: "ETHTOOL_GSTRINGS",
-                reason: "the feature count changed between calls".into(),
-            });
-        }
-        // struct ethtool_gfeatures { __u32 cmd; __u32 size; struct
-        // ethtool_get_features_block features[size]; }: the kernel copies at most `size`
-        // blocks (its own count when fewer) and writes its count back into `size`.
-        let words = count.div_ceil(32);
-        let mut buffer = vec![0u32; 2 + 4 * words];
-        buffer[0] = ETHTOOL_GFEATURES;
-        buffer[1] = words as u32;
-        self.call(ifname, "ETHTOOL_GFEATURES", buffer.as_mut_ptr().cast())?;
-        let filled = (buffer[1] as usize).min(words);
-        let blocks: Vec<[u32; 4]> = buffer
-            .get(2..)
-            .unwrap_or_default()
-            .chunks_exact(4)
-            .take(filled)
-            .map(|b| [b[0], b[1], b[2], b[3]])
-            .collect();
-        let table = names
-            .get(12..12 + count * ETH_GSTRING_LEN)
-            .unwrap_or_default();
-        Ok(Features::decode(table, &blocks))
-    }
-
-    /// `ETHTOOL_GSSET_INFO` for `ETH_SS_STATS`: the current number of driver stats, `None`
-    /// when the device has no stats string set (the kernel answers without the bit).
-    pub fn stats_count(&self, ifname: &str) -> Result<Option<u32>, Error> {
-        self.count_stats(ifname).map_err(|f| f.into_error(ifname))
-    }
-
-    /// One sample of all driver stats (`ETHTOOL_GSSET_INFO`, `ETHTOOL_GSTRINGS`,
-    /// `ETHTOOL_GSTATS`), borrowed from this client's buffers. A device without stats
-    /// (`lo`) is an EOPNOTSUPP error, a vanished one ENODEV.
-    pub fn sample(&mut self, ifname: &str) -> Result<Stats<'_>, Error> {
-        match self.fill(ifname) {
-            Ok(true) => Ok(self.last_sample()),
-            Ok(false) => Err(Failure::Errno {
-                command: "ETHTOOL_GSSET_INFO",
-                errno: Errno::EOPNOTSUPP,
-            }
-            .into_error(ifname)),
-            Err(failure) => Err(failure.into_error(ifname)),
-        }
-    }
-
-    /// [`Self::sample`], but `Ok(None)` when the device has no driver stats (EOPNOTSUPP,
-    /// no string set) or no longer exists (ENODEV): the cases a per-tick caller treats as
-    /// "no counters here" rather than as a failure.
-    pub fn sample_if_available(&mut self, ifname: &str) -> Result<Option<Stats<'_>>, Error> {
-        match self.fill(ifname) {
-            Ok(true) => Ok(Some(self.last_sample())),
-            Ok(false) => Ok(None),
-            Err(failure) if failure.is_absent() => Ok(None),
-            Err(failure) => Err(failure.into_error(ifname)),
-        }
-    }
-
-    /// Owned `(name, value)` pairs: [`Self::sample`] for callers that keep the result.
-    pub fn stats(&mut self, ifname: &str) -> Result<Vec<(String, u64)>, Error> {
-        let sample = self.sample(ifname)?;
-        Ok(sample
-            .iter()
-            .map(|(name, value)| (name.into_owned(), value))
-            .collect())
-    }
-
-    /// Reads names and values into the buffers; false when there is no stats string set.
-    fn fill(&mut self, ifname: &str) -> Result<bool, Failure> {
-        for _ in 0..COUNT_RETRIES {
-            let Some(count) = self.count_stats(ifname)? else {
-                return Ok(false);
-            };
-            let count = count as usize;
-            if self.read_strings(ifname, count)? && self.read_values(ifname, count)? {
-                self.count = count;
-                return Ok(true);
-            }
-        }
-        Err(Failure::Other {
-            command: "ETHTOOL_GSTATS",
-            reason: format!("the stat count kept changing over {COUNT_RETRIES} attempts"),
-        })
-    }
-
-    /// The last successful sample, still in the buffers.
-    fn last_sample(&self) -> Stats<'_> {
-        let count = self.count;
-        Stats {
-            names: self
-                .strings
-                .get(12..12 + count * ETH_GSTRING_LEN)
-                .unwrap_or_default(),
-            values: self.values.get(1..1 + count).unwrap_or_default(),
-        }
-    }
-
-    fn count_stats(&self, ifname: &str) -> Result<Option<u32>, Failure> {
-        let Some(count) = self.count_set(ifname, ETH_SS_STATS)? else {
-            return Ok(None);
-        };
-        // The count sizes the name and value buffers: bound it.
-        if count as usize > crate::limits::MAX_ETHTOOL_STATS {
-            return Err(Failure::Other {
-                command: "ETHTOOL_GSSET_INFO",
-                reason: format!(
-                    "{count} statistics, more than the {} steerd accepts",
-                    crate::limits::MAX_ETHTOOL_STATS
-                ),
-            });
-        }
-        Ok(Some(count))
-    }
-
     /// `ETHTOOL_GSSET_INFO` for one string set: its current size, `None` when the device
     /// has none (the kernel answers without the set's bit).
     fn count_set(&self, ifname: &str, set: u32) -> Result<Option<u32>, Failure> {
@@ -693,14 +188,6 @@ impl Ethtool {
         count * 2 + 256
     }
 
-    /// `ETHTOOL_GSTRINGS` into `self.strings`; false when the kernel's count differs.
-    fn read_strings(&mut self, ifname: &str, count: usize) -> Result<bool, Failure> {
-        let mut strings = std::mem::take(&mut self.strings);
-        let read = self.strings_into(&mut strings, ifname, ETH_SS_STATS, count);
-        self.strings = strings;
-        read
-    }
-
     /// `ETHTOOL_GSTRINGS` for string set `set` into `buffer` (the 12-byte header, then
     /// the names); false when the kernel's count differs from `count`.
     fn strings_into(
@@ -726,26 +213,6 @@ impl Ethtool {
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
             .map(u32::from_ne_bytes)
             .unwrap_or(u32::MAX) as usize;
-        Ok(written == count)
-    }
-
-    /// `ETHTOOL_GSTATS` into `self.values`; false when the kernel's count differs.
-    fn read_values(&mut self, ifname: &str, count: usize) -> Result<bool, Failure> {
-        let room = Self::with_slack(count);
-        self.values.clear();
-        self.values.resize(1 + room, 0);
-        // struct ethtool_stats { __u32 cmd; __u32 n_stats; __u64 data[]; }: the two u32
-        // fields share the first u64 slot, in memory order.
-        let mut header = [0u8; 8];
-        header[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
-        header[4..].copy_from_slice(&(count as u32).to_ne_bytes());
-        if let Some(first) = self.values.first_mut() {
-            *first = u64::from_ne_bytes(header);
-        }
-        let pointer = self.values.as_mut_ptr().cast();
-        self.call(ifname, "ETHTOOL_GSTATS", pointer)?;
-        let header = self.values.first().copied().unwrap_or(0).to_ne_bytes();
-        let written = u32::from_ne_bytes([header[4], header[5], header[6], header[7]]) as usize;
         Ok(written == count)
     }
 
@@ -798,8 +265,12 @@ impl Ethtool {
 }
 
 #[cfg(test)]
+#[cfg(test)]
 mod tests {
     use super::*;
+    // Besides the re-exports: a request struct and command numbers of the readers' modules.
+    use super::features::{ETH_SS_FEATURES, ETHTOOL_GFEATURES};
+    use super::stats::EthtoolDrvinfo;
 
     #[test]
     fn struct_layouts_match_the_kernel() {
