@@ -16,25 +16,29 @@
 //!    driver report it: see [`attribute_by_netdev_netlink`], the place where it plugs in;
 //! 6. `proc/sys/net/core/rps_sock_flow_entries`.
 //!
-//! Refinements after naming, per device: gve notification blocks are split into TX (first
-//! half) and RX (second half) queues; a function-named completion vector (`mlx4-comp-N`)
-//! is demoted to "other" when the device has interface-named queue vectors of its own (the
-//! netdev then does not use them); a queue-less combined vector (`virtioN-virtqueues`, or
-//! the only vector of a device, named just like it, e.g. a single-MSI `eth0`)
-//! serves every queue of its device.
+//! Steps 3 and 4, the IRQs and their attribution by `msi_irqs/` and names with the
+//! refinements per device, are in [`irqs`]; step 5 and the NAPI threads of threaded
+//! devices in [`napi`]. This module runs the steps in order and reads the rest.
+
+mod irqs;
+mod napi;
+
+pub use irqs::{Vector, set_vector};
+pub use napi::attribute_by_netdev_netlink;
 
 use std::collections::HashMap;
 
 use crate::error::Error;
 use crate::kernel::cgroup_isolation;
-use crate::kernel::irq_names::{Classification, DeviceNames, KnownDevice, NameKind};
-use crate::kernel::procfs::interrupts::{self, Interrupts};
+use crate::kernel::linkinfo;
+use crate::kernel::procfs::interrupts;
 use crate::kernel::sysfs::net::SysNetDevice;
-use crate::kernel::sysfs::{cpu, irq, net};
-use crate::kernel::{irq_names, linkinfo};
-use crate::model::inventory::{DeviceKind, Inventory, Irq, IrqRole, RxQueue};
+use crate::kernel::sysfs::{cpu, net};
+use crate::model::inventory::{DeviceKind, Inventory, IrqRole};
 use crate::model::topology::Topology;
 use crate::root::Root;
+use irqs::{also_served_by, attribute, read_irqs, serve_all_queues};
+use napi::attach_napi_threads;
 
 /// Everything discovery found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,456 +152,6 @@ fn udp_hashed_on_addresses(device: &str) -> Vec<String> {
         .collect()
 }
 
-/// **Plug-in point** for the netdev generic-netlink attribution (`queue-get` gives each
-/// queue's NAPI id, `napi-get` that NAPI's `irq`), written elsewhere
-/// (`crate::kernel::netlink`). It runs after the `msi_irqs/` + name attribution and may
-/// override it: the kernel's own answer beats a naming convention. Use [`set_vector`] to
-/// record an answer so the IRQ, the queue and the device stay consistent. Only meaningful
-/// when `root.is_host()`; failures belong in `warnings`, never in an error.
-pub fn attribute_by_netdev_netlink(
-    root: &Root,
-    inventory: &mut Inventory,
-    warnings: &mut Vec<String>,
-) {
-    if !root.is_host() {
-        return;
-    }
-    let mut client = match crate::kernel::netlink::NetdevClient::connect() {
-        Ok(Some(client)) => client,
-        Ok(None) => return, // kernel without the netdev family (< 6.8)
-        Err(e) => {
-            warnings.push(format!("netdev netlink unavailable: {e}"));
-            return;
-        }
-    };
-    let ops = client.family().ops;
-    if !(ops.queue_get && ops.napi_get) {
-        return;
-    }
-    let queue_irqs = match client.queue_irqs(None) {
-        Ok(queue_irqs) => queue_irqs,
-        Err(e) => {
-            warnings.push(format!("netdev queue-get/napi-get: {e}"));
-            return;
-        }
-    };
-    for (irq, vector) in netlink_vectors(inventory, &queue_irqs) {
-        set_vector(inventory, irq, &vector);
-    }
-    for answer in &queue_irqs {
-        if answer.direction != crate::model::snapshot::QueueDirection::Rx {
-            continue;
-        }
-        let queue = inventory
-            .devices
-            .iter_mut()
-            .filter(|d| d.ifindex == Some(answer.ifindex))
-            .flat_map(|d| d.rx_queues.iter_mut())
-            .find(|q| q.index == answer.queue);
-        if let Some(queue) = queue {
-            queue.napi_id = answer.napi_id;
-            if let Some(napi) = &answer.napi {
-                apply_napi_settings(&mut queue.napi, napi);
-            }
-        }
-    }
-}
-
-/// Takes the per-NAPI settings `napi-get` carried (6.13+; `threaded` 6.17+) over the
-/// device-wide values from sysfs. An attribute the kernel left out keeps the sysfs value,
-/// or stays `None` ("not on this kernel") where sysfs has none (`irq-suspend-timeout`).
-fn apply_napi_settings(
-    settings: &mut crate::model::inventory::NapiSettings,
-    napi: &crate::kernel::netlink::Napi,
-) {
-    if napi.defer_hard_irqs.is_some() || napi.gro_flush_timeout.is_some() {
-        settings.per_napi = true;
-    }
-    settings.defer_hard_irqs = napi.defer_hard_irqs.or(settings.defer_hard_irqs);
-    settings.gro_flush_timeout_ns = napi.gro_flush_timeout.or(settings.gro_flush_timeout_ns);
-    settings.irq_suspend_timeout_ns = napi.irq_suspend_timeout;
-    if let Some(mode) = napi
-        .threaded
-        .and_then(|value| crate::model::inventory::ThreadedMode::from_number(value.into()))
-    {
-        settings.threaded = Some(mode);
-    }
-}
-
-/// The polling thread of each receive queue of a threaded device (`threaded` = 1), from
-/// the `napi/DEV-ID` threads (`kernel::napi_threads`). A thread is matched to its queue by
-/// the NAPI id netdev netlink gave the queue; where the kernel does not say (before 6.8),
-/// by order: the receive NAPIs' ids are handed out in queue order as the driver registers
-/// them (virtio_net on 6.1 and 6.12: rx-0..3 polled by ids 8193..8196), so with as many
-/// threads as queues the n-th lowest id polls rx-n. Transmit-only NAPIs (id 0) are left
-/// out. Problems are warnings: the device is then steered by its IRQs only.
-fn attach_napi_threads(root: &Root, inventory: &mut Inventory, warnings: &mut Vec<String>) {
-    let threaded: Vec<String> = inventory
-        .devices
-        .iter()
-        .filter(|d| has_napi_threads(d))
-        .map(|d| d.name.clone())
-        .collect();
-    if threaded.is_empty() {
-        return;
-    }
-    let names: Vec<&str> = threaded.iter().map(String::as_str).collect();
-    let threads = match crate::kernel::napi_threads::scan(root, &names) {
-        Ok(threads) => threads,
-        Err(e) => {
-            warnings.push(format!("cannot list NAPI threads: {e}"));
-            return;
-        }
-    };
-    for device in inventory.devices.iter_mut().filter(|d| has_napi_threads(d)) {
-        let mut rx_threads: Vec<_> = threads
-            .iter()
-            .filter(|t| t.napi_id != 0)
-            .filter(|t| {
-                crate::kernel::napi_threads::napi_id_of(&t.name, &device.name) == Some(t.napi_id)
-            })
-            .collect();
-        rx_threads.sort_by_key(|t| t.napi_id);
-        let by_id = device.rx_queues.iter().all(|q| q.napi_id.is_some());
-        let by_order = rx_threads.len() == device.rx_queues.len();
-        if !by_id && !by_order {
-            warnings.push(format!(
-                "{}: {} NAPI threads for {} receive queues and no NAPI ids from the kernel: \
-                 cannot tell which queue each polls, so they are not pinned",
-                device.name,
-                rx_threads.len(),
-                device.rx_queues.len()
-            ));
-            continue;
-        }
-        let mut queues: Vec<&mut RxQueue> = device.rx_queues.iter_mut().collect();
-        queues.sort_by_key(|q| q.index);
-        for (n, queue) in queues.into_iter().enumerate() {
-            let thread = if by_id {
-                rx_threads.iter().find(|t| Some(t.napi_id) == queue.napi_id)
-            } else {
-                rx_threads.get(n)
-            };
-            queue.napi_thread = thread.map(|t| (*t).clone());
-        }
-    }
-}
-
-/// Whether some NAPI of `device` polls in a thread: the whole device (`threaded` 1 or 2),
-/// or single NAPIs set threaded over netdev netlink (`napi-set`, 6.17+), which leave the
-/// device's `threaded` at 0.
-fn has_napi_threads(device: &crate::model::inventory::NetDevice) -> bool {
-    use crate::model::inventory::ThreadedMode;
-    device.threaded == Some(true)
-        || device.rx_queues.iter().any(|q| {
-            matches!(
-                q.napi.threaded,
-                Some(ThreadedMode::Enabled | ThreadedMode::BusyPoll)
-            )
-        })
-}
-
-/// Joins the kernel's queue → IRQ answers into one [`Vector`] per IRQ: an IRQ whose NAPI
-/// polls both rx-n and tx-n is a combined vector.
-fn netlink_vectors(
-    inventory: &Inventory,
-    queue_irqs: &[crate::kernel::netlink::QueueIrq],
-) -> Vec<(u32, Vector)> {
-    use crate::model::snapshot::QueueDirection;
-    let mut vectors: Vec<(u32, Vector)> = Vec::new();
-    for answer in queue_irqs {
-        let Some(irq) = answer.irq else { continue };
-        if inventory.irq(irq).is_none() {
-            continue;
-        }
-        let Some(device) = inventory
-            .devices
-            .iter()
-            .position(|d| d.ifindex == Some(answer.ifindex))
-        else {
-            continue;
-        };
-        let index = match vectors.iter().position(|(i, _)| *i == irq) {
-            Some(index) => index,
-            None => {
-                vectors.push((
-                    irq,
-                    Vector {
-                        device,
-                        role: IrqRole::Other,
-                        rx_queue: None,
-                        tx_queue: None,
-                    },
-                ));
-                vectors.len() - 1
-            }
-        };
-        let vector = &mut vectors[index].1;
-        match answer.direction {
-            QueueDirection::Rx => vector.rx_queue = Some(answer.queue),
-            QueueDirection::Tx => vector.tx_queue = Some(answer.queue),
-        }
-        vector.role = match (vector.rx_queue, vector.tx_queue) {
-            (Some(_), Some(_)) => IrqRole::Rxtx,
-            (Some(_), None) => IrqRole::Rx,
-            (None, Some(_)) => IrqRole::Tx,
-            (None, None) => IrqRole::Other,
-        };
-    }
-    vectors
-}
-
-/// What one IRQ serves: a device (index into `Inventory.devices`), a role, and the receive
-/// and transmit queues (both `None` for a combined vector serving every queue).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Vector {
-    pub device: usize,
-    pub role: IrqRole,
-    pub rx_queue: Option<u32>,
-    pub tx_queue: Option<u32>,
-}
-
-/// Records that `irq` serves `vector`: sets the IRQ's device, queue and role, lists the
-/// IRQ on the device, and sets the served queues' `irq`. An earlier attribution of the
-/// same IRQ (its device's list and queues) is undone first, so a later, better source can
-/// override a naming convention. Unknown IRQ numbers or device indices are ignored.
-pub fn set_vector(inventory: &mut Inventory, irq: u32, vector: &Vector) {
-    let Some(name) = inventory.devices.get(vector.device).map(|d| d.name.clone()) else {
-        return;
-    };
-    let Ok(position) = inventory.irqs.binary_search_by_key(&irq, |i| i.irq) else {
-        return;
-    };
-    let entry = &mut inventory.irqs[position];
-    let previous = entry.device.replace(name);
-    entry.role = vector.role;
-    entry.queue = vector.rx_queue.or(vector.tx_queue);
-    if let Some(previous) = previous
-        && let Some(device) = inventory.devices.iter_mut().find(|d| d.name == previous)
-    {
-        device.irqs.retain(|&i| i != irq);
-        for queue in device.rx_queues.iter_mut().filter(|q| q.irq == Some(irq)) {
-            queue.irq = None;
-        }
-        for queue in device.tx_queues.iter_mut().filter(|q| q.irq == Some(irq)) {
-            queue.irq = None;
-        }
-    }
-    also_served_by(inventory, irq, vector);
-}
-
-/// Lists `irq` on the vector's device and sets the served queues' `irq`, leaving the IRQ's
-/// own device/queue/role alone: for the second NIC on a shared line.
-fn also_served_by(inventory: &mut Inventory, irq: u32, vector: &Vector) {
-    let Some(device) = inventory.devices.get_mut(vector.device) else {
-        return;
-    };
-    if !device.irqs.contains(&irq) {
-        device.irqs.push(irq);
-    }
-    if let Some(index) = vector.rx_queue
-        && let Some(queue) = device.rx_queues.iter_mut().find(|q| q.index == index)
-    {
-        queue.irq = Some(irq);
-    }
-    if let Some(index) = vector.tx_queue
-        && let Some(queue) = device.tx_queues.iter_mut().find(|q| q.index == index)
-    {
-        queue.irq = Some(irq);
-    }
-}
-
-/// Joins `proc/interrupts` rows with their `proc/irq/<N>/` settings.
-///
-/// An IRQ whose settings cannot be read or make no sense (a malformed file, a directory
-/// where a file should be) is kept, as managed (steerd never writes it), with a warning:
-/// one odd IRQ must not stop steerd from steering all the others.
-fn read_irqs(
-    root: &Root,
-    parsed: &Interrupts,
-    nr_cpu_ids: u32,
-    warnings: &mut Vec<String>,
-) -> Vec<Irq> {
-    let mut irqs = Vec::with_capacity(parsed.lines.len());
-    for line in &parsed.lines {
-        let settings = match irq::read_irq(root, line.irq) {
-            Ok(settings) => settings.unwrap_or_default(),
-            Err(e) => {
-                warnings.push(format!("irq {}: {e}; left alone", line.irq));
-                irq::IrqSettings {
-                    managed: true,
-                    ..Default::default()
-                }
-            }
-        };
-        let mut per_cpu = line.per_cpu.clone();
-        if per_cpu.len() < nr_cpu_ids as usize {
-            per_cpu.resize(nr_cpu_ids as usize, 0);
-        }
-        irqs.push(Irq {
-            irq: line.irq,
-            name: line.name.clone(),
-            chip: line.chip.clone(),
-            device: None,
-            queue: None,
-            role: IrqRole::Other,
-            affinity: settings.affinity,
-            effective_affinity: settings.effective_affinity,
-            affinity_hint: settings.affinity_hint,
-            node: settings.node,
-            managed: settings.managed,
-            per_cpu,
-            total: line.total,
-        });
-    }
-    irqs
-}
-
-/// Attributes IRQs to devices: `msi_irqs/` first, names second. Returns (IRQ, vector)
-/// for every attributed IRQ, ascending by IRQ; a shared line naming several NICs appears
-/// once per NIC, the first being the IRQ's device.
-fn attribute(devices: &[SysNetDevice], parsed: &Interrupts) -> Vec<(u32, Vector)> {
-    let known: Vec<KnownDevice> = devices
-        .iter()
-        .map(|d| KnownDevice {
-            name: &d.device.name,
-            driver: d.device.driver.as_deref(),
-            pci_function: d.device.pci_function.as_deref(),
-            virtio_device: d.virtio_device.as_deref(),
-        })
-        .collect();
-    let names = DeviceNames::new(&known);
-    let mut owners: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (index, device) in devices.iter().enumerate() {
-        for &irq in &device.msi_irqs {
-            owners.entry(irq).or_default().push(index);
-        }
-    }
-
-    let mut found: Vec<(u32, Classification)> = Vec::new();
-    for line in &parsed.lines {
-        let owners = owners.get(&line.irq).map(Vec::as_slice).unwrap_or_default();
-        let before = found.len();
-        for classification in line.actions().filter_map(|action| names.classify(action)) {
-            let owned = owners.is_empty() || owners.contains(&classification.device);
-            let seen = found[before..]
-                .iter()
-                .any(|(_, c)| c.device == classification.device);
-            if owned && !seen {
-                found.push((line.irq, classification));
-            }
-            // With owners known, one device is the answer; a shared INTx line (no
-            // msi_irqs) may serve several NICs.
-            if !owners.is_empty() && found.len() > before {
-                break;
-            }
-        }
-        if found.len() == before
-            && let Some(&device) = owners.first()
-        {
-            // The hardware says whose it is; the name says nothing more.
-            found.push((
-                line.irq,
-                Classification {
-                    device,
-                    role: IrqRole::Other,
-                    rx_queue: None,
-                    tx_queue: None,
-                    kind: NameKind::Function,
-                },
-            ));
-        }
-    }
-    refine_per_device(&mut found, devices.len());
-    found
-        .into_iter()
-        .map(|(irq, c)| {
-            (
-                irq,
-                Vector {
-                    device: c.device,
-                    role: c.role,
-                    rx_queue: c.rx_queue,
-                    tx_queue: c.tx_queue,
-                },
-            )
-        })
-        .collect()
-}
-
-/// The per-device refinements described in the module documentation.
-fn refine_per_device(found: &mut [(u32, Classification)], device_count: usize) {
-    let mut blocks = vec![0u32; device_count];
-    let mut has_interface_queues = vec![false; device_count];
-    let mut vectors = vec![0u32; device_count];
-    let mut queue_vectors = vec![0u32; device_count];
-    for (_, c) in found.iter() {
-        let Some(slot) = blocks.get_mut(c.device) else {
-            continue;
-        };
-        if c.kind == NameKind::NotifyBlock {
-            *slot += 1;
-        }
-        if c.kind == NameKind::Interface && c.queue().is_some() {
-            has_interface_queues[c.device] = true;
-        }
-        vectors[c.device] += 1;
-        if c.role != IrqRole::Other {
-            queue_vectors[c.device] += 1;
-        }
-    }
-    for (_, c) in found.iter_mut() {
-        let device = c.device;
-        if device >= device_count {
-            continue;
-        }
-        if c.kind == NameKind::NotifyBlock
-            && let Some(block) = c.rx_queue
-        {
-            let (role, queue) = irq_names::split_notify_blocks(block, blocks[device]);
-            c.role = role;
-            (c.rx_queue, c.tx_queue) = match role {
-                IrqRole::Tx => (None, Some(queue)),
-                _ => (Some(queue), None),
-            };
-        } else if c.kind == NameKind::Function
-            && c.role != IrqRole::Other
-            && has_interface_queues[device]
-        {
-            *c = Classification {
-                role: IrqRole::Other,
-                rx_queue: None,
-                tx_queue: None,
-                ..*c
-            };
-        } else if c.kind == NameKind::Interface
-            && c.role == IrqRole::Other
-            && vectors[device] == 1
-            && queue_vectors[device] == 0
-        {
-            // A device's only vector, named just like the device (a single-MSI or INTx
-            // NIC): it serves every queue.
-            c.role = IrqRole::Rxtx;
-        }
-    }
-}
-
-/// A queue-less combined vector serves every queue of its device that has no vector of
-/// its own.
-fn serve_all_queues(inventory: &mut Inventory, shared: &[(usize, u32)]) {
-    for &(device, irq) in shared {
-        let Some(device) = inventory.devices.get_mut(device) else {
-            continue;
-        };
-        for queue in device.rx_queues.iter_mut().filter(|q| q.irq.is_none()) {
-            queue.irq = Some(irq);
-        }
-        for queue in device.tx_queues.iter_mut().filter(|q| q.irq.is_none()) {
-            queue.irq = Some(irq);
-        }
-    }
-}
-
 /// Refines `OtherVirtual` devices with rtnetlink's link kind (veth, bond, vlan, bridge),
 /// matched by ifindex and name. A failed dump becomes a warning.
 fn refine_kinds_by_rtnetlink(devices: &mut [SysNetDevice], warnings: &mut Vec<String>) {
@@ -649,9 +203,10 @@ fn read_rps_sock_flow_entries(root: &Root) -> Result<Option<u32>, Error> {
 }
 
 #[cfg(test)]
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::inventory::{NetDevice, RxQueue};
+    use crate::model::inventory::{Irq, NetDevice, RxQueue};
 
     fn inventory() -> Inventory {
         let device = |name: &str| NetDevice {
@@ -720,6 +275,7 @@ mod tests {
 
 #[cfg(test)]
 mod netlink_join_tests {
+    use super::napi::netlink_vectors;
     use super::*;
     use crate::fakeroot::{FakeMachine, FakeNic};
     use crate::kernel::netlink::QueueIrq;
@@ -767,6 +323,7 @@ mod netlink_join_tests {
 
 #[cfg(test)]
 mod napi_thread_tests {
+    use super::napi::apply_napi_settings;
     use super::*;
     use crate::fakeroot::FakeMachine;
 
