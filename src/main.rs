@@ -130,7 +130,7 @@ fn run(cli: &Cli, root: &Root) -> Result<ExitCode, CommandError> {
                 format: *format,
                 metrics_listen: *metrics_listen,
             };
-            steerd::top::run(root, &options).map_err(CommandError::Top)?;
+            steerd::top::run(root, &options)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Status {
@@ -172,8 +172,8 @@ enum CommandError {
     Config(Vec<String>),
     #[error(transparent)]
     Daemon(#[from] steerd::daemon::StartError),
-    #[error("{0}")]
-    Top(String),
+    #[error(transparent)]
+    Top(#[from] steerd::top::TopError),
     #[error("cannot encode the JSON output: {0}")]
     Json(#[from] serde_json::Error),
     #[error("cannot write the output: {0}")]

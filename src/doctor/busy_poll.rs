@@ -112,7 +112,7 @@ fn usable_cpus(topology: &crate::model::topology::Topology) -> CpuSet {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{deliver_queue_irqs, machine, run_check};
+    use super::super::testing::{deliver_queue_irqs, machine, not_sampled, run_check};
     use super::*;
 
     fn pin(tree: &crate::fakeroot::FakeTree, pid: u32, cpus: &str) {
@@ -134,7 +134,7 @@ mod tests {
         for (q, &pid) in pids.iter().enumerate().skip(1) {
             pin(&tree, pid, &q.to_string());
         }
-        let findings = run_check(&tree, check, Err("not sampled".into()), None);
+        let findings = run_check(&tree, check, not_sampled(), None);
         assert_eq!(findings.len(), 1, "{findings:?}");
         let finding = &findings[0];
         assert_eq!(finding.severity, Severity::Warning);
@@ -165,11 +165,11 @@ mod tests {
         // Queues on CPUs 0-2 only: CPU 3 is isolated.
         deliver_queue_irqs(&tree, |q| q % 3);
         let pids = tree.make_threaded(0, 700).unwrap();
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
         tree.make_busy_poll(0, 700).unwrap();
         for &pid in &pids {
             pin(&tree, pid, "3");
         }
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
     }
 }

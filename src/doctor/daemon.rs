@@ -18,7 +18,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
             return vec![finding(
                 Severity::Info,
                 format!("not checked: no steerd answered at {addr}"),
-                why.clone(),
+                why.to_string(),
                 "without the daemon's /status its own health (writes, errors, quiet mode) is \
                  unknown.",
                 None,
@@ -112,7 +112,7 @@ fn finding(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
+    use super::super::testing::{machine, not_sampled, run_check};
     use super::*;
     use crate::status_report::{LiveStatus, NoWrites};
 
@@ -124,14 +124,14 @@ mod tests {
         let (_dir, tree) = machine(|_| {});
         let addr = "127.0.0.1:9847".parse().unwrap();
         let report = live.report(1060.0, Ok(()), Vec::new());
-        run_check(&tree, check, Err("-".into()), Some((addr, Ok(report))))
+        run_check(&tree, check, not_sampled(), Some((addr, Ok(report))))
     }
 
     #[test]
     fn a_healthy_daemon_or_none_asked_is_fine() {
         assert_eq!(found(live()), vec![]);
         let (_dir, tree) = machine(|_| {});
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
     }
 
     #[test]
@@ -141,12 +141,23 @@ mod tests {
         let f = run_check(
             &tree,
             check,
-            Err("-".into()),
-            Some((addr, Err("refused".into()))),
+            not_sampled(),
+            Some((
+                addr,
+                Err(crate::status::FetchError::Unreachable {
+                    addr,
+                    source: std::io::ErrorKind::ConnectionRefused.into(),
+                }),
+            )),
         );
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].severity, Severity::Info);
         assert!(f[0].summary.contains("127.0.0.1:1"), "{f:?}");
+        assert!(
+            f[0].evidence
+                .contains("is it running, and with --metrics-listen 127.0.0.1:1?"),
+            "the evidence says what to check: {f:?}"
+        );
     }
 
     #[test]

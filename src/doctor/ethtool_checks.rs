@@ -77,7 +77,7 @@ pub(super) fn physical_or_virtio(kind: DeviceKind) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
+    use super::super::testing::{machine, not_sampled, run_check};
     use super::super::{coalescing, gro, ntuple, rings, udp_hash};
 
     /// Off the host every ethtool check says, once, what it did not check and why.
@@ -92,7 +92,7 @@ mod tests {
             (ntuple::check, "ntuple filters (aRFS)"),
         ];
         for (check, subject) in expected {
-            let f = run_check(&tree, check, Err("-".into()), None);
+            let f = run_check(&tree, check, not_sampled(), None);
             assert_eq!(f.len(), 1, "{f:?}");
             assert_eq!(
                 f[0].summary,

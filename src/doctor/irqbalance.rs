@@ -37,7 +37,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{machine, not_sampled, put, run_check};
     use super::*;
 
     #[test]
@@ -45,10 +45,10 @@ mod tests {
         let (_dir, tree) = machine(|_| {});
         put(&tree, "proc/1/comm", "systemd\n");
         put(&tree, "proc/812/comm", "sshd\n");
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
 
         put(&tree, "proc/977/comm", "irqbalance\n");
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].severity, Severity::Error);
         assert!(found[0].evidence.contains("proc/977/comm"), "{found:?}");

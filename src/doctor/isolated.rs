@@ -94,20 +94,20 @@ fn or_none(list: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
+    use super::super::testing::{machine, not_sampled, run_check};
     use super::*;
     use crate::cpuset::CpuSet;
 
     #[test]
     fn finds_queue_irqs_allowed_on_isolated_cpus() {
         let (_dir, tree) = machine(|_| {});
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
 
         let (_dir, tree) = machine(|m| {
             m.isolated = CpuSet::parse_list("2").unwrap();
             m.nohz_full = CpuSet::parse_list("3").unwrap();
         });
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         let f = &found[0];
         assert_eq!(f.severity, Severity::Warning);
@@ -131,7 +131,7 @@ mod tests {
                 "0-2\n",
             );
         }
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
     }
 
     #[test]
@@ -140,7 +140,7 @@ mod tests {
         let cgroup = tree.root.join("sys/fs/cgroup");
         std::fs::create_dir_all(&cgroup).unwrap();
         std::fs::write(cgroup.join("cpuset.cpus.isolated"), "3\n").unwrap();
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         let f = &found[0];
         assert!(f.summary.ends_with("CPUs 3"), "{f:?}");

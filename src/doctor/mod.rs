@@ -35,10 +35,11 @@ use std::time::Duration;
 
 use crate::discover::Machine;
 use crate::root::Root;
+use crate::status::FetchError;
 use crate::status_report::StatusReport;
 
 pub use report::{Finding, Report, Severity};
-pub use sample::Samples;
+pub use sample::{Samples, SamplesError};
 
 /// What every check reads: gathered once, so checks stay pure and testable.
 pub struct Context<'a> {
@@ -47,9 +48,9 @@ pub struct Context<'a> {
     /// Two samples of the per-CPU counters folded into the daemon's load model (the same
     /// sampler and arithmetic as the daemon, `plan` and `top`), or why they could not be
     /// taken.
-    pub samples: Result<Samples, String>,
+    pub samples: Result<Samples, SamplesError>,
     /// The daemon's `/status` and where it was asked, or why it did not answer.
-    pub daemon: Option<(SocketAddr, Result<StatusReport, String>)>,
+    pub daemon: Option<(SocketAddr, Result<StatusReport, FetchError>)>,
 }
 
 /// A check: the findings it makes from the context.
@@ -85,10 +86,7 @@ pub fn run(
 ) -> Result<Report, crate::Error> {
     let machine = crate::discover::discover(root)?;
     let samples = Samples::take(root, &machine, window);
-    let daemon = daemon.map(|addr| {
-        let status = crate::status::fetch_status(addr).map_err(|e| e.to_string());
-        (addr, status)
-    });
+    let daemon = daemon.map(|addr| (addr, crate::status::fetch_status(addr)));
     let context = Context {
         root,
         machine: &machine,
@@ -152,12 +150,18 @@ pub(crate) mod testing {
         }
     }
 
+    /// No samples, as when `proc/stat` cannot be read: for the checks that do not use them.
+    pub fn not_sampled() -> Result<Samples, SamplesError> {
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        Err(SamplesError::Open(crate::Error::io("proc/stat", missing)))
+    }
+
     /// Runs one check over the tree, with the given samples and daemon answer.
     pub fn run_check(
         tree: &FakeTree,
         check: Check,
-        samples: Result<Samples, String>,
-        daemon: Option<(SocketAddr, Result<StatusReport, String>)>,
+        samples: Result<Samples, SamplesError>,
+        daemon: Option<(SocketAddr, Result<StatusReport, FetchError>)>,
     ) -> Vec<Finding> {
         let root = Root::new(&tree.root);
         let machine = crate::discover::discover(&root).expect("discover");

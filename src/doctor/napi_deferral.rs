@@ -118,14 +118,14 @@ fn judge(context: &Context, device: &NetDevice) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
+    use super::super::testing::{machine, not_sampled, run_check};
     use super::*;
 
     #[test]
     fn a_deferral_without_a_flush_timeout_is_found_with_the_timeout_to_set() {
         let (_dir, tree) = machine(|_| {});
         tree.set_napi_deferral(0, 2, 0).unwrap();
-        let findings = run_check(&tree, check, Err("not sampled".into()), None);
+        let findings = run_check(&tree, check, not_sampled(), None);
         assert_eq!(findings.len(), 1, "{findings:?}");
         let finding = &findings[0];
         assert_eq!(finding.severity, Severity::Warning);
@@ -142,15 +142,15 @@ mod tests {
     #[test]
     fn no_deferral_or_a_deferral_with_its_timer_is_fine() {
         let (_dir, tree) = machine(|_| {});
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
         // `lo` has the files too, but no NAPI to defer.
         super::super::testing::put(&tree, "sys/class/net/lo/napi_defer_hard_irqs", "2\n");
         super::super::testing::put(&tree, "sys/class/net/lo/gro_flush_timeout", "0\n");
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
         tree.set_napi_deferral(0, 2, 200_000).unwrap();
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
         tree.set_napi_deferral(0, 0, 200_000).unwrap();
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
     }
 
     #[test]
@@ -170,7 +170,7 @@ mod tests {
         let findings = check(&Context {
             root: &root,
             machine: &machine,
-            samples: Err("not sampled".into()),
+            samples: not_sampled(),
             daemon: None,
         });
         assert_eq!(findings.len(), 1, "{findings:?}");

@@ -62,14 +62,14 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, run_check};
+    use super::super::testing::{machine, not_sampled, run_check};
     use super::*;
 
     #[test]
     fn unpinned_threads_are_found_with_the_command_that_pins_them() {
         let (_dir, tree) = machine(|_| {});
         let pids = tree.make_threaded(0, 700).unwrap();
-        let findings = run_check(&tree, check, Err("not sampled".into()), None);
+        let findings = run_check(&tree, check, not_sampled(), None);
         assert_eq!(findings.len(), 1, "{findings:?}");
         let finding = &findings[0];
         assert_eq!(finding.severity, Severity::Warning);
@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn pinned_threads_and_unthreaded_devices_are_fine() {
         let (_dir, tree) = machine(|_| {});
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
         let pids = tree.make_threaded(0, 700).unwrap();
         for (q, pid) in pids.iter().enumerate() {
             let irq = tree.queue_irqs[0][q];
@@ -101,6 +101,6 @@ mod tests {
                 crate::kernel::napi_threads::with_affinity(&text, &crate::CpuSet::from_iter([cpu]));
             std::fs::write(&path, pinned).unwrap();
         }
-        assert!(run_check(&tree, check, Err("not sampled".into()), None).is_empty());
+        assert!(run_check(&tree, check, not_sampled(), None).is_empty());
     }
 }

@@ -104,14 +104,14 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{deliver_queue_irqs, machine, put, run_check};
+    use super::super::testing::{deliver_queue_irqs, machine, not_sampled, put, run_check};
     use super::*;
 
     #[test]
     fn finds_a_nic_stacked_on_one_cpu_and_spreads_it() {
         // The fake tree delivers every IRQ to CPU 0 (effective_affinity_list 0).
         let (_dir, tree) = machine(|_| {});
-        let f = run_check(&tree, check, Err("-".into()), None);
+        let f = run_check(&tree, check, not_sampled(), None);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].summary, "eth0: all 4 receive queue IRQs land on CPU 0");
         let fix = f[0].fix.as_deref().unwrap();
@@ -142,7 +142,7 @@ mod tests {
                 "1\n",
             );
         }
-        let f = run_check(&tree, check, Err("-".into()), None);
+        let f = run_check(&tree, check, not_sampled(), None);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].summary, "eth0: all 2 receive queue IRQs land on CPU 0");
     }
@@ -151,6 +151,6 @@ mod tests {
     fn queue_irqs_on_several_cpus_are_fine() {
         let (_dir, tree) = machine(|_| {});
         deliver_queue_irqs(&tree, |q| q % 2);
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
     }
 }

@@ -21,6 +21,18 @@ use crate::load::Load;
 use crate::model::snapshot::Snapshot;
 use crate::root::Root;
 
+/// Why the two readings could not be taken: the file that could not be opened or read,
+/// with the kernel layer's own message (checks quote it in their evidence as it is).
+#[derive(Debug, thiserror::Error)]
+pub enum SamplesError {
+    /// `proc/stat` or `proc/net/softnet_stat` cannot be opened.
+    #[error(transparent)]
+    Open(crate::Error),
+    /// A reading failed (a file that went away, or that does not parse).
+    #[error(transparent)]
+    Read(crate::Error),
+}
+
 /// Two readings, and the load model of the interval between them.
 #[derive(Debug, Clone)]
 pub struct Samples {
@@ -35,20 +47,20 @@ pub struct Samples {
 impl Samples {
     /// Reads the counters of `machine` under `root`, waits `window`, reads again; the
     /// error names the file that could not be read.
-    pub fn take(root: &Root, machine: &Machine, window: Duration) -> Result<Samples, String> {
+    pub fn take(root: &Root, machine: &Machine, window: Duration) -> Result<Samples, SamplesError> {
         let mut sampling = Sampling::open(root)
-            .map_err(|e| e.to_string())?
+            .map_err(SamplesError::Open)?
             .without_queue_counters();
         sampling.follow(machine);
         let mut before = Snapshot::default();
         sampling
             .sample(&mut before, Depth::Full, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(SamplesError::Read)?;
         std::thread::sleep(window);
         let mut after = Snapshot::default();
         sampling
             .sample(&mut after, Depth::Full, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(SamplesError::Read)?;
         Ok(Samples::between(before, after))
     }
 

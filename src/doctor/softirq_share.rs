@@ -23,7 +23,7 @@ pub fn check(context: &Context) -> Vec<Finding> {
                 check: "softirq_share",
                 severity: Severity::Info,
                 summary: "not checked: proc/stat could not be sampled".into(),
-                evidence: why.clone(),
+                evidence: why.to_string(),
                 why: "irq+softirq load per CPU shows where receive work piles up.".into(),
                 fix: None,
             }];
@@ -114,14 +114,14 @@ pub fn check(context: &Context) -> Vec<Finding> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sample::Samples;
+    use super::super::sample::{Samples, SamplesError};
     use super::super::testing::{deliver_queue_irqs, machine, run_check};
     use super::*;
     use crate::model::snapshot::{CpuTimes, Snapshot};
 
     /// CPU 1 spends `irq` of its time in hard IRQs and `softirq` in softirq (percent), the
     /// others 5 % in softirq.
-    fn split(irq: u64, softirq: u64) -> Result<Samples, String> {
+    fn split(irq: u64, softirq: u64) -> Result<Samples, SamplesError> {
         let reading = |scale: u64| Snapshot {
             taken_at_ns: scale * 1_000_000_000,
             cpu_times: (0..4)
@@ -142,7 +142,7 @@ mod tests {
     }
 
     /// CPU 1 spends `hot` of its time in softirq, the others 5 %.
-    fn samples(hot: u64) -> Result<Samples, String> {
+    fn samples(hot: u64) -> Result<Samples, SamplesError> {
         split(0, hot)
     }
 

@@ -133,8 +133,8 @@ fn totals(rows: &[crate::model::snapshot::SoftnetRow]) -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sample::Samples;
-    use super::super::testing::{machine, put, run_check};
+    use super::super::sample::{Samples, SamplesError};
+    use super::super::testing::{machine, not_sampled, put, run_check};
     use super::*;
     use crate::model::snapshot::{Snapshot, SoftnetRow};
 
@@ -150,7 +150,7 @@ mod tests {
         }
     }
 
-    fn samples(before: Snapshot, mut after: Snapshot) -> Result<Samples, String> {
+    fn samples(before: Snapshot, mut after: Snapshot) -> Result<Samples, SamplesError> {
         after.taken_at_ns = before.taken_at_ns + 1_000_000_000;
         Ok(Samples::between(before, after))
     }
@@ -163,7 +163,7 @@ mod tests {
             vec![]
         );
         // Totals since boot from the file itself, when sampling failed: all zero.
-        assert_eq!(run_check(&tree, check, Err("x".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
     }
 
     #[test]

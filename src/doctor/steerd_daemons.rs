@@ -183,7 +183,7 @@ fn shown(args: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{machine, not_sampled, put, run_check};
     use super::*;
     use crate::fakeroot::FakeTree;
     use crate::root::Root;
@@ -236,7 +236,7 @@ mod tests {
         process(&tree, 905, "steerd", &["steerd", "run", "--dry-run"]);
         process(&tree, 906, "exe", &["steerd", "--root", "/tmp/tree", "run"]);
         process(&tree, 907, "steerd", &["steerd", "run", "--root=/srv/tree"]);
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
     }
 
     #[test]
@@ -256,7 +256,7 @@ mod tests {
                 "/root/steerd/state.json",
             ],
         );
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         let finding = &found[0];
         assert_eq!(finding.check, "steerd_daemons");
@@ -289,7 +289,7 @@ mod tests {
         for pid in [300, 200, 100] {
             process(&tree, pid, "steerd", &["steerd", "run"]);
         }
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(
             found[0].summary,
@@ -310,7 +310,7 @@ mod tests {
         let context = Context {
             root: &root,
             machine: &discovered,
-            samples: Err("-".into()),
+            samples: not_sampled(),
             daemon: None,
         };
         let pids = |own| {

@@ -211,7 +211,7 @@ fn parse(text: &str) -> Sections {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{machine, put, run_check};
+    use super::super::testing::{machine, not_sampled, put, run_check};
     use super::*;
 
     #[test]
@@ -230,10 +230,10 @@ mod tests {
             "usr/lib/tuned/profiles/network-latency/tuned.conf",
             "[main]\nsummary=low latency\n[scheduler]\nirq_process=false\n",
         );
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
         put(&tree, "proc/700/comm", "tuned\n");
         // The included profile's irq_process=false holds: no IRQ moves.
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
 
         // An operator's copy in /etc wins, and turns irq_process back on.
         put(
@@ -241,7 +241,7 @@ mod tests {
             "etc/tuned/profiles/cpu-partitioning/tuned.conf",
             "[main]\ninclude=network-latency\n[scheduler]\nisolated_cores=2-3\nirq_process=true\n",
         );
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         let f = &found[0];
         assert_eq!(f.severity, Severity::Warning);
@@ -270,7 +270,7 @@ mod tests {
             "etc/tuned/mine/tuned.conf",
             "[irqs_to_0]\ntype=irq\naffinity=0\n[irqbalance]\nbanned_cpus=3\n",
         );
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].evidence.contains("[irqs_to_0] (irq plugin)"),
@@ -291,7 +291,7 @@ mod tests {
             "etc/tuned/mine/tuned.conf",
             "[irqbalance]\nbanned_cpus=3\n",
         );
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert_eq!(found[0].severity, Severity::Info, "{found:?}");
         // A profile including itself, many times over, ends at once.
         put(
@@ -299,14 +299,14 @@ mod tests {
             "etc/tuned/mine/tuned.conf",
             &format!("[main]\ninclude={}\n", ["mine"; 12].join(",")),
         );
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
         // A unit switched off does not run; replace=true drops what an include set.
         put(
             &tree,
             "etc/tuned/mine/tuned.conf",
             "[irq]\naffinity=0\nenabled=false\n",
         );
-        assert_eq!(run_check(&tree, check, Err("-".into()), None), vec![]);
+        assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
         put(
             &tree,
             "etc/tuned/base/tuned.conf",
@@ -317,7 +317,7 @@ mod tests {
             "etc/tuned/mine/tuned.conf",
             "[main]\ninclude=base\n[scheduler]\nreplace=true\nisolated_cores=3\n",
         );
-        let found = run_check(&tree, check, Err("-".into()), None);
+        let found = run_check(&tree, check, not_sampled(), None);
         assert!(found[0].evidence.contains("isolated_cores=3"), "{found:?}");
     }
 }

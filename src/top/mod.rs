@@ -21,6 +21,7 @@ pub mod units;
 
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::Format;
@@ -41,13 +42,46 @@ pub struct Options {
     pub metrics_listen: SocketAddr,
 }
 
+/// Why `steerd top` stopped, printed as `steerd: <message>`: each names the file or the
+/// terminal that failed and, where there is something to do, says what.
+#[derive(Debug, thiserror::Error)]
+pub enum TopError {
+    /// Discovery (devices, queues, IRQs) failed, at the start or when run again.
+    #[error("cannot read the machine under {}: {source}; is --root right?", root.display())]
+    Machine { root: PathBuf, source: crate::Error },
+    /// The per-tick counters (`proc/stat`, `proc/net/softnet_stat`) cannot be opened.
+    #[error(
+        "cannot read the counters under {}: {source}; is --root right?",
+        root.display()
+    )]
+    OpenCounters { root: PathBuf, source: crate::Error },
+    /// The per-tick counters opened at the start can no longer be read (the root went
+    /// away).
+    #[error("cannot sample the counters: {0}")]
+    Counters(#[source] crate::Error),
+    /// The live view cannot take the terminal (raw mode, the alternate screen).
+    #[error(
+        "cannot set up the terminal: {0}; without the live view, `steerd top --once` prints \
+         one frame and `steerd top | cat` a frame every interval"
+    )]
+    TerminalSetup(#[source] io::Error),
+    #[error("cannot draw on the terminal: {0}")]
+    Draw(#[source] io::Error),
+    #[error("cannot read the terminal: {0}")]
+    ReadTerminal(#[source] io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("cannot write the output: {0}")]
+    Output(#[source] io::Error),
+}
+
 /// Runs `steerd top`.
-pub fn run(root: &Root, options: &Options) -> Result<(), String> {
+pub fn run(root: &Root, options: &Options) -> Result<(), TopError> {
     let mut sampler = TopSampler::open(root)?;
     let stdout = io::stdout();
     if options.format == Format::Json {
         let frame = one_frame(&mut sampler, options)?;
-        let json = serde_json::to_string_pretty(&frame).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string_pretty(&frame)?;
         return print(&format!("{json}\n")).map(drop);
     }
     if options.once {
@@ -80,7 +114,7 @@ pub fn run(root: &Root, options: &Options) -> Result<(), String> {
 }
 
 /// Waits one interval, samples, and builds the frame with the daemon's decisions.
-fn one_frame(sampler: &mut TopSampler, options: &Options) -> Result<Frame, String> {
+fn one_frame(sampler: &mut TopSampler, options: &Options) -> Result<Frame, TopError> {
     std::thread::sleep(options.interval);
     sampler.sample()?;
     Ok(sampler.frame(daemon_view(options.metrics_listen)))
@@ -103,7 +137,7 @@ fn terminal_size() -> Option<(u16, u16)> {
 
 /// Prints `text` as it is; `Ok(false)` when the reader went away (`| head`), which ends
 /// the output quietly as for any Unix filter.
-fn print(text: &str) -> Result<bool, String> {
+fn print(text: &str) -> Result<bool, TopError> {
     let mut stdout = io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
@@ -111,6 +145,37 @@ fn print(text: &str) -> Result<bool, String> {
     {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(format!("cannot write the output: {e}")),
+        Err(e) => Err(TopError::Output(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_root_and_say_what_to_do() {
+        let missing = std::io::Error::from(io::ErrorKind::NotFound);
+        let machine = TopError::Machine {
+            root: PathBuf::from("/srv/tree"),
+            source: crate::Error::io("/srv/tree/sys/devices/system/cpu/online", missing),
+        };
+        assert_eq!(
+            machine.to_string(),
+            "cannot read the machine under /srv/tree: \
+             /srv/tree/sys/devices/system/cpu/online: entity not found; is --root right?"
+        );
+        assert!(std::error::Error::source(&machine).is_some());
+        let terminal = TopError::TerminalSetup(io::Error::from(io::ErrorKind::NotFound));
+        assert!(
+            terminal
+                .to_string()
+                .starts_with("cannot set up the terminal: entity not found; "),
+            "{terminal}"
+        );
+        assert!(
+            terminal.to_string().contains("steerd top --once"),
+            "{terminal}"
+        );
     }
 }

@@ -22,6 +22,7 @@ use crate::load::Load;
 use crate::model::snapshot::{QueueCounters, QueueDirection, Snapshot};
 use crate::root::Root;
 
+use super::TopError;
 use super::frame::{DaemonView, Frame, Inputs, shows_device};
 use super::settings::{FILES_PER_FRAME, SettingsFiles};
 
@@ -61,12 +62,15 @@ pub struct TopSampler {
 impl TopSampler {
     /// Discovers the machine under `root` and takes the first sample. The error says
     /// which file could not be read.
-    pub fn open(root: &Root) -> Result<Self, String> {
-        let where_ = root.base().display();
-        let machine =
-            discover(root).map_err(|e| format!("cannot read the machine under {where_}: {e}"))?;
-        let ticks = TickSampler::open(root)
-            .map_err(|e| format!("cannot read the counters under {where_}: {e}"))?;
+    pub fn open(root: &Root) -> Result<Self, TopError> {
+        let machine = discover(root).map_err(|source| TopError::Machine {
+            root: root.base().to_path_buf(),
+            source,
+        })?;
+        let ticks = TickSampler::open(root).map_err(|source| TopError::OpenCounters {
+            root: root.base().to_path_buf(),
+            source,
+        })?;
         let queue_rates = if root.is_host() {
             match QueueCounterSource::new() {
                 Ok(source) => QueueRates::Host(source),
@@ -108,7 +112,7 @@ impl TopSampler {
 
     /// Takes the next sample and folds it into the load model. An error means the
     /// per-tick files could not be read (the root went away).
-    pub fn sample(&mut self) -> Result<(), String> {
+    pub fn sample(&mut self) -> Result<(), TopError> {
         self.warnings.clear();
         if self.rediscover || self.discovered_at.elapsed() >= REDISCOVER_EVERY {
             self.rediscover()?;
@@ -143,10 +147,11 @@ impl TopSampler {
         })
     }
 
-    fn rediscover(&mut self) -> Result<(), String> {
-        let where_ = self.root.base().display();
-        self.machine = discover(&self.root)
-            .map_err(|e| format!("cannot read the machine under {where_}: {e}"))?;
+    fn rediscover(&mut self) -> Result<(), TopError> {
+        self.machine = discover(&self.root).map_err(|source| TopError::Machine {
+            root: self.root.base().to_path_buf(),
+            source,
+        })?;
         self.settings = SettingsFiles::new(&self.root, &self.machine);
         self.discovered_at = Instant::now();
         self.rediscover = false;
@@ -174,13 +179,13 @@ impl TopSampler {
     /// `self.current`. A CPU that came online since the last discovery, on a kernel whose
     /// `softnet_stat` rows carry no CPU id, outdates the online list the rows are mapped to:
     /// discover again and read once more rather than fail.
-    fn read_counters(&mut self) -> Result<(), String> {
+    fn read_counters(&mut self) -> Result<(), TopError> {
         let mut sampled = self.ticks.sample(&mut self.current);
         if sampled.as_ref().is_err_and(outgrew_online) {
             self.rediscover()?;
             sampled = self.ticks.sample(&mut self.current);
         }
-        sampled.map_err(|e| format!("cannot sample the counters: {e}"))?;
+        sampled.map_err(TopError::Counters)?;
         self.read_napi_threads();
         self.current.queues.clear();
         if let QueueRates::Host(source) = &mut self.queue_rates {

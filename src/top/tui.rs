@@ -23,6 +23,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 
+use super::TopError;
 use super::frame::{CpuRow, Frame, QueueRow};
 use super::sample::TopSampler;
 use super::text::{CPU_COLUMNS, QUEUE_COLUMNS, cpu_cells, header, queue_cells};
@@ -115,12 +116,10 @@ pub fn run(
     interval: Duration,
     daemon: SocketAddr,
     color: bool,
-) -> Result<(), String> {
-    let mut terminal =
-        ratatui::try_init().map_err(|e| format!("cannot set up the terminal: {e}"))?;
+) -> Result<(), TopError> {
+    let mut terminal = ratatui::try_init().map_err(TopError::TerminalSetup)?;
     let _restore = Restore;
     catch_stop_signals();
-    let draw_error = |e: std::io::Error| format!("cannot draw on the terminal: {e}");
 
     // The first screen comes at once, with the model and no rates yet.
     let mut frame = sampler.frame(None);
@@ -128,7 +127,7 @@ pub fn run(
     loop {
         terminal
             .draw(|screen| draw(screen, &frame, color))
-            .map_err(draw_error)?;
+            .map_err(TopError::Draw)?;
         loop {
             if STOP.load(Ordering::Relaxed) {
                 return Ok(());
@@ -146,15 +145,15 @@ pub fn run(
                 TerminalInput::Nothing => continue,
                 TerminalInput::Ready => {}
             }
-            if !event::poll(Duration::ZERO).map_err(|e| format!("cannot read the terminal: {e}"))? {
+            if !event::poll(Duration::ZERO).map_err(TopError::ReadTerminal)? {
                 continue;
             }
-            match event::read().map_err(|e| format!("cannot read the terminal: {e}"))? {
+            match event::read().map_err(TopError::ReadTerminal)? {
                 Event::Key(key) if quits(&key) => return Ok(()),
                 Event::Resize(..) => {
                     terminal
                         .draw(|screen| draw(screen, &frame, color))
-                        .map_err(draw_error)?;
+                        .map_err(TopError::Draw)?;
                 }
                 _ => {}
             }
