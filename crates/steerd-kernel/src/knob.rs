@@ -70,8 +70,8 @@ pub enum KnobError {
     #[error("pid {pid} is no longer {name}")]
     OtherProcess { pid: u32, name: String },
     /// A `proc/PID/status` without the lines steerd reads.
-    #[error("{0}")]
-    Status(String),
+    #[error(transparent)]
+    Status(#[from] crate::kernel::napi_threads::StatusError),
     /// An RSS indirection table's text that is not entries (queue numbers) or `default`.
     #[error("not an indirection table: {0:?}")]
     NotATable(String),

@@ -18,7 +18,7 @@
 use std::path::Path;
 
 use crate::Root;
-use crate::cpuset::CpuSet;
+use crate::cpuset::{CpuSet, CpuSetError};
 use crate::error::Error;
 use crate::model::inventory::ThreadedMode;
 
@@ -108,7 +108,7 @@ pub fn read_affinity(root: &Root, pid: u32, name: &str) -> Result<Option<CpuSet>
     };
     match parse_status(&text, name) {
         Ok(found) => Ok(found),
-        Err(reason) => Err(Error::parse(&path, 0, reason)),
+        Err(reason) => Err(Error::parse(&path, 0, reason.to_string())),
     }
 }
 
@@ -117,26 +117,32 @@ pub fn status_path(root: &Root, pid: u32) -> std::path::PathBuf {
     root.path(format!("proc/{pid}/status"))
 }
 
+/// Why a `proc/PID/status` text does not say where its thread may run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatusError {
+    #[error("no Name line")]
+    NoName,
+    #[error("no Cpus_allowed_list line")]
+    NoCpusAllowed,
+    /// A `Cpus_allowed_list` that is not a CPU list.
+    #[error(transparent)]
+    Cpus(#[from] CpuSetError),
+}
+
 /// `Cpus_allowed_list` of a `proc/PID/status` text, when its `Name` is `name` (`None`
 /// when it names another process). An error when the lines are missing or malformed.
-pub fn parse_status(text: &str, name: &str) -> Result<Option<CpuSet>, String> {
+pub fn parse_status(text: &str, name: &str) -> Result<Option<CpuSet>, StatusError> {
     let field = |key: &str| {
         text.lines()
             .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
             .map(str::trim)
     };
-    let Some(found) = field("Name") else {
-        return Err("no Name line".into());
-    };
+    let found = field("Name").ok_or(StatusError::NoName)?;
     if found != name {
         return Ok(None);
     }
-    let Some(list) = field("Cpus_allowed_list") else {
-        return Err("no Cpus_allowed_list line".into());
-    };
-    CpuSet::parse_list(list)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    let list = field("Cpus_allowed_list").ok_or(StatusError::NoCpusAllowed)?;
+    Ok(Some(CpuSet::parse_list(list)?))
 }
 
 /// A `proc/PID/status` text with `Cpus_allowed_list` set to `cpus`: how a fake root (a
@@ -270,8 +276,15 @@ mod tests {
         let cpus = parse_status(text, "napi/eth0-8193").unwrap().unwrap();
         assert_eq!(cpus.to_list(), "0-3");
         assert_eq!(parse_status(text, "napi/eth0-8194").unwrap(), None);
-        assert!(parse_status("State:\tS\n", "x").is_err());
-        assert!(parse_status("Name:\tx\nCpus_allowed_list:\tzz\n", "x").is_err());
+        assert_eq!(parse_status("State:\tS\n", "x"), Err(StatusError::NoName));
+        assert_eq!(
+            parse_status("Name:\tx\n", "x"),
+            Err(StatusError::NoCpusAllowed)
+        );
+        assert!(matches!(
+            parse_status("Name:\tx\nCpus_allowed_list:\tzz\n", "x"),
+            Err(StatusError::Cpus(_))
+        ));
         let moved = with_affinity(text, &CpuSet::from_iter([2]));
         assert_eq!(
             parse_status(&moved, "napi/eth0-8193").unwrap(),
