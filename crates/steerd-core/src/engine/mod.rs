@@ -141,6 +141,8 @@ impl Engine {
         self.moves.mark(&mut self.placement);
         let placement = &self.placement;
         self.retries.retain(|knob| placement.value(knob).is_some());
+        self.policy
+            .retain_targets(|knob| placement.value(knob).is_some());
         self.decide_needed = true;
         std::mem::replace(&mut self.machine, machine)
     }

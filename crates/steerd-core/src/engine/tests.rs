@@ -153,8 +153,15 @@ fn a_given_up_irq_that_vanishes_is_forgotten() {
     assert!(!engine.retries().may_try(&failed, u64::MAX));
     let mut without = engine.machine().clone();
     without.inventory.irqs.retain(|i| i.irq != irq);
+    assert!(
+        engine.policy().failed(&failed).is_some(),
+        "still there: the policy keeps it frozen too"
+    );
     let found_again = engine.replace_machine(without);
     assert!(engine.retries().given_up(&failed).is_none());
+    // The policy forgets it with the retries: a failure of the old IRQ does not freeze
+    // the new one (it once did, so the number that came back was never placed again).
+    assert!(engine.policy().failed(&failed).is_none());
     engine.replace_machine(found_again);
     assert!(engine.retries().may_try(&failed, 0));
 }

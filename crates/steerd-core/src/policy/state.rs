@@ -114,6 +114,24 @@ impl PolicyState {
         self.external.remove(target);
     }
 
+    /// Keeps what is known of the targets `exists` says are still there and forgets the
+    /// rest: what steerd wrote, when, what someone else set, and what failed for good. A
+    /// target that comes back (a NIC removed and found again, an IRQ number given to
+    /// another device) is a new one, not frozen by a failure or a respected value of the
+    /// old one. The engine calls it with the retries' own `retain` on every new model, so
+    /// the two never disagree on what was given up.
+    pub fn retain_targets(&mut self, exists: impl Fn(&Knob) -> bool) {
+        self.written.retain(|target, _| exists(target));
+        self.changed_at.retain(|target, _| exists(target));
+        self.external.retain(|target, _| exists(target));
+        self.failed.retain(|target, _| exists(target));
+    }
+
+    /// Whether a write to the target failed for good, and why.
+    pub fn failed(&self, target: &Knob) -> Option<&str> {
+        self.failed.get(target).map(String::as_str)
+    }
+
     /// Forgets a device's RPS trial, running or held: its queue set changed (or it came
     /// back), so the throughput before the change says nothing about the device now, and a
     /// hold earned by the old queues does not bind the new ones.
