@@ -303,7 +303,7 @@ impl Engine {
         }
         // Even a dry run or a refused write changes what the next decision should see.
         self.decide_needed = true;
-        if !self.retries.may_try(knob, now_ns) {
+        if !self.may_try(knob, now_ns) {
             return Outcome::Deferred;
         }
         if self.writing_stopped.is_some() {
@@ -336,6 +336,12 @@ impl Engine {
         }
     }
 
+    /// Whether a write to `knob` may be attempted at `now_ns`: not failed for good (the
+    /// policy's record, the one place a give-up is kept) and past any backoff.
+    pub fn may_try(&self, knob: &Knob, now_ns: u64) -> bool {
+        self.policy.failed(knob).is_none() && self.retries.may_try(knob, now_ns)
+    }
+
     /// The reaction a failed write's kind calls for.
     fn react(
         &mut self,
@@ -346,7 +352,6 @@ impl Engine {
         let knob = &action.target;
         let now_ns = self.current.taken_at_ns;
         let give_up = |engine: &mut Engine| {
-            engine.retries.give_up(knob, &failure.message);
             engine
                 .policy
                 .record_failed(knob.clone(), failure.message.clone());

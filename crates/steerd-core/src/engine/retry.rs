@@ -1,6 +1,8 @@
-//! When a failed write may be tried again: never for a value the kernel refuses for good
-//! (a managed IRQ), after an exponential backoff for one that may succeed later (EBUSY,
-//! EINVAL while a CPU goes offline, a value the kernel did not take).
+//! When a failed write may be tried again: after an exponential backoff for one that may
+//! succeed later (EBUSY, EINVAL while a CPU goes offline, a value the kernel did not take).
+//! A value the kernel refuses for good (a managed IRQ) is never tried again; that is the
+//! policy's record of failures (`PolicyState::failed`), which the engine consults beside
+//! this one ([`super::Engine::may_try`]), kept in one place so the two cannot disagree.
 //!
 //! It lives in the engine, not in a writer, so that the real actuator, a dry run and the
 //! simulated machine all retry the same way: the simulator once treated every failed
@@ -21,22 +23,18 @@ struct Backoff {
     next_try_ns: u64,
 }
 
-/// Knobs backing off after a failure, and knobs given up on.
+/// Knobs backing off after a failure.
 #[derive(Debug, Clone, Default)]
 pub struct Retries {
     backoff: BTreeMap<Knob, Backoff>,
-    /// Knobs never to try again, with the reason (managed IRQs).
-    given_up: BTreeMap<Knob, String>,
 }
 
 impl Retries {
-    /// Whether a write to `knob` may be attempted at `now_ns`.
+    /// Whether a write to `knob` is past its backoff at `now_ns`.
     pub fn may_try(&self, knob: &Knob, now_ns: u64) -> bool {
-        !self.given_up.contains_key(knob)
-            && self
-                .backoff
-                .get(knob)
-                .is_none_or(|b| now_ns >= b.next_try_ns)
+        self.backoff
+            .get(knob)
+            .is_none_or(|b| now_ns >= b.next_try_ns)
     }
 
     /// A write succeeded: its backoff starts over.
@@ -57,20 +55,9 @@ impl Retries {
         entry.next_try_ns = now_ns.saturating_add(delay);
     }
 
-    /// A write failed for good: never tried again.
-    pub fn give_up(&mut self, knob: &Knob, why: &str) {
-        self.given_up.insert(knob.clone(), why.to_string());
-    }
-
     /// Keeps what is known of the knobs `exists` says are still there and forgets the rest.
     pub fn retain(&mut self, exists: impl Fn(&Knob) -> bool) {
         self.backoff.retain(|knob, _| exists(knob));
-        self.given_up.retain(|knob, _| exists(knob));
-    }
-
-    /// Why a knob was given up on, if it was.
-    pub fn given_up(&self, knob: &Knob) -> Option<&str> {
-        self.given_up.get(knob).map(String::as_str)
     }
 }
 
@@ -95,14 +82,5 @@ mod tests {
         assert!(retries.may_try(&knob, BACKOFF_MAX_NS));
         retries.succeeded(&knob);
         assert!(retries.may_try(&knob, 0));
-    }
-
-    #[test]
-    fn a_knob_given_up_on_is_never_tried_again() {
-        let knob = Knob::IrqAffinity { irq: 24 };
-        let mut retries = Retries::default();
-        retries.give_up(&knob, "EIO: managed");
-        assert!(!retries.may_try(&knob, u64::MAX));
-        assert_eq!(retries.given_up(&knob), Some("EIO: managed"));
     }
 }

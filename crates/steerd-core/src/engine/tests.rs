@@ -129,7 +129,7 @@ fn a_dry_run_decides_the_same_and_remembers_no_write() {
 fn a_managed_irq_is_given_up_and_never_tried_again() {
     let (mut sim, mut engine, mut writer, managed, report) = first_write_fails(Errno::EIO);
     assert_eq!(reaction(&report.outcomes[0]), Some(Reaction::GivenUp));
-    assert!(engine.retries().given_up(&managed).is_some());
+    assert!(engine.policy().failed(&managed).is_some());
     writer.writes.clear();
     for _ in 0..20 {
         tick(&mut engine, &mut sim, &mut writer);
@@ -150,20 +150,19 @@ fn a_given_up_irq_that_vanishes_is_forgotten() {
     };
     let same = engine.machine().clone();
     engine.replace_machine(same);
-    assert!(!engine.retries().may_try(&failed, u64::MAX));
+    assert!(!engine.may_try(&failed, u64::MAX));
     let mut without = engine.machine().clone();
     without.inventory.irqs.retain(|i| i.irq != irq);
     assert!(
         engine.policy().failed(&failed).is_some(),
-        "still there: the policy keeps it frozen too"
+        "still there: still failed"
     );
     let found_again = engine.replace_machine(without);
-    assert!(engine.retries().given_up(&failed).is_none());
-    // The policy forgets it with the retries: a failure of the old IRQ does not freeze
-    // the new one (it once did, so the number that came back was never placed again).
+    // A failure of the old IRQ does not freeze the new one (the policy once kept it after
+    // the retries forgot it, so the number that came back was never placed again).
     assert!(engine.policy().failed(&failed).is_none());
     engine.replace_machine(found_again);
-    assert!(engine.retries().may_try(&failed, 0));
+    assert!(engine.may_try(&failed, 0));
 }
 
 #[test]
