@@ -1,5 +1,5 @@
-//! The veth throughput bed's command line (lab/bed): runs each balancer `--reps` times on
-//! the same load and prints one JSON line per run (`--format json`) or a table, then the
+//! The veth throughput bed's command line (`steerd_testkit::lab::bed`): runs each balancer
+//! `--reps` times on the same load and prints one JSON line per run (`--format json`) or a table, then the
 //! medians of the ratios within each round and whether the targets hold.
 //!
 //! `cargo run --release --example bed -- [--reps N] [--secs S] [--rate PPS] [--flows N]

@@ -10,7 +10,7 @@
 //! It writes the tree to `DIR` (which must not exist yet: 8 cores × 2 threads, eth0 with
 //! 8 queues and eth1 with one, every queue IRQ on CPU 0 as irqbalance's power-save packing
 //! leaves them), prints `ready` on stdout, and then plays the kernel for it (the fake kernel
-//! of `tests/daemon_support`), switching the load every `PHASE_MS` (default 2000)
+//! `steerd_testkit::fake_kernel`), switching the load every `PHASE_MS` (default 2000)
 //! between every queue busy and idle. With a short interval and short hysteresis (the
 //! script's configuration) steerd turns RPS and RFS on and off for each queue in each
 //! round: about 36 decisions per round. It runs until killed; the caller removes `DIR`.

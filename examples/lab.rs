@@ -6,7 +6,7 @@
 //! docs/lab.md). `--rss-secs` sets the traffic of `rss-skew` and `rss-elephant` (40 s by
 //! default; 300 for the lever's 5-minute oscillation check). `LAB_CONSOLE=DIR` keeps each
 //! run's guest console as `DIR/SCENARIO-BALANCER-N.log`. `--format json` prints one JSON
-//! object per run on stdout as it ends (`lab/json.rs`) and the tables on stderr.
+//! object per run on stdout as it ends (`steerd_testkit::lab::json`) and the tables on stderr.
 //!
 //! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last

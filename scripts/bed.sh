@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The veth throughput bed (lab/bed, docs/lab.md "The veth throughput bed"): builds steerd
+# The veth throughput bed (crates/steerd-testkit/src/lab/bed, docs/lab.md "The veth throughput bed"): builds steerd
 # and the bed in release mode and runs no balancer, steerd (built-in configuration) and the
 # hand recipe REPS times each on the host kernel, in namespaces of its own. Prints one JSON
 # line per run on stdout (FORMAT=text: a line per run on stderr instead), then the medians

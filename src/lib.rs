@@ -17,8 +17,9 @@ pub mod plan_once;
 pub mod status;
 pub mod top;
 
-// The kernel layer is its own crate (crates/steerd-kernel); its modules keep their paths
-// here (`steerd::kernel`, `crate::model`) for the modules above it and for the tests.
+// The kernel layer and the core are crates of their own (crates/steerd-kernel,
+// crates/steerd-core); their modules keep their paths here (`steerd::kernel`,
+// `steerd::policy`, `crate::model`) for the modules above them and for the tests.
 #[cfg(any(test, feature = "test-support"))]
 pub use steerd_core::sim;
 pub use steerd_core::{config, decisions, engine, load, policy, status_report};

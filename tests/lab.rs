@@ -380,7 +380,7 @@ fn threaded_kernel() -> Result<lab::image::GuestKernel, lab::LabError> {
 /// CPU processes at most 0.40 of the packets, nothing changes after convergence, and every
 /// thread's affinity is back after SIGTERM, also after kill -9 and a restart. Then an
 /// isolated cgroup v2 partition of CPUs 2-3 made under traffic (issue 33,
-/// `lab/isolation.rs`): within 2 s no receive vector, RPS mask or NAPI thread is on it,
+/// `steerd_testkit::lab::isolation`): within 2 s no receive vector, RPS mask or NAPI thread is on it,
 /// work comes back once it is dissolved, and everything is restored (three runs, about
 /// 2 minutes on 6.12).
 fn threaded_napi_pinned() -> TestResult {
@@ -867,7 +867,7 @@ fn rss_table_in_the_guest() -> TestResult {
 }
 
 /// The RSS table lever (issue 18) on a virtio-net with `rss=on`, steerd with `rss.mode:
-/// auto` (`lab/rss.rs`; about 2 minutes, two guests):
+/// auto` (`steerd_testkit::lab::rss`; about 2 minutes, two guests):
 /// - `rss-skew`: 32 UDP flows the default table puts on queues 0 and 1 only (the first
 ///   second's busiest share about 0.5, queues 2 and 3 empty): the busiest queue's share per
 ///   second at most 0.30 within 10 s of the traffic's start and over the last 12 s, with at

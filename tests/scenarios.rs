@@ -539,7 +539,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// The veth bed (lab/bed: 2 CPUs, 3000 rules, 40k pkt/s offered from a sender on CPU 0),
+/// The veth bed (crates/steerd-testkit/src/lab/bed: 2 CPUs, 3000 rules, 40k pkt/s offered from a sender on CPU 0),
 /// measured on this host, medians of 3 rounds (bed-3reps-e08778d): none 22.3k pkt/s
 /// delivered, steerd 39.4k, hand 39.6k; steerd/none 1.77 (rounds 1.62, 1.79, 1.77),
 /// steerd/hand 1.00; steerd's masks "3" on all four queues. The model, calibrated on the

@@ -1,5 +1,5 @@
-//! The veth throughput bed's short form (the full runs are `scripts/bed.sh`; lab/bed and
-//! docs/lab.md, "The veth throughput bed"): on the host kernel, in namespaces of its own,
+//! The veth throughput bed's short form (the full runs are `scripts/bed.sh`;
+//! `steerd_testkit::lab::bed` and docs/lab.md, "The veth throughput bed"): on the host kernel, in namespaces of its own,
 //! a receive path one CPU cannot carry, with no balancer, with steerd on its built-in
 //! configuration and with the hand recipe (RPS over every CPU). steerd must turn RPS on
 //! within 5 s of the load, deliver at least 1.25x no balancer's packets and 0.95x the

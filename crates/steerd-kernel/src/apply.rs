@@ -3,7 +3,7 @@
 //! For every write it: remembers the original value before the first change (in memory and
 //! in an atomically replaced state file, so a restart after a crash still knows it), writes
 //! the kernel's text form, reads the file back to see whether the kernel took it, and
-//! classifies failures so the daemon reacts to each kind once instead of retrying in a
+//! classifies failures so the engine reacts to each kind once instead of retrying in a
 //! storm. It never decides *what* to write: that is the policy's job.
 
 use std::collections::BTreeMap;
@@ -189,7 +189,6 @@ struct StateFile {
 
 const STATE_VERSION: u32 = 1;
 
-/// Retry bookkeeping for transient failures.
 /// The actuator. One per daemon; it owns the state file.
 #[derive(Debug)]
 pub struct Actuator {
@@ -365,7 +364,7 @@ impl Actuator {
         mask_words: u32,
     ) -> Result<ReadBack, WriteFailure> {
         let (original_text, before) = self.read(knob)?;
-        // The daemon's model learns of others' changes only at the next discovery; until
+        // The engine's model learns of others' changes only at the next discovery; until
         // then it may ask to change again a value someone else has set since. Theirs wins.
         if let Some(entry) = self.remembered.get_mut(knob)
             && let Some(ours) = entry.written.take_if(|ours| *ours != before)

@@ -189,7 +189,8 @@ impl Engine {
         (self.samples >= 2).then_some((&self.previous, &self.current))
     }
 
-    /// Whether a write to `knob` is backing off or was given up on.
+    /// The backoffs of failed writes. A give-up is `PolicyState::failed`;
+    /// [`Engine::may_try`] asks both.
     pub fn retries(&self) -> &Retries {
         &self.retries
     }

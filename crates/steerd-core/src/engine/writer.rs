@@ -31,7 +31,9 @@ pub trait Writer {
     fn read(&mut self, knob: &Knob) -> Option<KnobValue>;
 }
 
-/// Writes nothing: `steerd plan`, `steerd run --dry-run`, and a daemon that may not write.
+/// Writes nothing: `steerd plan` and the simulator's dry runs. (`steerd run --dry-run` and a
+/// daemon that may not write keep the actuator as their writer; the engine stops asking
+/// it, `Engine::stop_writing`.)
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DryRun;
 

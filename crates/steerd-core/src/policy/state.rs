@@ -118,8 +118,8 @@ impl PolicyState {
     /// rest: what steerd wrote, when, what someone else set, and what failed for good. A
     /// target that comes back (a NIC removed and found again, an IRQ number given to
     /// another device) is a new one, not frozen by a failure or a respected value of the
-    /// old one. The engine calls it with the retries' own `retain` on every new model, so
-    /// the two never disagree on what was given up.
+    /// old one. The engine calls it beside `Retries::retain`, with the same predicate, on
+    /// every new model, so a target's backoff and its failure go together.
     pub fn retain_targets(&mut self, exists: impl Fn(&Knob) -> bool) {
         self.written.retain(|target, _| exists(target));
         self.changed_at.retain(|target, _| exists(target));

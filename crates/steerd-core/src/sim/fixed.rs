@@ -1,5 +1,5 @@
 //! Two controllers that never decide anything, the ends the veth throughput bed
-//! (`lab/bed`) measures steerd against, so that the simulator can be run on the bed's
+//! (`crates/steerd-testkit/src/lab/bed`) measures steerd against, so that the simulator can be run on the bed's
 //! terms ([`super::scenarios::veth_bed`]): [`NoBalancer`] (the bed's `none`) and
 //! [`HandRps`] (the bed's `hand`).
 

@@ -566,10 +566,10 @@ pub fn rss_operator_table() -> Scenario {
     }
 }
 
-/// The veth throughput bed's offered load (`lab/bed`, `BedConfig::default`), pkt/s.
+/// The veth throughput bed's offered load (`crates/steerd-testkit/src/lab/bed`, `BedConfig::default`), pkt/s.
 pub const VETH_BED_OFFERED: f64 = 40_000.0;
 
-/// 18. The veth throughput bed of `lab/bed` in the simulator's terms: 2 CPUs, a 4-queue
+/// 18. The veth throughput bed of `crates/steerd-testkit/src/lab/bed` in the simulator's terms: 2 CPUs, a 4-queue
 ///     veth whose sender runs on CPU 0, 64 flows offering 40k pkt/s from the start; round
 ///     0 of [`veth_bed_round`]. Not in [`all`]: it would add a row to the table in
 ///     docs/policy.md, and the bed's question is not the table's (it compares steerd with

@@ -98,7 +98,6 @@ pub fn read_online_cpus(root: &Root) -> Result<Option<CpuSet>, Error> {
     read_cpulist(root, format!("{CPU_DIR}/online"))
 }
 
-/// A cpulist file; `None` when absent. `(null)` (an unset `nohz_full`) is the empty set.
 /// A cpulist file that may be absent (`None`); `(null)` (some kernels' empty list) is
 /// the empty set. Also read by [`crate::kernel::cgroup_isolation`].
 pub(crate) fn read_cpulist(
