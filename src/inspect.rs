@@ -10,7 +10,7 @@
 //! other host-only answers (netdev netlink's NAPI ids). The daemon never reads it per tick.
 //!
 //! This module reads what both outputs show besides the model (the per-queue counters,
-//! the RSS state); the two outputs are in [`text`] and [`json`], re-exported here.
+//! the RSS state); the two outputs are in `text` and `json`, re-exported here.
 
 mod json;
 mod text;

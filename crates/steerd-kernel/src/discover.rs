@@ -17,8 +17,8 @@
 //! 6. `proc/sys/net/core/rps_sock_flow_entries`.
 //!
 //! Steps 3 and 4, the IRQs and their attribution by `msi_irqs/` and names with the
-//! refinements per device, are in [`irqs`]; step 5 and the NAPI threads of threaded
-//! devices in [`napi`]. This module runs the steps in order and reads the rest.
+//! refinements per device, are in `irqs`; step 5 and the NAPI threads of threaded
+//! devices in `napi`. This module runs the steps in order and reads the rest.
 
 mod irqs;
 mod napi;

@@ -53,7 +53,7 @@ pub use writer::{DryRun, Writer, Written};
 pub const NOT_TAKEN_RETRIES: u32 = 3;
 
 /// One tick's input: the new counters, and a way to read `proc/interrupts` should the
-/// engine need to know where wide-mask vectors fire (rarely: see [`wide`]).
+/// engine need to know where wide-mask vectors fire (rarely: see `wide`).
 pub struct Sample<'a> {
     /// The counters just taken. The engine keeps them and hands back the buffer of an
     /// older sample in their place, for the next one: a tick allocates nothing for them.

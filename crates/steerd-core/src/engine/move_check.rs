@@ -116,12 +116,12 @@ pub struct MoveVerdict {
 pub enum MoveEffect {
     /// Its interrupts arrive on the new CPU, `after_s` seconds after the write at most.
     TookEffect { after_s: f64 },
-    /// No interrupt for [`CHECK_NS`] while its queue received `queue_pps`: its NAPI keeps
+    /// No interrupt for `CHECK_NS` while its queue received `queue_pps`: its NAPI keeps
     /// polling on `from`.
     NoEffect { queue_pps: f64 },
     /// A move that had not taken effect did, `after_s` seconds after the write.
     TookEffectLate { after_s: f64 },
-    /// No interrupt for [`CHECK_NS`], and the queue's packets are not counted (the driver
+    /// No interrupt for `CHECK_NS`, and the queue's packets are not counted (the driver
     /// has no per-queue counters): whether it still receives is not known.
     Unknown,
 }

@@ -34,7 +34,7 @@ use super::placement::Placement;
 pub const WORK_FLOOR_SHARE: f64 = 0.1;
 
 /// Receive work, packets/s, from which a CPU or a queue carries measured work under
-/// `config`: [`WORK_FLOOR_SHARE`] of `busy_pps`.
+/// `config`: `WORK_FLOOR_SHARE` of `busy_pps`.
 pub fn work_floor(config: &Config) -> f64 {
     config.watermarks.busy_pps * WORK_FLOOR_SHARE
 }

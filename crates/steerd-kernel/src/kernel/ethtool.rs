@@ -20,12 +20,12 @@
 //! moved.
 //!
 //! This module is the transport: the socket, the one ioctl every request goes through
-//! ([`Ethtool::call`], also used by `kernel::rss` for the RSS requests), the gets of a
+//! (`Ethtool::call`, also used by `kernel::rss` for the RSS requests), the gets of a
 //! fixed-size struct answered in place, the string sets (`ETHTOOL_GSSET_INFO`,
 //! `ETHTOOL_GSTRINGS`) that driver stats and features are both named by, and the
 //! errors. The readers of each command are in their own modules, one per `ethtool`
-//! option, and re-exported here: [`stats`] (`-i`, `-S`), [`settings`] (`-g`, `-c`),
-//! [`flow_hash`] (`-n ... rx-flow-hash`) and [`features`] (`-k`).
+//! option, and re-exported here: `stats` (`-i`, `-S`), `settings` (`-g`, `-c`),
+//! `flow_hash` (`-n ... rx-flow-hash`) and `features` (`-k`).
 
 mod features;
 mod flow_hash;

@@ -1,6 +1,6 @@
 //! Generic netlink, split in two: the transport every generic-netlink request of steerd's
-//! runs on ([`genl`]: socket, request and reply, family lookup, attribute framing) and the
-//! client of the `"netdev"` family on top of it ([`netdev`]: queues, NAPI instances,
+//! runs on (`genl`: socket, request and reply, family lookup, attribute framing) and the
+//! client of the `"netdev"` family on top of it (`netdev`: queues, NAPI instances,
 //! per-queue counters).
 //!
 //! This module exists so that callers name one place: the netdev client and its types

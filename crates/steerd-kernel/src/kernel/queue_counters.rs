@@ -9,7 +9,7 @@
 //! (veth, bridges, totals-only drivers) are re-probed only every
 //! [`QueueCounterSource::REPROBE_TICKS`] ticks. A probe that *failed* is another matter:
 //! it says nothing about the device, so it is tried again at the next tick, then after
-//! 1, 3, 7 ... ticks while it keeps failing ([`ProbeSchedule`]); a single failed probe at
+//! 1, 3, 7 ... ticks while it keeps failing (`ProbeSchedule`); a single failed probe at
 //! start must not blind the RSS lever and the queue-aware rules for a minute.
 
 use std::collections::HashMap;

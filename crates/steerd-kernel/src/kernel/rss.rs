@@ -35,7 +35,7 @@
 //! `steerd inspect`, and around each write of the RSS table lever (`knob::write`).
 //!
 //! The ioctl path (its requests, the parsers of their replies, and the writes of the
-//! table) is in [`ioctl`]; this module keeps what both paths read into and fail with
+//! table) is in `ioctl`; this module keeps what both paths read into and fail with
 //! ([`RssState`], [`RssError`], [`ReplyError`]) and [`read`], which picks the path.
 
 mod ioctl;
