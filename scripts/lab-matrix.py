@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The lab matrix (docs/lab.md) from `examples/lab --format json` lines on stdin: one row per
-NIC, kernel and scenario, steerd's and irqbalance's medians side by side: first change,
+NIC, kernel and scenario, steerd's and each irqbalance version's medians side by side: first change,
 busiest CPU's share of softnet `processed` (placement) or delivered pkt/s and drops in the
 guest (softnet) and before it (the tap: no room in the guest's queue) (sat- scenarios), changes after convergence, runs restored, and the queues that got less than
 a quarter of an even share of the packets (silent queues)."""
@@ -13,7 +13,12 @@ runs = [json.loads(line) for line in sys.stdin if line.startswith("{")]
 cells = defaultdict(lambda: defaultdict(list))
 for r in runs:
     kernel = r.get("kernel") or "?"
-    cells[(r.get("nic", "virtio"), kernel, r["scenario"])][r["balancer"]].append(r)
+    # steerd's runs in one column whichever irqbalance ran beside them; irqbalance's in
+    # one column per version.
+    column = r["balancer"]
+    if column == "irqbalance":
+        column = "irqbalance " + (r.get("irqbalance") or "?")
+    cells[(r.get("nic", "virtio"), kernel, r["scenario"])][column].append(r)
 
 
 def med(values):
@@ -45,21 +50,19 @@ def figures(rs, saturated):
     )
 
 
-irqbalance_versions = sorted({r.get("irqbalance") or "?" for r in runs})
-print(
-    "| NIC | kernel | scenario | steerd | irqbalance {} |".format(
-        " / ".join(irqbalance_versions)
-    )
+irqbalance_columns = sorted(
+    {"irqbalance " + (r.get("irqbalance") or "?") for r in runs if r["balancer"] == "irqbalance"}
 )
-print("|---|---|---|---|---|")
+columns = ["steerd"] + irqbalance_columns
+print("| NIC | kernel | scenario | " + " | ".join(columns) + " |")
+print("|---|---|---|" + "---|" * len(columns))
 for (nic, kernel, scenario), by in sorted(cells.items()):
     saturated = scenario.startswith("sat-")
     print(
-        "| {} | {} | {} | {} | {} |".format(
+        "| {} | {} | {} | {} |".format(
             nic,
             kernel,
             scenario,
-            figures(by.get("steerd", []), saturated),
-            figures(by.get("irqbalance", []), saturated),
+            " | ".join(figures(by.get(column, []), saturated) for column in columns),
         )
     )
