@@ -122,19 +122,14 @@ impl Placement {
             .devices
             .iter()
             .map(|device| {
-                let len = device
-                    .rx_queues
-                    .iter()
-                    .map(|q| q.index as usize + 1)
-                    .max()
-                    .unwrap_or(0);
-                let mut queues = vec![RxQueueValues::default(); len];
-                for q in &device.rx_queues {
-                    queues[q.index as usize] = RxQueueValues {
+                let queues = by_queue_index(
+                    &device.rx_queues,
+                    |q| q.index,
+                    |q| RxQueueValues {
                         rps_cpus: q.rps_cpus.clone(),
                         rps_flow_cnt: q.rps_flow_cnt,
-                    };
-                }
+                    },
+                );
                 (device.name.clone(), queues)
             })
             .collect();
@@ -162,16 +157,7 @@ impl Placement {
             .devices
             .iter()
             .map(|device| {
-                let len = device
-                    .tx_queues
-                    .iter()
-                    .map(|q| q.index as usize + 1)
-                    .max()
-                    .unwrap_or(0);
-                let mut masks = vec![None; len];
-                for q in &device.tx_queues {
-                    masks[q.index as usize] = q.xps_cpus.clone();
-                }
+                let masks = by_queue_index(&device.tx_queues, |q| q.index, |q| q.xps_cpus.clone());
                 (device.name.clone(), masks)
             })
             .collect();
@@ -317,6 +303,25 @@ impl Placement {
         }
         &mut queues[queue as usize]
     }
+}
+
+/// One value per queue number, `V::default()` for a number no queue has: the placement's
+/// per-queue tables are indexed by queue number (receive and transmit alike).
+fn by_queue_index<Q, V: Clone + Default>(
+    queues: &[Q],
+    index: impl Fn(&Q) -> u32,
+    value: impl Fn(&Q) -> V,
+) -> Vec<V> {
+    let len = queues
+        .iter()
+        .map(|q| index(q) as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut values = vec![V::default(); len];
+    for q in queues {
+        values[index(q) as usize] = value(q);
+    }
+    values
 }
 
 #[cfg(test)]
