@@ -189,12 +189,6 @@ impl Engine {
         (self.samples >= 2).then_some((&self.previous, &self.current))
     }
 
-    /// The backoffs of failed writes. A give-up is `PolicyState::failed`;
-    /// [`Engine::may_try`] asks both.
-    pub fn retries(&self) -> &Retries {
-        &self.retries
-    }
-
     /// Writes nothing from now on, for `why` (`--dry-run`, not running as root): every
     /// action that would be written is a dry run, as after a write that was not allowed.
     pub fn stop_writing(&mut self, why: impl Into<String>) {
