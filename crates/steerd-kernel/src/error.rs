@@ -51,6 +51,15 @@ impl Error {
         }
     }
 
+    /// As an `io::Error` for callers that classify failures by errno: an I/O error's own
+    /// (its errno kept), anything else as `Other` with this error's message.
+    pub fn into_io(self) -> io::Error {
+        match self {
+            Error::Io { source, .. } => source,
+            other => io::Error::other(other.to_string()),
+        }
+    }
+
     /// The errno behind an I/O error, if any.
     pub fn errno(&self) -> Option<i32> {
         match self {

@@ -174,8 +174,7 @@ pub fn set_affinity(root: &Root, pid: u32, name: &str, cpus: &CpuSet) -> std::io
         Ok(Some(text)) => text,
         Ok(None) => return Err(gone()),
         // The errno stays, so the write failure is classified as the kernel's answer.
-        Err(Error::Io { source, .. }) => return Err(source),
-        Err(e) => return Err(std::io::Error::other(e.to_string())),
+        Err(e) => return Err(e.into_io()),
     };
     match parse_status(&text, name) {
         Ok(Some(_)) => {}

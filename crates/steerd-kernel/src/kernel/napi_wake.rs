@@ -120,10 +120,7 @@ pub fn tracepoint_id(tracefs_dirs: &[&Path]) -> Result<u64, WakeError> {
     for dir in tracefs_dirs {
         let path = dir.join("events").join(TRACEPOINT).join("id");
         // Bounded and never blocking, as every kernel file (a tracefs `id` is a few bytes).
-        match crate::limits::read_text_bounded(&path, 64).map_err(|e| match e {
-            crate::Error::Io { source, .. } => source,
-            other => std::io::Error::other(other.to_string()),
-        }) {
+        match crate::limits::read_text_bounded(&path, 64).map_err(crate::Error::into_io) {
             Ok(text) => {
                 return text
                     .trim()
