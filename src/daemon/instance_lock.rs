@@ -33,6 +33,8 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::sys::stat::Mode;
 
+use crate::apply::trusted_owner;
+
 /// The most of the lock file read for the holder's pid.
 const MAX_PID_BYTES: usize = 32;
 
@@ -85,11 +87,6 @@ pub fn lock_path(state_file: &Path) -> PathBuf {
     let mut name = state_file.as_os_str().to_owned();
     name.push(".lock");
     PathBuf::from(name)
-}
-
-/// Owned by the running user or by root.
-fn trusted_owner(uid: u32) -> bool {
-    uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
 impl InstanceLock {

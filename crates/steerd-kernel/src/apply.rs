@@ -19,7 +19,7 @@ use crate::root::Root;
 
 mod state_file;
 
-pub use state_file::{MAX_STATE_BYTES, StateFileError};
+pub use state_file::{MAX_STATE_BYTES, StateFileError, trusted_owner};
 
 /// Where the state file lives, relative to the root (so a fake root keeps its own).
 pub const DEFAULT_STATE_FILE: &str = "run/steerd/state.json";

@@ -65,8 +65,9 @@ pub fn temporary_path(path: &Path) -> PathBuf {
     path.with_extension("json.tmp")
 }
 
-/// Owned by the running user or by root (who can do anything anyway).
-fn trusted_owner(uid: u32) -> bool {
+/// Owned by the running user or by root (who can do anything anyway): the owners steerd
+/// trusts for its state file, its directory and the daemon's lock beside it.
+pub fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == nix::unistd::geteuid().as_raw()
 }
 
