@@ -261,7 +261,7 @@ fn remote_node(p: &Planner, d: usize, cpu: u32) -> Option<(ReasonKind, String)> 
 }
 
 /// Moves the misplaced IRQs of one phase: forbidden ones (`forbidden: true`, dwell or not)
-/// or the others (after `irq_dwell`). Placement rules act at once and in full, outside the
+/// or the others (after `irq_dwell`, or once CPUs came back since the IRQ last moved). Placement rules act at once and in full, outside the
 /// per-tick action budget: the placement is a count-based fact, not a noisy measurement
 /// that needs confirming, and the rules have a single fixed point, so they cannot flap.
 /// A queue vector not moved claims its current CPU.
@@ -277,7 +277,7 @@ pub fn place(p: &mut Planner, misplaced: &[Misplaced], forbidden: bool) {
             continue;
         }
         let target = Knob::IrqAffinity { irq };
-        let moved = if !forbidden && !p.state.dwelt(&target, p.now_ns, dwell) {
+        let moved = if !forbidden && !p.state.placement_may_move(&target, p.now_ns, dwell) {
             p.waiting.push(format!(
                 "irq {irq} ({}): {}; moved less than hysteresis.irq_dwell ago",
                 p.serves(m.slot),

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::hysteresis::Streaks;
 use super::plan::{Action, NoteKind, Plan};
+use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
 
 /// The policy's memory.
@@ -37,6 +38,11 @@ pub struct PolicyState {
     /// The last decision had no action and nothing waiting (a dwell time, the action
     /// budget): deciding again on the same model could differ only through the load.
     pub(crate) settled: bool,
+    /// The CPUs the last decision could use, and when (monotonic ns) some CPU last became
+    /// usable again (a ban lifted, a partition dissolved, a CPU back online): see
+    /// [`PolicyState::placement_may_move`].
+    pub(crate) allowed: Option<CpuSet>,
+    pub(crate) cpus_returned_at: Option<u64>,
 }
 
 impl PolicyState {
@@ -154,6 +160,32 @@ impl PolicyState {
     pub(crate) fn dwelt(&self, target: &Knob, now_ns: u64, dwell_ns: u64) -> bool {
         self.changed_at(target)
             .is_none_or(|at| now_ns.saturating_sub(at) >= dwell_ns)
+    }
+
+    /// Remembers the CPUs this decision may use, noting when one came back that the last
+    /// decision could not use.
+    pub(crate) fn note_allowed(&mut self, allowed: &CpuSet, now_ns: u64) {
+        if self
+            .allowed
+            .as_ref()
+            .is_some_and(|before| !allowed.difference(before).is_empty())
+        {
+            self.cpus_returned_at = Some(now_ns);
+        }
+        self.allowed = Some(allowed.clone());
+    }
+
+    /// Whether a placement rule may move the target now: it has dwelt `dwell_ns`, or some
+    /// CPU became usable again since steerd last changed it. The dwell damps reactions to
+    /// measured load; CPUs handed back are a fact, not a measurement, and an IRQ that was
+    /// moved off a partition (or moved just before it) should get its CPU back at once,
+    /// not when a timer started for another reason runs out.
+    pub(crate) fn placement_may_move(&self, target: &Knob, now_ns: u64, dwell_ns: u64) -> bool {
+        self.dwelt(target, now_ns, dwell_ns)
+            || matches!(
+                (self.changed_at(target), self.cpus_returned_at),
+                (Some(changed), Some(returned)) if returned > changed
+            )
     }
 
     /// Whether a note with this key was reported already.

@@ -1136,3 +1136,50 @@ fn a_silent_queue_of_a_busy_device_is_noted_with_what_the_table_says() {
         Vec::<String>::new()
     );
 }
+
+/// CPUs handed back (a ban lifted, a partition dissolved) are taken again at once: the
+/// IRQs moved off them do not wait out `irq_dwell`, which damps reactions to measured
+/// load, not to facts.
+#[test]
+fn cpus_handed_back_are_refilled_without_waiting_for_the_dwell() {
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 4, 1, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    sim.set_rate("eth0", 100_000.0);
+    let mut config = Config::default();
+    config.cpus.banned = CpuSet::from_iter([2, 3]);
+    let mut bench = Bench::new(sim, config);
+    let mut state = PolicyState::new();
+    bench.run(2);
+    let evicted = bench.decide(&mut state);
+    let off = |cpu: u32| {
+        let irq = bench.sim.irq_of("eth0", cpu).unwrap();
+        evicted
+            .actions
+            .iter()
+            .any(|a| a.target == Knob::IrqAffinity { irq })
+    };
+    assert!(off(2) && off(3), "{evicted}");
+    bench.apply(&evicted, &mut state);
+    bench.run(2);
+    let banned = bench.decide(&mut state);
+    assert!(banned.is_empty(), "settled while banned: {banned}");
+
+    // The ban is lifted 3 s after the moves, well inside the 10 s dwell.
+    bench.config.cpus.banned = CpuSet::new();
+    bench.run(1);
+    let refilled = bench.decide(&mut state);
+    let back: CpuSet = refilled
+        .actions
+        .iter()
+        .filter(|a| a.reason.kind == ReasonKind::StackedVectors)
+        .filter_map(|a| match &a.new {
+            KnobValue::Cpus(cpus) => Some(cpus.clone()),
+            _ => None,
+        })
+        .fold(CpuSet::new(), |all, cpus| all.union(&cpus));
+    assert_eq!(back, CpuSet::from_iter([2, 3]), "{refilled}");
+}

@@ -54,6 +54,7 @@ impl<'a> Planner<'a> {
             }
         }
         state.ticks += 1;
+        state.note_allowed(&allowed, input.now_ns);
         let heat = hysteresis::classify(input.load, config, &allowed, &node_of, &mut state.streaks);
         let mut planner = Planner {
             topology,
