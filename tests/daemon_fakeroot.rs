@@ -1332,6 +1332,60 @@ fn follows_isolated_cgroup_partitions_without_restart() {
     assert_eq!(daemon.repeated_notes(), vec![]);
 }
 
+/// Issue 33: a partition made or dissolved is followed at once, not at the next tick: the
+/// daemon watches the cpuset cgroups' directories (`daemon::partition_watch`). Here the tick
+/// is 10 s, so only the watch can move the vectors within 2 s (on a host the same holds in
+/// quiet mode, whose ticks are 5 s apart).
+#[test]
+fn follows_a_partition_between_slow_ticks() {
+    let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
+    let cgroup = m.root().join("sys/fs/cgroup");
+    fs::create_dir_all(&cgroup).unwrap();
+    fs::write(cgroup.join("cpuset.cpus.isolated"), "\n").unwrap();
+    let _kernel = FakeKernel::start(m.tree.clone(), busy());
+    let daemon = Steerd::start_ticking(m.root(), None, "10s", &[]);
+    let queue_irqs: Vec<u32> = m.queue_irqs(0).into_iter().chain(m.queue_irqs(1)).collect();
+    let cpus_of = |irqs: &[u32]| -> CpuSet {
+        irqs.iter()
+            .flat_map(|&irq| m.irq_cpus(irq).iter().collect::<Vec<_>>())
+            .collect()
+    };
+    let isolated = CpuSet::parse_list("2-3,6-7").unwrap();
+    // The first decision comes a quarter interval after the start.
+    wait_until(
+        Duration::from_secs(6),
+        "queue IRQs spread onto cores 2-3",
+        Some(&daemon),
+        || cpus_of(&queue_irqs).intersects(&isolated),
+    );
+    // Past the placement's tick, well before the next one.
+    std::thread::sleep(Duration::from_millis(500));
+    let ticks = daemon.metric("steerd_ticks_total").unwrap_or(0.0);
+    let written_at = Instant::now();
+    fs::write(cgroup.join("cpuset.cpus.isolated"), "2-3,6-7\n").unwrap();
+    wait_until(
+        Duration::from_secs(2),
+        "queue IRQs off the partition within 2 s",
+        Some(&daemon),
+        || !cpus_of(&queue_irqs).intersects(&isolated),
+    );
+    let emptied = written_at.elapsed();
+    fs::write(cgroup.join("cpuset.cpus.isolated"), "\n").unwrap();
+    let dissolved_at = Instant::now();
+    wait_until(
+        Duration::from_secs(2),
+        "queue IRQs back on cores 2-3 within 2 s",
+        Some(&daemon),
+        || cpus_of(&queue_irqs).intersects(&isolated),
+    );
+    eprintln!(
+        "10 s ticks: partition emptied in {} ms, refilled in {} ms, {} ticks in between",
+        emptied.as_millis(),
+        dissolved_at.elapsed().as_millis(),
+        daemon.metric("steerd_ticks_total").unwrap_or(0.0) - ticks
+    );
+}
+
 /// 9. Issue 14: a queue vector with a wide mask whose `effective_affinity_list` is stale
 ///    (names rx-1's CPU) is located by its `proc/interrupts` counts (CPU 3) and pinned
 ///    there, with nothing moving; the stale value never makes a stacked vector out of it.

@@ -1062,11 +1062,11 @@ fn partition_figures_from_samples() -> TestResult {
         sample(22.5, "0-1"),
         sample(23.0, "0-3"),
     ];
-    let f = figures(&timeline, &events, Some("isolated 2-3".into()));
+    let f = figures(&timeline, &events, Some("isolated 2-3".into()), Vec::new());
     assert!((f.emptied.unwrap() - 1.8).abs() < 1e-9, "{f:?}");
     assert!((f.refilled.unwrap() - 0.8).abs() < 1e-9, "{f:?}");
     let never = vec![sample(13.0, "0-3"), sample(23.0, "0-1")];
-    let f = figures(&never, &events, None);
+    let f = figures(&never, &events, None, Vec::new());
     assert_eq!((f.emptied, f.refilled), (None, None));
     assert_eq!(cpus_of("0000000c", true), cpus_of("2-3", false));
     assert_eq!(cpus_of("00000000,00000004", true), cpus_of("2", false));

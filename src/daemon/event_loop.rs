@@ -1,7 +1,7 @@
 //! The event loop: one wait on every wake-up source (see [`super::wakeups`]), then a tick
 //! when its deadline has come. It decides *when* things happen (a signal, a link or queue
-//! event, a followed file, receive work in quiet mode, the next tick's deadline), never
-//! *what* a tick does: that is [`super::tick`].
+//! event, a followed file, a cgroup partition change, receive work in quiet mode, the next
+//! tick's deadline), never *what* a tick does: that is [`super::tick`].
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -36,6 +36,10 @@ impl Daemon {
             if let Err(e) = waiter.follow(self.files.as_ref().map(AsFd::as_fd)) {
                 warn!(error = %e, "cannot follow the watched files; reload with SIGHUP: {e}");
                 self.files = None;
+            }
+            if let Err(e) = waiter.follow_partitions(self.partition_watch_fd()) {
+                // Not expected (epoll_ctl on a new descriptor): each tick still reads them.
+                self.stop_watching_partitions(e);
             }
             if let Err(e) = waiter.watch_receive(self.quiet.wake_fd()) {
                 // Not expected (epoll_ctl on a new descriptor): stay awake until a reload.
@@ -112,6 +116,11 @@ impl Daemon {
             if ready.files && self.files.as_mut().is_some_and(|files| files.drain()) {
                 self.files_changed = true;
                 act_now = true;
+            }
+            if ready.partitions && self.partitions_may_have_changed() {
+                // A fact to act on within a moment, whatever the interval or quiet mode:
+                // the tick reads the partitions and decides.
+                next_tick = next_tick.min(Instant::now().max(last_tick + FAST_TICK_MIN));
             }
             if ready.receive && self.quiet.woken_by_receive_work() == quiet::Change::WokeUp {
                 // Out of the epoll set at once: until it is closed after the tick, more

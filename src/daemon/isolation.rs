@@ -1,9 +1,11 @@
 //! Following isolated cgroup partitions while the daemon runs: Kubernetes' CPU manager,
-//! tuned and realtime setups make and dissolve them at any time, and the kernel tells no
-//! one (no event for `cpuset.cpus.isolated`). So every tick reads them
-//! ([`crate::kernel::cgroup_isolation`]: one small file on 6.8 and later) and a change
-//! reaches the engine at once: the CPUs become forbidden, and the same tick's decisions
-//! move queue vectors, RPS masks and NAPI threads off them (or back, when dissolved).
+//! tuned and realtime setups make and dissolve them at any time, and the kernel has no
+//! event for `cpuset.cpus.isolated`. So every tick reads them
+//! ([`crate::kernel::cgroup_isolation`]: one small file on 6.8 and later), and an inotify
+//! watch on the cpuset cgroups ([`super::partition_watch`]) brings that tick forward when
+//! a partition file is written or a cgroup comes or goes. A change reaches the engine at
+//! once: the CPUs become forbidden, and the same tick's decisions move queue vectors, RPS
+//! masks and NAPI threads off them (or back, when dissolved).
 //!
 //! The kernel itself moves threads when a partition is made or dissolved: a kernel thread
 //! of the root cgroup allowed only on CPUs that become isolated is given the root's
@@ -14,9 +16,12 @@
 //! value (keeping the original from before its first write) instead of leaving the
 //! threads alone as changed by someone else, and places them again in the same tick.
 
-use tracing::{error, info};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use tracing::{debug, error, info, warn};
 
 use super::Daemon;
+use super::partition_watch::PartitionWatch;
 use crate::cpuset::CpuSet;
 use crate::kernel::cgroup_isolation::{cgroup2_mount, read_isolated_partitions_at};
 use crate::knob::Knob;
@@ -39,6 +44,10 @@ pub(super) struct Isolation {
     /// Ticks left in which NAPI threads the kernel may have rewritten are looked at (the
     /// kernel can show the new partitions a moment before it has rewritten every task).
     threads_recheck: u8,
+    /// The inotify watch on the cpuset cgroups of `mount`, once it is known.
+    watch: Option<PartitionWatch>,
+    /// Why the watch could not be set up (logged once; the tick's read still follows).
+    watch_failing: Option<String>,
 }
 
 /// Ticks after a cpuset change in which the kernel's rewrites of NAPI threads are taken
@@ -64,6 +73,7 @@ impl Daemon {
                 self.isolation.threads_recheck = THREADS_RECHECK_TICKS;
             }
             self.isolation.root_effective = effective;
+            self.watch_partitions(&mount);
             self.isolation.mount = Some(mount);
             Ok(cpus)
         });
@@ -106,10 +116,77 @@ impl Daemon {
         }
     }
 
+    /// Sets up the watch on the hierarchy at `mount` unless it watches it already, or
+    /// failed to since the last rediscovery.
+    fn watch_partitions(&mut self, mount: &std::path::Path) {
+        let watching = self
+            .isolation
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.mount() == mount);
+        if watching || self.isolation.watch_failing.is_some() {
+            return;
+        }
+        match PartitionWatch::new(&self.options.root, mount) {
+            Ok(watch) => {
+                debug!(
+                    cgroups = watch.directories(),
+                    "watching {} cpuset cgroups for partition changes",
+                    watch.directories()
+                );
+                self.isolation.watch = Some(watch);
+                self.isolation.watch_failing = None;
+            }
+            Err(e) => self.stop_watching_partitions(e),
+        }
+    }
+
+    /// Drops the watch after an error; it is tried again after the next rediscovery.
+    pub(super) fn stop_watching_partitions(&mut self, e: std::io::Error) {
+        self.isolation.watch = None;
+        self.note_watch_failure(e);
+    }
+
+    fn note_watch_failure(&mut self, e: std::io::Error) {
+        let text = e.to_string();
+        if self.isolation.watch_failing.as_deref() != Some(&text) {
+            warn!(
+                error = %e,
+                "cannot watch the cgroup hierarchy; isolated partitions are followed at each tick only: {e}"
+            );
+            self.isolation.watch_failing = Some(text);
+        }
+    }
+
+    /// The watch's descriptor and generation, for the event loop.
+    pub(super) fn partition_watch_fd(&self) -> Option<(BorrowedFd<'_>, u64)> {
+        self.isolation
+            .watch
+            .as_ref()
+            .map(|watch| (watch.as_fd(), watch.generation()))
+    }
+
+    /// Reads the watch's events: whether a partition may have changed. A watch that
+    /// cannot be set up again is dropped (tried anew after the next rediscovery) and the
+    /// answer is yes, since the tick's read is then the way to know.
+    pub(super) fn partitions_may_have_changed(&mut self) -> bool {
+        let Some(watch) = self.isolation.watch.as_mut() else {
+            return false;
+        };
+        match watch.drain() {
+            Ok(changed) => changed,
+            Err(e) => {
+                self.stop_watching_partitions(e);
+                true
+            }
+        }
+    }
+
     /// Finds the cgroup v2 mount again at the next read (a rediscovery: mounts change
     /// rarely, and a tick should not parse a long mountinfo).
     pub(super) fn forget_cgroup_mount(&mut self) {
         self.isolation.mount = None;
+        self.isolation.watch_failing = None;
     }
 
     /// After a rediscovery: the partitions as the daemon knows them, not as the discovery

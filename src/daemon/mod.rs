@@ -32,6 +32,7 @@ mod event_loop;
 pub mod instance_lock;
 mod isolation;
 mod lasting_failure;
+mod partition_watch;
 pub mod quiet;
 mod reload;
 mod report;

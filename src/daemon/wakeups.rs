@@ -2,7 +2,7 @@
 //! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, the kobject-uevent socket
 //! that announces queues added and removed (a channel-count change), the ethtool netlink
 //! `monitor` socket (channel and RSS changes, `kernel::ethtool_events`), an inotify descriptor
-//! for the files steerd follows, in quiet mode the NAPI-poll perf events, and, as the wait's
+//! for the files steerd follows, another on the cpuset cgroups (`partition_watch`), in quiet mode the NAPI-poll perf events, and, as the wait's
 //! timeout, the next tick's deadline.
 //!
 //! Why a plain blocking wait and not the async runtime: on an idle 1 s tick the runtime's
@@ -186,6 +186,8 @@ pub struct Ready {
     /// An ethtool notification arrived (channels or RSS may have changed).
     pub ethtool: bool,
     pub files: bool,
+    /// A cpuset cgroup's directory had an event (a partition may have changed).
+    pub partitions: bool,
     /// Receive work, in quiet mode.
     pub receive: bool,
 }
@@ -196,6 +198,7 @@ const FILES: u64 = 3;
 const RECEIVE: u64 = 4;
 const QUEUES: u64 = 5;
 const ETHTOOL: u64 = 6;
+const PARTITIONS: u64 = 7;
 
 /// One epoll instance over every source. epoll rather than `poll(2)`: the sources stay
 /// registered between waits, where `poll` would add and remove a wait-queue entry on each
@@ -204,6 +207,8 @@ pub struct Waiter {
     epoll: Epoll,
     /// The file watch's descriptor as registered (it changes when the watch is rebuilt).
     files: Option<RawFd>,
+    /// The partition watch registered, by its generation (see `follow_partitions`).
+    partitions: Option<u64>,
     /// Whether quiet mode's descriptor is registered.
     receive: bool,
 }
@@ -232,6 +237,7 @@ impl Waiter {
         Ok(Waiter {
             epoll,
             files: None,
+            partitions: None,
             receive: false,
         })
     }
@@ -248,6 +254,22 @@ impl Waiter {
                 .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, FILES))?;
         }
         self.files = raw;
+        Ok(())
+    }
+
+    /// Registers the partition watch's descriptor unless the watch of this `generation`
+    /// is registered. By generation, not descriptor number: a watch dropped and set up
+    /// again within one tick can get the same number, and the closed one left the set.
+    pub fn follow_partitions(&mut self, watch: Option<(BorrowedFd<'_>, u64)>) -> io::Result<()> {
+        let generation = watch.map(|(_, generation)| generation);
+        if generation == self.partitions {
+            return Ok(());
+        }
+        if let Some((fd, _)) = watch {
+            self.epoll
+                .add(fd, EpollEvent::new(EpollFlags::EPOLLIN, PARTITIONS))?;
+        }
+        self.partitions = generation;
         Ok(())
     }
 
@@ -283,7 +305,7 @@ impl Waiter {
     pub fn wait(&self, timeout: Duration) -> io::Result<Ready> {
         let millis = timeout.as_nanos().div_ceil(1_000_000);
         let timeout = PollTimeout::try_from(millis).unwrap_or(PollTimeout::MAX);
-        let mut events = [EpollEvent::empty(); 5];
+        let mut events = [EpollEvent::empty(); 7];
         let count = match self.epoll.wait(&mut events, timeout) {
             Ok(count) => count,
             Err(nix::errno::Errno::EINTR) => 0,
@@ -297,6 +319,7 @@ impl Waiter {
                 QUEUES => ready.queues = true,
                 ETHTOOL => ready.ethtool = true,
                 FILES => ready.files = true,
+                PARTITIONS => ready.partitions = true,
                 RECEIVE => ready.receive = true,
                 _ => {}
             }

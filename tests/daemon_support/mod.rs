@@ -87,6 +87,16 @@ impl Steerd {
     }
 
     pub fn start_with(root: &Path, config: Option<&Path>, extra: &[&str]) -> Steerd {
+        Steerd::start_ticking(root, config, INTERVAL, extra)
+    }
+
+    /// Started with its tick `interval` instead of [`INTERVAL`].
+    pub fn start_ticking(
+        root: &Path,
+        config: Option<&Path>,
+        interval: &str,
+        extra: &[&str],
+    ) -> Steerd {
         let mut last_error = String::new();
         // The port is free when chosen but another test may take it before steerd binds
         // it: try a few ports.
@@ -97,7 +107,7 @@ impl Steerd {
                 .arg("run")
                 .arg("--root")
                 .arg(root)
-                .args(["--interval", INTERVAL])
+                .args(["--interval", interval])
                 .arg("--metrics-listen")
                 .arg(addr.to_string())
                 .args(extra)

@@ -17,7 +17,10 @@
 //! (a v1 or hybrid host) means no isolated partitions.
 //!
 //! Read every tick by the daemon (one file on 6.8 and later), so a partition made or
-//! dissolved is followed within one interval: the kernel gives no notification for it.
+//! dissolved is followed within one interval. The kernel sends no notification for the
+//! root's `cpuset.cpus.isolated`, but the writes that make, resize and dissolve partitions
+//! (and its own `cpuset.cpus.partition` changes) reach inotify watches on the cgroups'
+//! directories, which the daemon keeps on [`cpuset_cgroups`] to wake up at once.
 
 use std::path::{Path, PathBuf};
 
@@ -87,18 +90,32 @@ pub fn read_isolated_partitions(root: &Root) -> Result<CpuSet, Error> {
 /// The same, in the hierarchy mounted at `mount` (from [`cgroup2_mount`]): what the daemon
 /// reads every tick, having found the mount once (`proc/self/mountinfo` can be long).
 pub fn read_isolated_partitions_at(root: &Root, mount: &Path) -> Result<CpuSet, Error> {
-    let mount = mount.to_path_buf();
     if let Some(set) = read_cpulist(root, mount.join("cpuset.cpus.isolated"))? {
         return Ok(set);
     }
     let mut isolated = CpuSet::new();
-    let mut visited = 0;
-    let mut pending = vec![mount.clone()];
+    for dir in cpuset_cgroups(root, mount)? {
+        if let Some(partition) = root.read_optional(dir.join("cpuset.cpus.partition"))?
+            && is_isolated(&partition)
+            && let Some(cpus) = read_cpulist(root, dir.join("cpuset.cpus.effective"))?
+        {
+            isolated = isolated.union(&cpus);
+        }
+    }
+    Ok(isolated)
+}
+
+/// The hierarchy's root and every cgroup under it that has cpuset files (relative to the
+/// root): the only places a partition can be made. The walk descends only where
+/// `cgroup.subtree_control` enables `cpuset` and stops with an error past
+/// [`MAX_CGROUPS`] directories.
+pub fn cpuset_cgroups(root: &Root, mount: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut found = Vec::new();
+    let mut pending = vec![mount.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        visited += 1;
-        if visited > MAX_CGROUPS {
+        if found.len() >= MAX_CGROUPS {
             return Err(Error::parse(
-                root.path(&mount),
+                root.path(mount),
                 0,
                 format!(
                     "more than {MAX_CGROUPS} cgroups with the cpuset controller: isolated \
@@ -106,20 +123,15 @@ pub fn read_isolated_partitions_at(root: &Root, mount: &Path) -> Result<CpuSet, 
                 ),
             ));
         }
-        if let Some(partition) = root.read_optional(dir.join("cpuset.cpus.partition"))?
-            && is_isolated(&partition)
-            && let Some(cpus) = read_cpulist(root, dir.join("cpuset.cpus.effective"))?
-        {
-            isolated = isolated.union(&cpus);
-        }
         let enables_cpuset = root
             .read_optional(dir.join("cgroup.subtree_control"))?
             .is_some_and(|text| text.split_whitespace().any(|c| c == "cpuset"));
         if enables_cpuset {
             pending.extend(child_dirs(root, &dir)?);
         }
+        found.push(dir);
     }
-    Ok(isolated)
+    Ok(found)
 }
 
 /// Whether a `cpuset.cpus.partition` text names a valid isolated partition.

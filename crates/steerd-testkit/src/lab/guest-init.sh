@@ -310,6 +310,11 @@ isolate_partition() {
     [ -r /sys/fs/cgroup/cpuset.cpus.isolated ] && read -r isolated < /sys/fs/cgroup/cpuset.cpus.isolated
     echo "LAB PARTITION ${state:-none} ${isolated:-none}"
 }
+report_quiet() { # steerd's quiet-mode gauge, before a partition event
+    q=$(timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null |
+        awk '$1 == "steerd_quiet_mode" { print $2 }')
+    echo "LAB QUIET ${q:--}"
+}
 dissolve_partition() {
     echo member > /sys/fs/cgroup/lab-isolated/cpuset.cpus.partition
     rmdir /sys/fs/cgroup/lab-isolated

@@ -27,6 +27,9 @@ pub const ISOLATE_AT: u32 = 12;
 pub const DISSOLVE_AT: u32 = 22;
 const ISOLATE: &str = "isolate_partition 2-3";
 const DISSOLVE: &str = "dissolve_partition";
+/// The guest shell that prints `LAB QUIET` with steerd's `steerd_quiet_mode` gauge (`-`
+/// when nothing answers), a second before each partition event of `cgroup-quiet`.
+const REPORT_QUIET: &str = "report_quiet";
 
 /// The cgroup scenarios: threaded NAPI (vectors and threads to move), and the same under
 /// the saturating rules (RPS masks too, where a balancer sets them under load).
@@ -40,6 +43,23 @@ pub fn all() -> Vec<Scenario> {
         ..base(name, what)
     };
     vec![
+        Scenario {
+            // No traffic: steerd is in quiet mode (5 s ticks) when the partition is made
+            // and when it is dissolved, so only its watch on the cgroups can be in time.
+            phases: Vec::new(),
+            events: vec![
+                (ISOLATE_AT - 1, REPORT_QUIET),
+                (ISOLATE_AT, ISOLATE),
+                (DISSOLVE_AT - 1, REPORT_QUIET),
+                (DISSOLVE_AT, DISSOLVE),
+            ],
+            threaded: false,
+            ..cgroup(
+                "cgroup-quiet",
+                "no traffic (steerd in quiet mode), every input vector on CPU0, CPUs 2-3 made an isolated cgroup partition at 12 s and dissolved at 22 s",
+                "pin_inputs 0".into(),
+            )
+        },
         cgroup(
             "cgroup-isolated",
             "threaded NAPI, every input vector on CPU0, CPUs 2-3 made an isolated cgroup partition at 12 s and dissolved at 22 s, 8 UDP flows",
@@ -72,6 +92,9 @@ pub struct PartitionFigures {
     /// Seconds from its dissolution to the first sample with a receive vector or NAPI
     /// thread placed on its CPUs again; `None`: not in the run.
     pub refilled: Option<f64>,
+    /// steerd's `steerd_quiet_mode` a second before each event, where the scenario asks
+    /// (`cgroup-quiet`): `1` quiet, `0` awake, `-` no answer.
+    pub quiet_before: Vec<String>,
 }
 
 /// Whether the scenario is one of these.
@@ -85,6 +108,7 @@ pub fn figures(
     timeline: &[(f64, BTreeSet<u32>)],
     events: &[String],
     state: Option<String>,
+    quiet_before: Vec<String>,
 ) -> PartitionFigures {
     let partition: BTreeSet<u32> = CpuSet::parse_list(PARTITION)
         .map(|set| set.iter().collect())
@@ -98,6 +122,7 @@ pub fn figures(
     let (Some(isolated), dissolved) = (at(ISOLATE), at(DISSOLVE)) else {
         return PartitionFigures {
             state,
+            quiet_before,
             ..PartitionFigures::default()
         };
     };
@@ -125,6 +150,7 @@ pub fn figures(
         emptied,
         emptied_effective: None,
         refilled,
+        quiet_before,
     }
 }
 

@@ -61,6 +61,10 @@ pub struct RunLine {
     pub partition_emptied_effective_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_refilled_s: Option<f64>,
+    /// `cgroup-quiet`: steerd's `steerd_quiet_mode` a second before the partition is made
+    /// and before it is dissolved (`1,1`: quiet both times).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_quiet_before: Option<String>,
     /// The transmit steering scenario (`lab/xps.rs`): queues whose transmit vector and XPS
     /// mask agree with the receive placement, of how many; the XPS masks at the end; the
     /// packets each transmit queue sent.
@@ -140,5 +144,10 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
             .as_ref()
             .and_then(|p| p.refilled)
             .map(|v| round(v, 1)),
+        partition_quiet_before: m
+            .partition
+            .as_ref()
+            .filter(|p| !p.quiet_before.is_empty())
+            .map(|p| p.quiet_before.join(",")),
     }
 }

@@ -323,6 +323,7 @@ fn parse(lines: &[String]) -> (Vec<GuestSample>, HashMap<&'static str, Vec<Strin
                     "DIFF" => "diff",
                     "KERNEL" => "kernel",
                     "PARTITION" => "partition",
+                    "QUIET" => "quiet",
                     _ => continue,
                 };
                 other.entry(key).or_default().push(rest.to_string());
@@ -728,9 +729,11 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
                 .collect()
         };
         let events = other.get("event").map_or(&[][..], |v| v);
-        let mut figures = super::isolation::figures(&timeline(false), events, first("partition"));
+        let quiet = other.get("quiet").cloned().unwrap_or_default();
+        let mut figures =
+            super::isolation::figures(&timeline(false), events, first("partition"), quiet);
         figures.emptied_effective =
-            super::isolation::figures(&timeline(true), events, None).emptied;
+            super::isolation::figures(&timeline(true), events, None, Vec::new()).emptied;
         m.partition = Some(figures);
     }
     threads(&mut m, &samples, &queues, ready, start, end);
