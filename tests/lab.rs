@@ -386,8 +386,9 @@ fn threaded_kernel() -> Result<lab::image::GuestKernel, lab::LabError> {
 /// thread's affinity is back after SIGTERM, also after kill -9 and a restart. Then an
 /// isolated cgroup v2 partition of CPUs 2-3 made under traffic (issue 33,
 /// `steerd_testkit::lab::isolation`): within 2 s no receive vector, RPS mask or NAPI thread is on it,
-/// work comes back once it is dissolved, and everything is restored (three runs, about
-/// 2 minutes on 6.12).
+/// work comes back once it is dissolved, and everything is restored; and the same without
+/// traffic, with steerd in quiet mode at both events (`cgroup-quiet`: emptied and back
+/// within 2 s). Four runs, about 3 minutes on 6.12.
 fn threaded_napi_pinned() -> TestResult {
     let guest = match GuestLab::open(|work, steerd| {
         let kernel = threaded_kernel().expect("a guest kernel");
@@ -448,6 +449,16 @@ fn threaded_napi_pinned() -> TestResult {
         "{shown}"
     );
     assert!(cgroup.restored, "{shown}");
+
+    // The same partition with no traffic, steerd in quiet mode (5 s ticks) when it is made
+    // and when it is dissolved: its watch on the cgroups wakes it (issue 33: within 2 s).
+    let quiet = run(&mut lab, &scenario("cgroup-quiet"), Balancer::Steerd);
+    let partition = quiet.partition.clone().unwrap_or_default();
+    let shown = format!("{partition:?}\n{}", show(&quiet));
+    assert_eq!(partition.quiet_before, ["1", "1"], "{shown}");
+    assert!(partition.emptied.is_some_and(|t| t <= 2.0), "{shown}");
+    assert!(partition.refilled.is_some_and(|t| t <= 2.0), "{shown}");
+    assert!(quiet.restored, "{shown}");
     Ok(())
 }
 

@@ -18,10 +18,10 @@
 //! of a few files in directories that come and go.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
@@ -176,11 +176,27 @@ mod tests {
     fn hierarchy() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path();
-        write(base, "sys/fs/cgroup/cgroup.subtree_control", "cpuset cpu memory\n");
+        write(
+            base,
+            "sys/fs/cgroup/cgroup.subtree_control",
+            "cpuset cpu memory\n",
+        );
         write(base, "sys/fs/cgroup/cpuset.cpus.isolated", "\n");
-        write(base, "sys/fs/cgroup/kubepods/cgroup.subtree_control", "cpuset\n");
-        write(base, "sys/fs/cgroup/kubepods/cpuset.cpus.partition", "member\n");
-        write(base, "sys/fs/cgroup/kubepods/pod1/cpuset.cpus.partition", "member\n");
+        write(
+            base,
+            "sys/fs/cgroup/kubepods/cgroup.subtree_control",
+            "cpuset\n",
+        );
+        write(
+            base,
+            "sys/fs/cgroup/kubepods/cpuset.cpus.partition",
+            "member\n",
+        );
+        write(
+            base,
+            "sys/fs/cgroup/kubepods/pod1/cpuset.cpus.partition",
+            "member\n",
+        );
         write(base, "sys/fs/cgroup/kubepods/pod1/cgroup.procs", "");
         write(base, "sys/fs/cgroup/system.slice/cgroup.procs", "");
         dir
@@ -198,7 +214,11 @@ mod tests {
         fs::write(base.join("kubepods/pod1/cgroup.procs"), "42\n").unwrap();
         assert!(!watch.drain().unwrap(), "a process moved: not a partition");
 
-        fs::write(base.join("kubepods/pod1/cpuset.cpus.partition"), "isolated\n").unwrap();
+        fs::write(
+            base.join("kubepods/pod1/cpuset.cpus.partition"),
+            "isolated\n",
+        )
+        .unwrap();
         assert!(watch.drain().unwrap(), "a partition made");
 
         fs::create_dir(base.join("kubepods/pod2")).unwrap();
@@ -214,13 +234,20 @@ mod tests {
         assert_eq!(watch.directories(), 4);
 
         fs::write(base.join("cpuset.cpus.isolated"), "2-3\n").unwrap();
-        assert!(watch.drain().unwrap(), "a fake tree's isolated file written");
+        assert!(
+            watch.drain().unwrap(),
+            "a fake tree's isolated file written"
+        );
     }
 
     #[test]
     fn plain_files_and_a_missing_hierarchy_hold_no_cgroups() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "sys/fs/cgroup/cgroup.subtree_control", "cpuset\n");
+        write(
+            dir.path(),
+            "sys/fs/cgroup/cgroup.subtree_control",
+            "cpuset\n",
+        );
         fs::write(dir.path().join("sys/fs/cgroup/child"), "not a directory").unwrap();
         let root = Root::new(dir.path());
         // A plain file among the children is no cgroup: the walk skips it.

@@ -47,16 +47,19 @@ pub fn all() -> Vec<Scenario> {
             // No traffic: steerd is in quiet mode (5 s ticks) when the partition is made
             // and when it is dissolved, so only its watch on the cgroups can be in time.
             phases: Vec::new(),
+            // Dissolved 20 s after it was made: steerd, woken to empty it, needs a few
+            // idle ticks to go quiet again (in one run it was still awake 9 s after).
             events: vec![
                 (ISOLATE_AT - 1, REPORT_QUIET),
                 (ISOLATE_AT, ISOLATE),
-                (DISSOLVE_AT - 1, REPORT_QUIET),
-                (DISSOLVE_AT, DISSOLVE),
+                (ISOLATE_AT + 19, REPORT_QUIET),
+                (ISOLATE_AT + 20, DISSOLVE),
             ],
+            duration: Duration::from_secs(42),
             threaded: false,
             ..cgroup(
                 "cgroup-quiet",
-                "no traffic (steerd in quiet mode), every input vector on CPU0, CPUs 2-3 made an isolated cgroup partition at 12 s and dissolved at 22 s",
+                "no traffic (steerd in quiet mode), every input vector on CPU0, CPUs 2-3 made an isolated cgroup partition at 12 s and dissolved at 32 s",
                 "pin_inputs 0".into(),
             )
         },
