@@ -42,6 +42,9 @@ def figures(rs, saturated):
         )
     else:
         load = "busiest " + show(med([r["busiest_processed_share"] for r in rs]), "{:.2f}")
+    settle = med([r.get("settle_s") for r in rs])
+    if settle is not None:
+        load += "; settled {:.1f} s after events".format(settle)
     late = max(r["changes_after_convergence"] for r in rs)
     restored = sum(1 for r in rs if r["restored"])
     silent = med([r.get("silent_queues") for r in rs])

@@ -13,7 +13,7 @@
 # versions to compare with (1.9.4 from Debian 13's userland, 1.9.2 the host's), the first
 # run beside steerd, each other one on its own. The userland (QEMU 10, irqbalance 1.9.4) is
 # built once by scripts/lab-userland.sh. Raw JSON lines are kept in target/lab-matrix/ (one
-# file per cell and irqbalance version) and the table is made from all of them by
+# file per cell, irqbalance version and scenario) and the table is made from all of them by
 # scripts/lab-matrix.py, so a cell can be re-run alone (remove its file, ONLY_MISSING=1)
 # and the table remade.
 set -euo pipefail
@@ -29,27 +29,28 @@ userland=$(scripts/lab-userland.sh)
 cargo build --release --bin steerd --example lab
 for cell in $cells; do
     IFS=: read -r nic version flavour <<< "$cell"
-    balancers=irqbalance,steerd
-    for irqbalance in $irqbalances; do
-        name="$nic-$version-$flavour-irqbalance-$irqbalance"
-        file="$out/$name.json"
-        if [ "$only_missing" = 1 ] && [ -s "$file" ]; then
+    if ! kernel=$(scripts/lab-kernel.sh "$version" "$flavour"); then
+        echo "lab-matrix: $cell: no kernel (see above); its cells are left as they were" >&2
+        continue
+    fi
+    for scenario in $scenarios; do
+        balancers=irqbalance,steerd
+        for irqbalance in $irqbalances; do
+            name="$nic-$version-$flavour-irqbalance-$irqbalance-$scenario"
+            file="$out/$name.json"
+            if [ "$only_missing" = 1 ] && [ -s "$file" ]; then
+                balancers=irqbalance
+                continue
+            fi
+            echo "lab-matrix: $nic on $version ($flavour), $balancers (irqbalance $irqbalance), $reps run(s) of $scenario" >&2
+            STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 \
+                --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
+                --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" ||
+                echo "lab-matrix: $cell $scenario: the lab failed (see $out/$name.log)" >&2
+            mv "$file.new" "$file"
+            # steerd runs once per cell and scenario, beside the first irqbalance.
             balancers=irqbalance
-            continue
-        fi
-        if ! kernel=$(scripts/lab-kernel.sh "$version" "$flavour"); then
-            echo "lab-matrix: $cell: no kernel (see above); its cell is left as it was" >&2
-            continue 2
-        fi
-        echo "lab-matrix: $nic on $version ($flavour), $balancers (irqbalance $irqbalance), $reps run(s) of: $scenarios" >&2
-        # shellcheck disable=SC2086 # the scenario names are words
-        STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 \
-            --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
-            --balancers "$balancers" $scenarios > "$file.new" 2> "$out/$name.log" ||
-            echo "lab-matrix: $cell: the lab failed (see $out/$name.log)" >&2
-        mv "$file.new" "$file"
-        # steerd runs once per cell, beside the first irqbalance.
-        balancers=irqbalance
+        done
     done
 done
 table=$(mktemp)

@@ -37,6 +37,10 @@ pub struct RunLine {
     pub changes: usize,
     pub changes_by_lever: BTreeMap<String, usize>,
     pub changes_after_convergence: usize,
+    /// Scenarios with timed events (hotplug, channels, NIC removal): the most seconds
+    /// after an event until every input vector was on one online CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settle_s: Option<f64>,
     pub rps_cpus: Vec<String>,
     pub restored: bool,
     pub daemon_cpu_s: Option<f64>,
@@ -108,6 +112,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         busiest_processed_share: round(m.busiest_processed, 3),
         input_irq_cpus: m.input_cpus,
         first_change_s: m.first_change.map(|v| round(v, 1)),
+        settle_s: m.settle.map(|v| round(v, 1)),
         first_relief_s: m.first_relief.map(|v| round(v, 1)),
         irq_move_checks: m.move_checks.clone(),
         changes: m.changes,
