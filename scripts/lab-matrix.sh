@@ -59,8 +59,7 @@ cat "$out"/*.json | python3 scripts/lab-matrix.py > "$table"
 {
     echo "Generated $(date -u +%Y-%m-%d) from every run kept in target/lab-matrix by \`scripts/lab-matrix.sh\`"
     echo "(the last: \`REPS=$reps IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
-    echo "on $(nproc) host CPUs, steerd $(git describe --always --dirty) for the last runs; each run's"
-    echo "steerd build is in its JSON line's file, target/lab-matrix/*.log."
+    echo "on $(nproc) host CPUs, steerd $(git describe --always --dirty) for the last runs."
     echo
     cat "$table"
 } > "$table.block"
