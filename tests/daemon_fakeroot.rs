@@ -70,6 +70,13 @@ impl Machine {
         .unwrap()
     }
 
+    /// Every CPU the IRQs' masks allow.
+    fn cpus_of_irqs(&self, irqs: &[u32]) -> CpuSet {
+        irqs.iter()
+            .flat_map(|&irq| self.irq_cpus(irq).iter().collect::<Vec<_>>())
+            .collect()
+    }
+
     /// A receive queue's RPS mask, and its text.
     fn rps(&self, device: &str, queue: u32) -> (CpuSet, String) {
         let text = read_file(
@@ -1268,25 +1275,20 @@ fn follows_isolated_cgroup_partitions_without_restart() {
     let daemon = Steerd::start(m.root(), None);
     let pid = daemon.pid();
     let queue_irqs: Vec<u32> = m.queue_irqs(0).into_iter().chain(m.queue_irqs(1)).collect();
-    let cpus_of = |irqs: &[u32]| -> CpuSet {
-        irqs.iter()
-            .flat_map(|&irq| m.irq_cpus(irq).iter().collect::<Vec<_>>())
-            .collect()
-    };
     // Cores 2 and 3 (CPUs 2-3 and their siblings 6-7) will be isolated.
     let isolated = CpuSet::parse_list("2-3,6-7").unwrap();
     wait_until(
         WAIT,
         "queue IRQs spread onto cores 2-3 and RPS on for eth1",
         Some(&daemon),
-        || cpus_of(&queue_irqs).intersects(&isolated) && !m.rps("eth1", 0).0.is_empty(),
+        || m.cpus_of_irqs(&queue_irqs).intersects(&isolated) && !m.rps("eth1", 0).0.is_empty(),
     );
     let cgroup = m.root().join("sys/fs/cgroup");
     fs::create_dir_all(&cgroup).unwrap();
     let written_at = Instant::now();
     fs::write(cgroup.join("cpuset.cpus.isolated"), "2-3,6-7\n").unwrap();
     let off_isolated = || {
-        !cpus_of(&queue_irqs).intersects(&isolated)
+        !m.cpus_of_irqs(&queue_irqs).intersects(&isolated)
             && (0..4).all(|q| !m.rps("eth0", q).0.intersects(&isolated))
             && !m.rps("eth1", 0).0.intersects(&isolated)
     };
@@ -1326,7 +1328,7 @@ fn follows_isolated_cgroup_partitions_without_restart() {
     // Dissolved: the cores are steerd's to use again, and the stacked vectors spread back.
     fs::write(cgroup.join("cpuset.cpus.isolated"), "\n").unwrap();
     wait_until(WAIT, "queue IRQs back on cores 2-3", Some(&daemon), || {
-        cpus_of(&queue_irqs).intersects(&isolated)
+        m.cpus_of_irqs(&queue_irqs).intersects(&isolated)
     });
     assert_eq!(daemon.pid(), pid, "no restart");
     assert_eq!(daemon.repeated_notes(), vec![]);
@@ -1345,18 +1347,13 @@ fn follows_a_partition_between_slow_ticks() {
     let _kernel = FakeKernel::start(m.tree.clone(), busy());
     let daemon = Steerd::start_ticking(m.root(), None, "10s", &[]);
     let queue_irqs: Vec<u32> = m.queue_irqs(0).into_iter().chain(m.queue_irqs(1)).collect();
-    let cpus_of = |irqs: &[u32]| -> CpuSet {
-        irqs.iter()
-            .flat_map(|&irq| m.irq_cpus(irq).iter().collect::<Vec<_>>())
-            .collect()
-    };
     let isolated = CpuSet::parse_list("2-3,6-7").unwrap();
     // The first decision comes a quarter interval after the start.
     wait_until(
         Duration::from_secs(6),
         "queue IRQs spread onto cores 2-3",
         Some(&daemon),
-        || cpus_of(&queue_irqs).intersects(&isolated),
+        || m.cpus_of_irqs(&queue_irqs).intersects(&isolated),
     );
     // Past the placement's tick, well before the next one.
     std::thread::sleep(Duration::from_millis(500));
@@ -1367,7 +1364,7 @@ fn follows_a_partition_between_slow_ticks() {
         Duration::from_secs(2),
         "queue IRQs off the partition within 2 s",
         Some(&daemon),
-        || !cpus_of(&queue_irqs).intersects(&isolated),
+        || !m.cpus_of_irqs(&queue_irqs).intersects(&isolated),
     );
     let emptied = written_at.elapsed();
     fs::write(cgroup.join("cpuset.cpus.isolated"), "\n").unwrap();
@@ -1376,7 +1373,7 @@ fn follows_a_partition_between_slow_ticks() {
         Duration::from_secs(2),
         "queue IRQs back on cores 2-3 within 2 s",
         Some(&daemon),
-        || cpus_of(&queue_irqs).intersects(&isolated),
+        || m.cpus_of_irqs(&queue_irqs).intersects(&isolated),
     );
     eprintln!(
         "10 s ticks: partition emptied in {} ms, refilled in {} ms, {} ticks in between",

@@ -166,9 +166,7 @@ mod tests {
     use std::fs;
 
     fn write(base: &Path, relative: &str, text: &str) {
-        let path = base.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::fakeroot::write(base, relative, text).unwrap();
     }
 
     /// A fake hierarchy: the root enables cpuset for `kubepods`, which enables it for its

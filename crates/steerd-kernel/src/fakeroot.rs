@@ -652,7 +652,9 @@ impl FakeTree {
     }
 }
 
-fn write(root: &Path, relative: &str, text: &str) -> io::Result<()> {
+/// Writes `text` to `relative` under `root`, making its directories: the one way tests
+/// put a kernel file of their own into a tree.
+pub fn write(root: &Path, relative: &str, text: &str) -> io::Result<()> {
     let path = root.join(relative);
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
