@@ -134,6 +134,15 @@ impl Daemon {
                     "watching {} cpuset cgroups for partition changes",
                     watch.directories()
                 );
+                if watch.unwatched() > 0 {
+                    warn!(
+                        watched = watch.directories(),
+                        unwatched = watch.unwatched(),
+                        "watching {} cpuset cgroups for partition changes, not the {} below them (inotify's limits); a partition made there is followed at the next tick",
+                        watch.directories(),
+                        watch.unwatched()
+                    );
+                }
                 self.isolation.watch = Some(watch);
                 self.isolation.watch_failing = None;
             }

@@ -17,7 +17,7 @@
 //! waits on raw descriptors with one `epoll_wait` (`wakeups`), and needs only the names
 //! of a few files in directories that come and go.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,12 @@ const PARTITION_FILES: [&str; 5] = [
     "cpuset.cpus.isolated",
 ];
 
+/// The most cgroup directories watched, the shallowest first. Every watch counts against
+/// the user's `fs.inotify.max_user_watches` (8192 on kernels before 5.11), which root's
+/// other daemons (systemd among them) share: a node with thousands of pod cgroups must not
+/// exhaust it. Partitions made below the watched cgroups are followed at the next tick.
+pub const MAX_WATCHED_CGROUPS: usize = 1024;
+
 /// An inotify watch over the cpuset cgroups' directories.
 #[derive(Debug)]
 pub struct PartitionWatch {
@@ -49,6 +55,9 @@ pub struct PartitionWatch {
     watched: HashMap<WatchDescriptor, PathBuf>,
     /// Tells this watch from an earlier one that had the same descriptor number.
     generation: u64,
+    /// Cpuset cgroups left unwatched at the last set-up: past [`MAX_WATCHED_CGROUPS`], or
+    /// once inotify refused more watches (ENOSPC).
+    unwatched: usize,
 }
 
 /// The next watch's generation.
@@ -65,6 +74,7 @@ impl PartitionWatch {
             mount: mount.to_path_buf(),
             watched: HashMap::new(),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+            unwatched: 0,
         };
         watch.rewatch()?;
         Ok(watch)
@@ -78,6 +88,11 @@ impl PartitionWatch {
     /// This watch's number, unique in the process.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Cpuset cgroups not watched (see [`MAX_WATCHED_CGROUPS`]).
+    pub fn unwatched(&self) -> usize {
+        self.unwatched
     }
 
     /// How many directories are watched.
@@ -127,11 +142,17 @@ impl PartitionWatch {
             | AddWatchFlags::IN_MOVED_FROM
             | AddWatchFlags::IN_MOVED_TO
             | AddWatchFlags::IN_ONLYDIR;
-        let dirs = cpuset_cgroups(&self.root, &self.mount).map_err(|e| e.into_io())?;
+        let mut dirs = cpuset_cgroups(&self.root, &self.mount).map_err(|e| e.into_io())?;
+        // The shallowest first: a partition is most often made near the top (a pod's or
+        // a slice's cgroup), and the hierarchy's root holds `cpuset.cpus.isolated`.
+        dirs.sort_by_key(|dir| dir.components().count());
+        let found = dirs.len();
+        dirs.truncate(MAX_WATCHED_CGROUPS);
+        let keep: HashSet<&PathBuf> = dirs.iter().collect();
         let stale: Vec<WatchDescriptor> = self
             .watched
             .iter()
-            .filter(|(_, dir)| !dirs.contains(dir))
+            .filter(|(_, dir)| !keep.contains(dir))
             .map(|(wd, _)| *wd)
             .collect();
         for wd in stale {
@@ -139,17 +160,21 @@ impl PartitionWatch {
             let _ = self.inotify.rm_watch(wd);
             self.watched.remove(&wd);
         }
-        for dir in dirs {
-            match self.inotify.add_watch(&self.root.path(&dir), flags) {
+        let mut gone = 0;
+        for dir in &dirs {
+            match self.inotify.add_watch(&self.root.path(dir), flags) {
                 // Adding a directory already watched returns its descriptor again.
                 Ok(wd) => {
-                    self.watched.insert(wd, dir);
+                    self.watched.insert(wd, dir.clone());
                 }
                 // Removed between the walk and the watch: its parent's event follows.
-                Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => {}
+                Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => gone += 1,
+                // The user's watch limit: keep what is watched, leave the rest to ticks.
+                Err(nix::errno::Errno::ENOSPC) => break,
                 Err(e) => return Err(e.into()),
             }
         }
+        self.unwatched = found.saturating_sub(gone + self.watched.len());
         Ok(())
     }
 }
@@ -235,6 +260,42 @@ mod tests {
         assert!(
             watch.drain().unwrap(),
             "a fake tree's isolated file written"
+        );
+    }
+
+    #[test]
+    fn the_shallowest_cgroups_are_watched_up_to_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("sys/fs/cgroup");
+        write(
+            dir.path(),
+            "sys/fs/cgroup/cgroup.subtree_control",
+            "cpuset\n",
+        );
+        write(
+            dir.path(),
+            "sys/fs/cgroup/a/cgroup.subtree_control",
+            "cpuset\n",
+        );
+        for i in 0..MAX_WATCHED_CGROUPS + 10 {
+            fs::create_dir_all(base.join(format!("a/pod{i}"))).unwrap();
+        }
+        let root = Root::new(dir.path());
+        let watch = PartitionWatch::new(&root, Path::new("sys/fs/cgroup")).unwrap();
+        assert_eq!(watch.directories(), MAX_WATCHED_CGROUPS);
+        // The root, `a` and the pods: 12 more than the cap.
+        assert_eq!(watch.unwatched(), 12);
+        assert!(
+            watch
+                .watched
+                .values()
+                .any(|d| d == Path::new("sys/fs/cgroup"))
+        );
+        assert!(
+            watch
+                .watched
+                .values()
+                .any(|d| d == Path::new("sys/fs/cgroup/a"))
         );
     }
 
