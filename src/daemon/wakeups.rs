@@ -2,8 +2,8 @@
 //! for SIGHUP/SIGTERM/SIGINT, the rtnetlink link-event socket, the kobject-uevent socket
 //! that announces queues added and removed (a channel-count change), the ethtool netlink
 //! `monitor` socket (channel and RSS changes, `kernel::ethtool_events`), an inotify descriptor
-//! for the files steerd follows, another on the cpuset cgroups (`partition_watch`), in quiet mode the NAPI-poll perf events, and, as the wait's
-//! timeout, the next tick's deadline.
+//! for the files steerd follows, another on the cpuset cgroups (`partition_watch`), in quiet
+//! mode the NAPI-poll perf events, and, as the wait's timeout, the next tick's deadline.
 //!
 //! Why a plain blocking wait and not the async runtime: on an idle 1 s tick the runtime's
 //! own work per wake-up (its timer wheel waking early at a slot boundary and again at the

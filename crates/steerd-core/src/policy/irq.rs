@@ -261,9 +261,10 @@ fn remote_node(p: &Planner, d: usize, cpu: u32) -> Option<(ReasonKind, String)> 
 }
 
 /// Moves the misplaced IRQs of one phase: forbidden ones (`forbidden: true`, dwell or not)
-/// or the others (after `irq_dwell`, or once CPUs came back since the IRQ last moved). Placement rules act at once and in full, outside the
-/// per-tick action budget: the placement is a count-based fact, not a noisy measurement
-/// that needs confirming, and the rules have a single fixed point, so they cannot flap.
+/// or the others (after `irq_dwell`, or once CPUs came back since the IRQ last moved).
+/// Placement rules act at once and in full, outside the per-tick action budget: the
+/// placement is a count-based fact, not a noisy measurement that needs confirming, and the
+/// rules have a single fixed point, so they cannot flap.
 /// A queue vector not moved claims its current CPU.
 pub fn place(p: &mut Planner, misplaced: &[Misplaced], forbidden: bool) {
     let dwell = p.config.hysteresis.irq_dwell.as_nanos() as u64;

@@ -38,10 +38,10 @@ pub struct PolicyState {
     /// The last decision had no action and nothing waiting (a dwell time, the action
     /// budget): deciding again on the same model could differ only through the load.
     pub(crate) settled: bool,
-    /// The CPUs the last decision could use, and when (monotonic ns) some CPU last became
-    /// usable again (a ban lifted, a partition dissolved, a CPU back online): see
-    /// [`PolicyState::placement_may_move`].
+    /// The CPUs the last decision could use (`None` before the first).
     pub(crate) allowed: Option<CpuSet>,
+    /// When (monotonic ns) some CPU last became usable again (a ban lifted, a partition
+    /// dissolved, a CPU back online): see [`PolicyState::placement_may_move`].
     pub(crate) cpus_returned_at: Option<u64>,
 }
 
