@@ -243,7 +243,100 @@ fn hung_after(error: LabError, lines: &[String]) -> LabError {
     }
 }
 
+/// The last console lines, led by the first kernel oops's own lines when the console has
+/// one: a guest that panicked prints 30 or more lines of registers and trace, and its last 8
+/// (registers, "Kernel panic") never say what crashed (CI at 6480714: `threaded-kill9`
+/// stopped with only those).
 fn tail(lines: &[String]) -> String {
     let start = lines.len().saturating_sub(8);
-    lines[start..].join(" | ")
+    let last = lines[start..].join(" | ");
+    match oops(lines) {
+        Some(oops) => format!("kernel oops: {oops} || last lines: {last}"),
+        None => last,
+    }
+}
+
+/// The first oops or warning on the console: its header, the faulting instruction and the
+/// call trace's frames, at most 24 lines.
+fn oops(lines: &[String]) -> Option<String> {
+    const HEADERS: [&str; 6] = [
+        "BUG:",
+        "Oops:",
+        "general protection fault",
+        "kernel BUG at",
+        "WARNING:",
+        "Kernel panic",
+    ];
+    let first = lines
+        .iter()
+        .position(|l| HEADERS.iter().any(|h| l.contains(h)))?;
+    let telling: Vec<&str> = lines[first..]
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| {
+            *i == 0
+                || l.contains("RIP:")
+                || l.contains("Comm:")
+                || l.contains("Call Trace")
+                || l.contains("Kernel panic")
+                || l.trim_start_matches(|c: char| {
+                    c == '[' || c == ' ' || c == '.' || c.is_ascii_digit() || c == ']'
+                })
+                .trim_start()
+                .contains("+0x")
+        })
+        .map(|(_, l)| l.as_str())
+        .take(24)
+        .collect();
+    Some(telling.join(" | "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oops_is_quoted_by_its_header_rip_and_trace() {
+        let console: Vec<String> = [
+            "D 1.0 0 0",
+            "[    7.40] BUG: kernel NULL pointer dereference, address: 0000000000000008",
+            "[    7.41] CPU: 1 UID: 0 PID: 0 Comm: swapper/1 Not tainted 6.12.57",
+            "[    7.42] RIP: 0010:napi_schedule_prep+0x12/0x40",
+            "[    7.43] RAX: 0000000000000000 RBX: ffff8880",
+            "[    7.44] Call Trace:",
+            "[    7.45]  <IRQ>",
+            "[    7.46]  vring_interrupt+0x6b/0xa0",
+            "[    7.47] Kernel panic - not syncing: Fatal exception in interrupt",
+        ]
+        .map(String::from)
+        .to_vec();
+        let said = tail(&console);
+        assert!(
+            said.starts_with("kernel oops: [    7.40] BUG: kernel NULL"),
+            "{said}"
+        );
+        for part in [
+            "RIP: 0010:napi_schedule_prep",
+            "Comm: swapper/1",
+            "vring_interrupt+0x6b",
+        ] {
+            assert!(said.contains(part), "{part} missing from {said}");
+        }
+        assert!(
+            !said.split("||").next().unwrap_or("").contains("RAX:"),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn a_console_without_an_oops_is_its_last_lines() {
+        let console: Vec<String> = (0..20).map(|i| format!("line {i}")).collect();
+        assert_eq!(
+            tail(&console),
+            (12..20)
+                .map(|i| format!("line {i}"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
 }
