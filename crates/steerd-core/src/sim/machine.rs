@@ -20,10 +20,14 @@
 //! indirection tables of the wrong size or naming a queue that does not exist are refused
 //! (EINVAL) and a table written steers the next ticks' packets.
 //! The tick itself is in `traffic.rs`; what the policy sees (inventory, placement,
-//! snapshot) in `view.rs`.
+//! snapshot) in `view.rs`; the NICs, their flows and tables in `nic.rs`; reading knobs
+//! back and the write rules in `knobs.rs`.
 
 use std::collections::HashMap;
 
+pub use super::knobs::WriteError;
+pub use super::nic::{DEFAULT_TABLE_SIZE, NicSpec};
+use super::nic::{Nic, default_table, make_flows};
 use super::rng::Rng;
 use super::topo::Shape;
 use crate::cpuset::CpuSet;
@@ -71,162 +75,6 @@ impl Costs {
         } else {
             (pps / self.batch).max(self.min_polls)
         }
-    }
-}
-
-/// The indirection table size of a simulated physical NIC (i40e, ixgbe and mlx5 use 128
-/// or more; ethtool's default spread fills it `i % queues`).
-pub const DEFAULT_TABLE_SIZE: u32 = 128;
-
-/// A NIC to simulate.
-#[derive(Debug, Clone)]
-pub struct NicSpec {
-    pub name: String,
-    pub kind: DeviceKind,
-    pub driver: String,
-    /// NUMA node; `None` for virtual devices.
-    pub node: Option<u32>,
-    pub queues: u32,
-    /// Whether per-queue packet counters exist (qstats / ethtool -S).
-    pub queue_counters: bool,
-    /// Queues whose IRQ is kernel-managed.
-    pub managed_queues: Vec<u32>,
-    /// For veth: the CPU the sender runs on (all receive work starts there).
-    pub sender_cpu: Option<u32>,
-    /// RSS weight per queue; `None` for an even hash. It sets how many flows fall in the
-    /// hash buckets of each queue (the buckets the default table sends to it), so a table
-    /// that moves buckets moves the skew with them.
-    pub skew: Option<Vec<f64>>,
-    /// Number of flows.
-    pub flows: u32,
-    /// The share of the NIC's packets one flow carries (an elephant: one heavy hash
-    /// bucket, which no table change can split); `None` when all flows are equal.
-    pub elephant: Option<f64>,
-    /// Entries of the RSS indirection table; `None` for a NIC without a settable table
-    /// (its buckets are its queues). At least `queues` entries are kept.
-    pub rss_table_size: Option<u32>,
-    /// The UDP families (`udp4`, `udp6`) the NIC hashes on addresses only, as discovery
-    /// reports them (`ETHTOOL_GRXFH`); shown to the policy, not used by the traffic model
-    /// (an elephant stands for what such a hash makes of one host pair).
-    pub udp_hashed_on_addresses: Vec<String>,
-    /// Separate receive and transmit vectors per queue (virtio_net's `input.N` and
-    /// `output.N`) instead of one combined `TxRx` vector.
-    pub separate_tx: bool,
-}
-
-impl NicSpec {
-    /// A physical multi-queue NIC with per-queue counters.
-    pub fn physical(name: &str, node: u32, queues: u32) -> Self {
-        NicSpec {
-            name: name.to_string(),
-            kind: DeviceKind::Physical,
-            driver: "ixgbe".to_string(),
-            node: Some(node),
-            queues,
-            queue_counters: true,
-            managed_queues: Vec::new(),
-            sender_cpu: None,
-            skew: None,
-            flows: 1024,
-            elephant: None,
-            rss_table_size: (queues > 1).then_some(DEFAULT_TABLE_SIZE),
-            udp_hashed_on_addresses: Vec::new(),
-            separate_tx: false,
-        }
-    }
-
-    /// A virtio_net NIC in a guest: no NUMA node, an `input.N` (rx) and an `output.N` (tx)
-    /// MSI-X vector per queue pair, per-queue counters (`ethtool -S`).
-    pub fn virtio(name: &str, queues: u32) -> Self {
-        NicSpec {
-            kind: DeviceKind::Virtio,
-            driver: "virtio_net".to_string(),
-            node: None,
-            separate_tx: true,
-            rss_table_size: None,
-            ..NicSpec::physical(name, 0, queues)
-        }
-    }
-
-    /// A veth whose peer's sender runs on `sender_cpu`.
-    pub fn veth(name: &str, queues: u32, sender_cpu: u32) -> Self {
-        NicSpec {
-            name: name.to_string(),
-            kind: DeviceKind::Veth,
-            driver: "veth".to_string(),
-            node: None,
-            queues,
-            queue_counters: false,
-            managed_queues: Vec::new(),
-            sender_cpu: Some(sender_cpu),
-            skew: None,
-            flows: 256,
-            elephant: None,
-            rss_table_size: None,
-            udp_hashed_on_addresses: Vec::new(),
-            separate_tx: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Nic {
-    pub(super) spec: NicSpec,
-    /// IRQ of queue q is `first_irq + q`, for NICs with IRQs; with separate transmit
-    /// vectors, queue q's tx vector is `first_irq + queues + q`; the non-queue vector
-    /// comes last.
-    pub(super) first_irq: Option<u32>,
-    pub(super) rate_pps: f64,
-    /// Every flow, in the order they were made.
-    pub(super) flows: Vec<Flow>,
-    /// Hash bucket -> queue: the indirection table of a NIC that has one, else bucket q is
-    /// queue q.
-    pub(super) table: Vec<u32>,
-    /// Per queue: each flow's RPS hash and share of the NIC's traffic, as the table sends
-    /// them (derived from `flows` and `table` by [`Nic::route`]).
-    pub(super) queue_flows: Vec<Vec<(u32, f64)>>,
-    /// Packets offered to each queue in the last tick (ground truth, before drops).
-    pub(super) last_queue_packets: Vec<f64>,
-    pub(super) rps: Vec<CpuSet>,
-    pub(super) flow_cnt: Vec<u32>,
-    pub(super) queue_packets: Vec<u64>,
-}
-
-/// One flow: its RPS hash (the kernel's `skb->hash`), the hash bucket the NIC's RSS hash
-/// puts it in, and its weight (its share of the NIC's packets is its weight over the sum).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Flow {
-    pub(super) hash: u32,
-    pub(super) bucket: u32,
-    pub(super) weight: f64,
-}
-
-impl Nic {
-    /// Whether the NIC has an indirection table a write can change.
-    pub(super) fn has_table(&self) -> bool {
-        self.spec.rss_table_size.is_some()
-    }
-
-    /// The queue the default table sends a bucket to: the queue a bucket "belongs to"
-    /// for skew and [`SimMachine::set_queue_shares`].
-    fn home_queue(&self, bucket: u32) -> u32 {
-        bucket % self.spec.queues.max(1)
-    }
-
-    /// Sorts the flows into queues through the table.
-    pub(super) fn route(&mut self) {
-        let queues = self.spec.queues.max(1) as usize;
-        let total: f64 = self.flows.iter().map(|f| f.weight).sum();
-        let mut by_queue = vec![Vec::new(); queues];
-        if total > 0.0 {
-            for flow in &self.flows {
-                let queue = self.table.get(flow.bucket as usize).copied();
-                if let Some(list) = queue.and_then(|q| by_queue.get_mut(q as usize)) {
-                    list.push((flow.hash, flow.weight / total));
-                }
-            }
-        }
-        self.queue_flows = by_queue;
     }
 }
 
@@ -310,20 +158,6 @@ pub struct SimMachine {
     pub(super) now_ns: u64,
     pub(super) counters: Counters,
     pub(super) last: TickTruth,
-}
-
-/// Why the simulated kernel refused a write: the errno the real kernel returns in that
-/// case, so the engine classifies and reacts to it as it would to the real one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriteError {
-    pub errno: nix::errno::Errno,
-    pub why: &'static str,
-}
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}: {}", self.errno, self.why)
-    }
 }
 
 impl SimMachine {
@@ -488,7 +322,7 @@ impl SimMachine {
         self.fired_on.get(&irq).copied()
     }
 
-    fn nic_index(&self, name: &str) -> Option<usize> {
+    pub(super) fn nic_index(&self, name: &str) -> Option<usize> {
         self.nics.iter().position(|n| n.spec.name == name)
     }
 
@@ -619,28 +453,6 @@ impl SimMachine {
             .first()
     }
 
-    /// A knob's value as the simulated kernel holds it (what reading it back gives).
-    pub fn value(&self, knob: &Knob) -> Option<KnobValue> {
-        match knob {
-            Knob::IrqAffinity { irq } => self.affinity(*irq).cloned().map(KnobValue::Cpus),
-            Knob::RpsCpus { device, queue } => {
-                self.rps_mask(device, *queue).cloned().map(KnobValue::Cpus)
-            }
-            Knob::RpsFlowCnt { device, queue } => self.nics[self.nic_index(device)?]
-                .flow_cnt
-                .get(*queue as usize)
-                .map(|&n| KnobValue::Count(n)),
-            Knob::RpsSockFlowEntries => Some(KnobValue::Count(self.sock_flow_entries)),
-            Knob::RssIndirection { device } => {
-                self.rss_table(device).map(|table| KnobValue::Table {
-                    indirection: table.to_vec(),
-                })
-            }
-            // The simulated machine has no threaded NAPI and no XPS.
-            Knob::NapiThread { .. } | Knob::XpsCpus { .. } => None,
-        }
-    }
-
     /// A queue's RPS mask.
     pub fn rps_mask(&self, nic: &str, queue: u32) -> Option<&CpuSet> {
         self.nics[self.nic_index(nic)?].rps.get(queue as usize)
@@ -655,165 +467,6 @@ impl SimMachine {
     pub fn now_ns(&self) -> u64 {
         self.now_ns
     }
-
-    /// Writes a value, as the kernel would accept or refuse it.
-    pub fn write(&mut self, target: &Knob, value: &KnobValue) -> Result<(), WriteError> {
-        use nix::errno::Errno::{EINVAL, ENOENT, EOPNOTSUPP, EOVERFLOW, EPERM};
-        let fail = |errno, why| Err(WriteError { errno, why });
-        match (target, value) {
-            (Knob::IrqAffinity { irq }, KnobValue::Cpus(cpus)) => {
-                if !self.affinity.contains_key(irq) {
-                    return fail(ENOENT, "no such IRQ");
-                }
-                if self.irq_is_managed(*irq) {
-                    return fail(EPERM, "kernel-managed IRQ");
-                }
-                if !cpus.intersects(&self.topology.online) {
-                    return fail(EINVAL, "no online CPU in the mask");
-                }
-                if cpus.last().is_some_and(|c| c >= self.topology.nr_cpu_ids) {
-                    return fail(EOVERFLOW, "mask wider than nr_cpu_ids");
-                }
-                if self.stale_effective
-                    && !self.reported_effective.contains_key(irq)
-                    && let Some(before) = self.effective_cpu(*irq)
-                {
-                    // The kernel updates effective_affinity at the next interrupt.
-                    self.reported_effective.insert(*irq, before);
-                }
-                self.affinity.insert(*irq, cpus.clone());
-                Ok(())
-            }
-            (Knob::RpsCpus { device, queue }, KnobValue::Cpus(cpus)) => {
-                let housekeeping = self.topology.online.difference(&self.topology.isolated);
-                let Some(index) = self.nic_index(device) else {
-                    return fail(ENOENT, "no such device");
-                };
-                let Some(slot) = self.nics[index].rps.get_mut(*queue as usize) else {
-                    return fail(ENOENT, "no such queue");
-                };
-                let kept = cpus.intersection(&housekeeping);
-                if !cpus.is_empty() && kept.is_empty() {
-                    return fail(EINVAL, "no housekeeping CPU in the mask");
-                }
-                *slot = kept;
-                Ok(())
-            }
-            (Knob::RpsFlowCnt { device, queue }, KnobValue::Count(n)) => {
-                let Some(index) = self.nic_index(device) else {
-                    return fail(ENOENT, "no such device");
-                };
-                let Some(slot) = self.nics[index].flow_cnt.get_mut(*queue as usize) else {
-                    return fail(ENOENT, "no such queue");
-                };
-                *slot = if *n == 0 { 0 } else { n.next_power_of_two() };
-                Ok(())
-            }
-            (Knob::RpsSockFlowEntries, KnobValue::Count(n)) => {
-                self.sock_flow_entries = if *n == 0 { 0 } else { n.next_power_of_two() };
-                Ok(())
-            }
-            (Knob::RssIndirection { device }, KnobValue::Table { indirection }) => {
-                let Some(index) = self.nic_index(device) else {
-                    return fail(ENOENT, "no such device");
-                };
-                let nic = &mut self.nics[index];
-                if !nic.has_table() {
-                    return fail(EOPNOTSUPP, "no settable indirection table");
-                }
-                if indirection.len() != nic.table.len() {
-                    return fail(EINVAL, "table size differs from the device's");
-                }
-                if indirection.iter().any(|&q| q >= nic.spec.queues) {
-                    return fail(EINVAL, "entry names a queue the device does not have");
-                }
-                nic.table.clone_from(indirection);
-                nic.route();
-                Ok(())
-            }
-            _ => fail(EINVAL, "wrong kind of value"),
-        }
-    }
-
-    pub(super) fn irq_is_managed(&self, irq: u32) -> bool {
-        if let Some(other) = self.others.iter().find(|o| o.irq == irq) {
-            return other.managed;
-        }
-        self.nics.iter().any(|nic| {
-            nic.first_irq.is_some_and(|first| {
-                irq >= first
-                    && irq < first + nic.spec.queues
-                    && nic.spec.managed_queues.contains(&(irq - first))
-            })
-        })
-    }
-}
-
-/// The flows of a NIC: an RPS hash each and, for the RSS hash, a queue picked weighted by
-/// the skew if any (independently of the RPS hash, as a NIC's Toeplitz hash and the
-/// kernel's flow hash are), then one of the buckets the default table sends to that queue,
-/// from a mix of the flow's hash. All flows weigh the same but an elephant.
-fn make_flows(spec: &NicSpec, rng: &mut Rng) -> Vec<Flow> {
-    let n = spec.flows.max(1);
-    let queues = spec.queues.max(1) as usize;
-    let weights: Vec<f64> = match &spec.skew {
-        Some(w) if w.len() == queues => w.clone(),
-        _ => vec![1.0; queues],
-    };
-    let total: f64 = weights.iter().sum();
-    let entries = table_size(spec);
-    let mut flows = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let hash = rng.next_u32();
-        let mut pick = rng.unit() * total;
-        let mut queue = queues - 1;
-        for (q, w) in weights.iter().enumerate() {
-            if pick < *w {
-                queue = q;
-                break;
-            }
-            pick -= w;
-        }
-        let queue = queue as u32;
-        let queues = queues as u32;
-        // Buckets queue, queue + queues, ... below the table size.
-        let buckets = (entries - queue).div_ceil(queues).max(1);
-        let bucket = queue + queues * (mix(hash) % buckets);
-        flows.push(Flow {
-            hash,
-            bucket,
-            weight: 1.0,
-        });
-    }
-    if let (Some(share), Some(first)) = (spec.elephant, flows.first_mut())
-        && n > 1
-    {
-        let share = share.clamp(0.0, 0.999);
-        first.weight = share / (1.0 - share) * f64::from(n - 1);
-    }
-    flows
-}
-
-/// The number of hash buckets: the table size (at least one entry per queue), or one per
-/// queue for a NIC without a table.
-fn table_size(spec: &NicSpec) -> u32 {
-    let queues = spec.queues.max(1);
-    spec.rss_table_size.map_or(queues, |size| size.max(queues))
-}
-
-/// ethtool's default spread over the NIC's queues (`knob::default_spread`).
-fn default_table(spec: &NicSpec) -> Vec<u32> {
-    crate::knob::default_spread(table_size(spec) as usize, spec.queues)
-}
-
-/// A 32-bit finaliser (murmur3's fmix32): which of its queue's buckets a flow falls in,
-/// from its hash's low bits mixed, independent of the high bits RPS uses.
-fn mix(mut h: u32) -> u32 {
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
 }
 
 #[cfg(test)]

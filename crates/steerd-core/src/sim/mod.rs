@@ -15,7 +15,9 @@
 
 pub mod baseline;
 pub mod fixed;
+mod knobs;
 pub mod machine;
+mod nic;
 pub mod rng;
 pub mod run;
 pub mod scenarios;
