@@ -105,7 +105,7 @@ pub fn is_cgroup(s: &Scenario) -> bool {
     s.events.iter().any(|(_, command)| *command == ISOLATE)
 }
 
-/// The figures from each sample's time and receive CPUs (see `report::receive_cpus`) and the
+/// The figures from each sample's time and receive CPUs (see `report::parse::receive_cpus`) and the
 /// guest's event lines ("uptime command").
 pub fn figures(
     timeline: &[(f64, BTreeSet<u32>)],

@@ -257,7 +257,7 @@ impl<'a> LineCursor<'a> {
     }
 
     /// The next field of the current line as a decimal `u64`; `Ok(None)` at the end of
-    /// the line. After an error, [`LineCursor::describe`] quotes the offending field.
+    /// the line. After an error, [`NumberError::describe`] quotes the offending field.
     /// (The error holds no slice so the result fits in two registers: this is called
     /// once per number.)
     #[inline(always)]
