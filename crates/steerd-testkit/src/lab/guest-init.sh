@@ -345,6 +345,16 @@ hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $
             taskset -pc "$cpu" "$pid" > /dev/null
         done
 }
+busy_poll_on() { # threaded NAPI busy-polling (2, Linux 6.19): each NAPI thread of eth0 polls without sleeping
+    echo 2 > /sys/class/net/eth0/threaded 2> /dev/null ||
+        echo "LAB ERROR threaded busy-poll (2) needs Linux 6.19 or later, not $(uname -r)"
+}
+busy_thread() { # queue 0's receive NAPI thread: the smallest non-zero NAPI id
+    napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n |
+        awk 'NR == 1 { print $2 }'
+}
+pin_busy_thread() { taskset -pc "$1" "$(busy_thread)" > /dev/null; }
+unpin_busy_thread() { taskset -pc "0-$(( $(grep -c '^processor' /proc/cpuinfo) - 1 ))" "$(busy_thread)" > /dev/null; }
 add_rules() { # $1 never-matching policy-routing rules: a per-packet cost in the softirq path
     i=0
     while [ "$i" -lt "$1" ]; do

@@ -116,38 +116,14 @@ pub fn figures(
     let partition: BTreeSet<u32> = CpuSet::parse_list(PARTITION)
         .map(|set| set.iter().collect())
         .unwrap_or_default();
-    let at = |command: &str| -> Option<f64> {
-        events.iter().find_map(|line| {
-            let (up, cmd) = line.split_once(' ')?;
-            (cmd == command).then(|| up.parse().ok())?
-        })
-    };
-    let (Some(isolated), dissolved) = (at(ISOLATE), at(DISSOLVE)) else {
+    let Some(isolated) = event_at(events, ISOLATE) else {
         return PartitionFigures {
             state,
             quiet_before,
             ..PartitionFigures::default()
         };
     };
-    let standing_until = dissolved.unwrap_or(f64::INFINITY);
-    let touches = |cpus: &BTreeSet<u32>| !cpus.is_disjoint(&partition);
-    let standing: Vec<&(f64, BTreeSet<u32>)> = timeline
-        .iter()
-        .filter(|(up, _)| *up > isolated && *up < standing_until)
-        .collect();
-    // The first sample from which no later one (while it stands) touches the partition.
-    let last_touching = standing.iter().rposition(|(_, cpus)| touches(cpus));
-    let emptied = match last_touching {
-        None => standing.first(),
-        Some(i) => standing.get(i + 1),
-    }
-    .map(|(up, _)| up - isolated);
-    let refilled = dissolved.and_then(|dissolved| {
-        timeline
-            .iter()
-            .find(|(up, cpus)| *up > dissolved && touches(cpus))
-            .map(|(up, _)| up - dissolved)
-    });
+    let (emptied, refilled) = kept_off(timeline, &partition, isolated, event_at(events, DISSOLVE));
     PartitionFigures {
         state,
         emptied,
@@ -155,6 +131,45 @@ pub fn figures(
         refilled,
         quiet_before,
     }
+}
+
+/// When the guest ran `command`, by its event line ("uptime command").
+pub fn event_at(events: &[String], command: &str) -> Option<f64> {
+    events.iter().find_map(|line| {
+        let (up, cmd) = line.split_once(' ')?;
+        (cmd == command).then(|| up.parse().ok())?
+    })
+}
+
+/// How long after `from` work left `cpus` for good (the first sample from which no later
+/// one, until `until`, touches them; `None`: never), and how long after `until` work was
+/// placed there again (`None`: not in the run). One rule for every set of CPUs a balancer
+/// must keep work off: an isolated partition, a pinned busy-polling NAPI thread's CPU.
+pub fn kept_off(
+    timeline: &[(f64, BTreeSet<u32>)],
+    cpus: &BTreeSet<u32>,
+    from: f64,
+    until: Option<f64>,
+) -> (Option<f64>, Option<f64>) {
+    let standing_until = until.unwrap_or(f64::INFINITY);
+    let touches = |placed: &BTreeSet<u32>| !placed.is_disjoint(cpus);
+    let standing: Vec<&(f64, BTreeSet<u32>)> = timeline
+        .iter()
+        .filter(|(up, _)| *up > from && *up < standing_until)
+        .collect();
+    let last_touching = standing.iter().rposition(|(_, placed)| touches(placed));
+    let emptied = match last_touching {
+        None => standing.first(),
+        Some(i) => standing.get(i + 1),
+    }
+    .map(|(up, _)| up - from);
+    let refilled = until.and_then(|until| {
+        timeline
+            .iter()
+            .find(|(up, placed)| *up > until && touches(placed))
+            .map(|(up, _)| up - until)
+    });
+    (emptied, refilled)
 }
 
 /// The CPUs a list (`0-3,5`) or a hex mask (`0000000f`, `00,0000000f`) names; empty when

@@ -65,6 +65,15 @@ pub struct RunLine {
     pub partition_emptied_effective_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub partition_refilled_s: Option<f64>,
+    /// `busy-poll` (`lab/busy_poll.rs`): seconds until the pinned busy-polling thread's CPU
+    /// had no input vector or RPS mask, and until one came back once it was unpinned; how
+    /// many receive NAPI threads the balancer moved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_cpu_emptied_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_cpu_refilled_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_threads_moved: Option<usize>,
     /// `cgroup-quiet`: steerd's `steerd_quiet_mode` a second before the partition is made
     /// and before it is dissolved (`1,1`: quiet both times).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,5 +163,16 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
             .as_ref()
             .filter(|p| !p.quiet_before.is_empty())
             .map(|p| p.quiet_before.join(",")),
+        busy_cpu_emptied_s: m
+            .busy_poll
+            .as_ref()
+            .and_then(|b| b.emptied)
+            .map(|v| round(v, 1)),
+        busy_cpu_refilled_s: m
+            .busy_poll
+            .as_ref()
+            .and_then(|b| b.refilled)
+            .map(|v| round(v, 1)),
+        busy_threads_moved: m.busy_poll.as_ref().map(|b| b.threads_moved),
     }
 }

@@ -14,6 +14,7 @@
 // The veth bed shares this module's helpers; examples/lab.rs does not run it.
 #[allow(dead_code)]
 pub mod bed;
+pub mod busy_poll;
 pub mod doctor;
 pub mod faults;
 pub mod image;

@@ -16,7 +16,7 @@ use super::run::RawRun;
 use super::scenario::Scenario;
 use parse::{
     GuestSample, hottest_share, irq_cpu, parse, queue_vector, receive_cpus, run_packets,
-    single_cpu, softirq_shares, table_line, vector_kind,
+    rx_threads, single_cpu, softirq_shares, table_line, vector_and_rps_cpus, vector_kind,
 };
 use threaded::threads;
 
@@ -115,6 +115,8 @@ pub struct Metrics {
     pub partition: Option<super::isolation::PartitionFigures>,
     /// The transmit steering scenario's figures (`lab/xps.rs`).
     pub xps: Option<super::xps::XpsFigures>,
+    /// The busy-polling thread scenario's figures (`lab/busy_poll.rs`).
+    pub busy_poll: Option<super::busy_poll::BusyPollFigures>,
 }
 
 impl Metrics {
@@ -390,6 +392,25 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         figures.emptied_effective =
             super::isolation::figures(&timeline(true), events, None, Vec::new()).emptied;
         m.partition = Some(figures);
+    }
+    if super::busy_poll::is_busy_poll(s) {
+        let timeline: Vec<(f64, BTreeSet<u32>)> = samples
+            .iter()
+            .map(|x| (x.up, vector_and_rps_cpus(x, false)))
+            .collect();
+        let mut thread_masks: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for x in &samples {
+            for (queue, pid) in rx_threads(x) {
+                if let Some(thread) = x.threads.get(&pid) {
+                    thread_masks
+                        .entry(queue)
+                        .or_default()
+                        .push(thread.allowed.clone());
+                }
+            }
+        }
+        let events = other.get("event").map_or(&[][..], |v| v);
+        m.busy_poll = Some(super::busy_poll::figures(&timeline, &thread_masks, events));
     }
     threads(&mut m, &samples, &queues, ready, start, end);
     if s.rss_watch {

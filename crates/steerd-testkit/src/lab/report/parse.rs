@@ -305,6 +305,19 @@ pub(super) fn irq_cpu(sample: &GuestSample, irq: u32) -> Option<u32> {
 /// receive NAPI thread's allowed CPUs.
 pub(super) fn receive_cpus(sample: &GuestSample, effective: bool) -> BTreeSet<u32> {
     use crate::lab::isolation::cpus_of;
+    let mut cpus = vector_and_rps_cpus(sample, effective);
+    for (_, pid) in rx_threads(sample) {
+        if let Some(thread) = sample.threads.get(&pid) {
+            cpus.extend(cpus_of(&thread.allowed, false));
+        }
+    }
+    cpus
+}
+
+/// The CPUs of a sample's receive vectors (as [`receive_cpus`]) and RPS masks, without the
+/// NAPI threads: what a balancer places where it may not move a thread (busy-polling ones).
+pub(super) fn vector_and_rps_cpus(sample: &GuestSample, effective: bool) -> BTreeSet<u32> {
+    use crate::lab::isolation::cpus_of;
     let mut cpus = BTreeSet::new();
     for irq in input_irqs(sample).values() {
         if let Some(list) = sample.values.get(&format!("irq {irq}")) {
@@ -317,11 +330,6 @@ pub(super) fn receive_cpus(sample: &GuestSample, effective: bool) -> BTreeSet<u3
     for (key, mask) in &sample.values {
         if key.starts_with("rps ") {
             cpus.extend(cpus_of(mask, true));
-        }
-    }
-    for (_, pid) in rx_threads(sample) {
-        if let Some(thread) = sample.threads.get(&pid) {
-            cpus.extend(cpus_of(&thread.allowed, false));
         }
     }
     cpus

@@ -166,6 +166,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             || runs.is_empty()
             || (s.rss_watch && !s.threaded)
             || crate::lab::faults::is_in_flight(s.name)
+            || crate::lab::busy_poll::is_busy_poll(s)
         {
             continue;
         }
@@ -255,5 +256,6 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
     }
     out.extend(crate::lab::rss::verdicts(rows));
     out.extend(crate::lab::faults::verdicts(rows));
+    out.extend(crate::lab::busy_poll::verdicts(rows));
     out
 }

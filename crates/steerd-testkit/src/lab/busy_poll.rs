@@ -1,0 +1,185 @@
+//! The busy-polling NAPI thread scenario (issue 31: Linux 6.19's `threaded` = 2). In that
+//! mode every NAPI of the device polls in a kernel thread that never sleeps, so a thread
+//! keeps a whole CPU busy and its queue's interrupt stays masked. A user pins such a
+//! thread to a CPU of its own; a balancer must then keep every other queue's interrupt and
+//! RPS mask off that CPU, and must not move a busy-polling thread itself (steerd's
+//! `forbidden_cpu` rule: "kept for a pinned busy-polling NAPI thread", docs/policy.md).
+//! irqbalance knows nothing of NAPI threads, so the scenario shows what each balancer
+//! makes of the same pin.
+//!
+//! Figures, from the guest's samples: how long after the pin no input vector's
+//! `smp_affinity_list` and no RPS mask includes the thread's CPU (`emptied`), how long
+//! after the thread is allowed everywhere again one is placed there (`refilled`), and how
+//! many receive NAPI threads had their allowed CPUs changed by anyone but the guest's pin
+//! (`threads_moved`). Two queue pairs, so that two rx and two tx threads spin on the
+//! guest's four CPUs, not eight.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::isolation::{event_at, kept_off};
+use super::report::Metrics;
+use super::scenario::{Scenario, base};
+use super::vm::VmSpec;
+
+/// The CPU queue 0's busy-polling thread is pinned to.
+pub const BUSY_CPU: u32 = 3;
+/// When the thread is pinned and allowed everywhere again, seconds after the balancer
+/// starts.
+pub const PIN_AT: u32 = 10;
+pub const UNPIN_AT: u32 = 22;
+const PIN: &str = "pin_busy_thread 3";
+const UNPIN: &str = "unpin_busy_thread";
+
+/// The scenario: threaded NAPI in busy-poll mode, every input vector starting on the CPU
+/// the thread will be pinned to.
+pub fn scenario() -> Scenario {
+    Scenario {
+        vm: VmSpec {
+            queues: 2,
+            ..VmSpec::default()
+        },
+        // igb and vmxnet3 take no queue count from QEMU: the driver's channels are cut to
+        // two (on virtio with two queue pairs that changes nothing).
+        setup: format!(
+            "ethtool -L eth0 combined 2 2> /dev/null; busy_poll_on; pin_inputs {BUSY_CPU}"
+        ),
+        events: vec![(PIN_AT, PIN), (UNPIN_AT, UNPIN)],
+        duration: Duration::from_secs(32),
+        steady: Duration::from_secs(8),
+        hand_cpus: "0 1".into(),
+        ..base(
+            "busy-poll",
+            "threaded NAPI busy-polling (Linux 6.19), 2 queue pairs, every input vector on CPU 3; queue 0's thread pinned to CPU 3 at 10 s and allowed everywhere at 22 s, 8 UDP flows",
+        )
+    }
+}
+
+/// Whether the scenario is this one.
+pub fn is_busy_poll(s: &Scenario) -> bool {
+    s.events.iter().any(|(_, command)| *command == PIN)
+}
+
+/// The busy-poll figures of one run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BusyPollFigures {
+    /// Seconds from the pin to the first sample with no input vector or RPS mask on the
+    /// thread's CPU (and none after, while it stays pinned); `None`: never.
+    pub emptied: Option<f64>,
+    /// Seconds from the unpin to the first sample with an input vector or RPS mask there
+    /// again; `None`: not in the run.
+    pub refilled: Option<f64>,
+    /// Receive NAPI threads whose allowed CPUs took a value other than their first one
+    /// (and, for queue 0's, the pin's `3`): moved by the balancer.
+    pub threads_moved: usize,
+}
+
+/// The figures from each sample's time and vector and RPS CPUs, each receive thread's
+/// allowed CPUs per sample (queue order), and the guest's event lines.
+pub fn figures(
+    timeline: &[(f64, BTreeSet<u32>)],
+    thread_masks: &BTreeMap<u32, Vec<String>>,
+    events: &[String],
+) -> BusyPollFigures {
+    let cpu = BTreeSet::from([BUSY_CPU]);
+    let (emptied, refilled) = match event_at(events, PIN) {
+        Some(pinned) => kept_off(timeline, &cpu, pinned, event_at(events, UNPIN)),
+        None => (None, None),
+    };
+    let pinned = BUSY_CPU.to_string();
+    let threads_moved = thread_masks
+        .iter()
+        .filter(|(queue, masks)| {
+            let first = masks.first();
+            masks
+                .iter()
+                .any(|m| Some(m) != first && !(**queue == 0 && *m == pinned))
+        })
+        .count();
+    BusyPollFigures {
+        emptied,
+        refilled,
+        threads_moved,
+    }
+}
+
+/// The scenario's verdicts for steerd: the thread's CPU emptied within 2 ticks of the pin,
+/// no busy-polling thread moved, everything restored.
+pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for (s, b, runs) in rows {
+        if !is_busy_poll(s) || *b != "steerd" || runs.is_empty() {
+            continue;
+        }
+        let figures: Vec<&BusyPollFigures> =
+            runs.iter().filter_map(|m| m.busy_poll.as_ref()).collect();
+        let emptied = super::report::median(figures.iter().map(|f| f.emptied));
+        let in_time = figures
+            .iter()
+            .filter(|f| f.emptied.is_some_and(|t| t <= 2.5))
+            .count();
+        out.push((
+            format!(
+                "{}: CPU {BUSY_CPU} free of input vectors and RPS {} after the pin in {in_time} of {} runs (<= 2 ticks)",
+                s.name,
+                emptied.map_or("never".into(), |t| format!("{t:.1} s")),
+                runs.len()
+            ),
+            in_time == runs.len(),
+        ));
+        let moved = figures.iter().map(|f| f.threads_moved).max().unwrap_or(0);
+        out.push((
+            format!(
+                "{}: {moved} busy-polling threads moved by steerd (0)",
+                s.name
+            ),
+            moved == 0,
+        ));
+        let restored = runs.iter().filter(|m| m.restored).count();
+        out.push((
+            format!(
+                "{}: every value restored after SIGTERM in {restored} of {} runs",
+                s.name,
+                runs.len()
+            ),
+            restored == runs.len(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::isolation::cpus_of;
+
+    #[test]
+    fn the_busy_cpu_is_emptied_and_refilled_and_a_moved_thread_counts() {
+        let sample = |up: f64, cpus: &str| (up, cpus_of(cpus, false));
+        let events = vec![
+            "20.2 pin_busy_thread 3".to_string(),
+            "32.2 unpin_busy_thread".to_string(),
+        ];
+        let timeline = vec![
+            sample(19.0, "0-3"),
+            sample(20.5, "1,3"),
+            sample(21.0, "1-2"),
+            sample(31.0, "1-2"),
+            sample(33.0, "1,3"),
+        ];
+        let masks = |queue0: &[&str], queue1: &[&str]| {
+            BTreeMap::from([
+                (0, queue0.iter().map(|m| m.to_string()).collect()),
+                (1, queue1.iter().map(|m| m.to_string()).collect()),
+            ])
+        };
+        let pinned_only = masks(&["0-3", "3", "3", "0-3"], &["0-3", "0-3"]);
+        let f = figures(&timeline, &pinned_only, &events);
+        assert!((f.emptied.unwrap() - 0.8).abs() < 1e-9, "{f:?}");
+        assert!((f.refilled.unwrap() - 0.8).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.threads_moved, 0);
+        let moved = masks(&["0-3", "3", "2"], &["0-3", "1"]);
+        assert_eq!(figures(&timeline, &moved, &events).threads_moved, 2);
+        assert_eq!(figures(&timeline, &pinned_only, &[]).emptied, None);
+    }
+}
