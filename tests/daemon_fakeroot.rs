@@ -2026,6 +2026,60 @@ fn napi_threads_that_appear_and_vanish_between_ticks_are_followed_quietly() {
     m.assert_all_restored(&daemon);
 }
 
+/// 18b. The same pin made while steerd runs (an operator's `taskset`: no event, and the
+///     model learns a thread's CPUs otherwise only at rediscovery, every 30 s): every
+///     vector and RPS mask leaves the pinned thread's CPU within a few ticks, and the log
+///     says why.
+#[test]
+fn a_busy_polling_thread_pinned_while_steerd_runs_is_followed_at_the_next_tick() {
+    let mut pids = Vec::new();
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        pids = tree.make_busy_poll(0, 4000).unwrap();
+    });
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), None);
+    let vectors: Vec<u32> = (0..2).flat_map(|nic| m.queue_irqs(nic)).collect();
+    wait_until(WAIT, "eth0's vectors spread", Some(&daemon), || {
+        m.distinct_irq_cpus(0) == 4
+    });
+    daemon.wait_ticks(3);
+    // The CPU of a vector steerd placed: the pin must move it.
+    let spin = m
+        .irq_cpus(m.queue_irqs(0)[1])
+        .iter()
+        .next()
+        .expect("a placed vector");
+    let status = format!("proc/{}/status", pids[0]);
+    let text = read_file(m.root(), &status);
+    write_file(
+        m.root(),
+        &status,
+        &steerd::kernel::napi_threads::with_affinity(&text, &CpuSet::from_iter([spin])),
+    );
+    // 100 ms ticks: 2 s is 20 of them, and a fifteenth of the rediscovery period.
+    wait_until(
+        Duration::from_secs(2),
+        "every vector and RPS mask off the pinned busy-polling thread's CPU",
+        Some(&daemon),
+        || {
+            vectors.iter().all(|&irq| !m.irq_cpus(irq).contains(spin))
+                && [("eth0", 4), ("eth1", 1)].iter().all(|&(device, queues)| {
+                    (0..queues).all(|queue| !m.rps(device, queue).0.contains(spin))
+                })
+        },
+    );
+    let stderr = daemon.stderr_text();
+    assert!(
+        stderr.contains("busy-polling) is now allowed on CPUs"),
+        "{stderr}"
+    );
+    assert_eq!(m.thread_cpus(pids[0]), CpuSet::from_iter([spin]));
+    let status = daemon.stop(Signal::SIGTERM);
+    drop(kernel);
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr_text());
+}
+
 /// 18. Threaded NAPI in busy-poll mode (`threaded` = 2, 6.19) with the operator's pin of
 ///     rx-0's thread to CPU 5: a busy-polling thread never sleeps, so steerd leaves every
 ///     busy-polling thread where it is (no `napi_thread` write), keeps every queue vector

@@ -26,6 +26,7 @@
 //! `shutdown` pings the watchdog and restores on exit.
 
 mod actions;
+mod busy_poll;
 mod discovery;
 mod error;
 mod event_loop;

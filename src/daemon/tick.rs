@@ -39,6 +39,7 @@ impl Daemon {
             false
         };
         self.follow_isolated_partitions();
+        self.follow_busy_poll_threads();
         let depth = if self.idle_ticks > 0
             && !self.idle_ticks.is_multiple_of(STAT_EVERY_IDLE_TICKS)
             && !self.quiet.is_asleep()
