@@ -123,6 +123,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let platform = lab::platform::Platform::new(nic, userland, irqbalance.as_deref())?;
     let mut lab =
         lab::run::Lab::build_with(&work, &steerd, lab::image::GuestKernel::find()?, platform)?;
+    if scenarios.iter().any(lab::busy_poll::is_busy_poll) {
+        // The busy-poll scenario switches a NAPI with examples/napi_set.rs, built beside
+        // this program (`cargo build --release --example napi_set`).
+        let napi_set = std::env::current_exe()?.with_file_name("napi_set");
+        if !napi_set.is_file() {
+            return Err(format!(
+                "{} is missing: the busy-poll scenario needs it (cargo build --release --example napi_set)",
+                napi_set.display()
+            )
+            .into());
+        }
+        lab.add_program(&napi_set, "usr/sbin/napi_set")?;
+    }
     let about = format!(
         "guest kernel {}, NIC {}, QEMU {}, irqbalance {}",
         lab.kernel.version,

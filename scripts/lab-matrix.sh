@@ -26,7 +26,7 @@ only_missing=${ONLY_MISSING:-0}
 out=target/lab-matrix
 mkdir -p "$out"
 userland=$(scripts/lab-userland.sh)
-cargo build --release --bin steerd --example lab
+cargo build --release --bin steerd --example lab --example napi_set
 for cell in $cells; do
     IFS=: read -r nic version flavour <<< "$cell"
     if ! kernel=$(scripts/lab-kernel.sh "$version" "$flavour"); then

@@ -17,7 +17,7 @@ reps=${REPS:-3}
 idle=${IDLE:-300}
 marker=lab-table
 [ "${TABLE:-}" = threaded ] && marker=lab-threaded-table
-cargo build --release --bin steerd --example lab
+cargo build --release --bin steerd --example lab --example napi_set
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
 target/release/examples/lab --reps "$reps" --idle "$idle" "$@" > "$table"

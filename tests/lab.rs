@@ -213,6 +213,39 @@ fn one_queue_per_cpu(m: &Metrics, n: usize) -> bool {
         && m.input_masks.iter().all(|v| v.parse::<u32>().is_ok())
 }
 
+/// Linux 6.19's busy-polling NAPI threads (issue 31), on Debian 13 backports' 6.19 cloud
+/// kernel: threaded NAPI on, queue 0's NAPI switched to busy-polling with `napi-set`
+/// (examples/napi_set.rs), every input vector on CPU 3, and queue 0's thread pinned to CPU 3
+/// at 10 s, as an operator would (`lab::busy_poll`). Within 2 ticks of the pin no other
+/// receive vector, NAPI thread or RPS mask is on CPU 3, steerd never moves the busy-polling
+/// thread, and everything is restored (about 1 minute).
+fn busy_polling_thread_on_6_19() -> TestResult {
+    let guest = match GuestLab::open(|work, steerd| {
+        let kernel =
+            lab::image::GuestKernel::find_in(&lab_script("lab-kernel.sh", &["6.19", "cloud"])?)?;
+        lab::run::Lab::build_on(work, steerd, kernel)
+    }) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
+    lab.add_program(&example("napi_set"), "usr/sbin/napi_set")
+        .expect("the napi_set example goes into the guest");
+    let busy = run(&mut lab, &scenario("busy-poll"), Balancer::Steerd);
+    let figures = busy.busy_poll.clone().unwrap_or_default();
+    let shown = format!("{figures:?}\n{}", show(&busy));
+    assert!(figures.emptied.is_some_and(|t| t <= 2.5), "{shown}");
+    assert_eq!(figures.threads_moved, 0, "{shown}");
+    assert!(
+        busy.log
+            .iter()
+            .any(|l| l.contains("kept for a pinned busy-polling NAPI thread")),
+        "{shown}"
+    );
+    assert!(busy.restored, "{shown}");
+    Ok(())
+}
+
 /// Issue 31's short form: `cpu0` on an Intel 82576 (`igb`, separate rx and tx vectors, the
 /// RSS table in the device) under QEMU 10 from Debian 13's userland, on the newest kernel
 /// Debian builds igb for (6.19, generic flavour), and on a virtio-net guest of Debian 11's
@@ -694,19 +727,24 @@ fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
 /// The `rss` example (examples/rss.rs: read, write and reset a table with `kernel::rss`),
 /// built beside the steerd binary under test (`cargo test --test lab` builds no examples).
 fn rss_example() -> PathBuf {
+    example("rss")
+}
+
+/// An example program built with the profile of the steerd under test, for the guest.
+fn example(name: &str) -> PathBuf {
     let steerd = Path::new(env!("CARGO_BIN_EXE_steerd"));
     let dir = steerd.parent().expect("the binary's directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
-        .args(["build", "--quiet", "--example", "rss"])
+        .args(["build", "--quiet", "--example", name])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     if dir.ends_with("release") {
         build.arg("--release");
     }
-    let status = build.status().expect("run cargo build --example rss");
-    assert!(status.success(), "cargo build --example rss: {status}");
-    dir.join("examples/rss")
+    let status = build.status().expect("run cargo build --example");
+    assert!(status.success(), "cargo build --example {name}: {status}");
+    dir.join("examples").join(name)
 }
 
 /// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
@@ -1118,5 +1156,6 @@ suite_main!(
     rss_flows_and_hash,
     platform_names,
     nics_and_kernels_short_form,
+    busy_polling_thread_on_6_19,
     partition_figures_from_samples,
 );

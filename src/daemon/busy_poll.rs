@@ -37,7 +37,7 @@ impl Daemon {
                         thread = %name,
                         pid,
                         cpus = %now.to_list(),
-                        "{name} (pid {pid}, busy-polling) is now allowed on CPUs {} (was {}); steerd keeps other receive work off the CPUs of a pinned busy-polling thread",
+                        "{name} (pid {pid}, busy-polling) is now allowed on CPUs {} (was {}); steerd keeps other receive work off the CPUs busy-polling threads are pinned to, and none off those of a thread allowed everywhere",
                         now.to_list(),
                         known.to_list()
                     );

@@ -345,9 +345,9 @@ hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $
             taskset -pc "$cpu" "$pid" > /dev/null
         done
 }
-busy_poll_on() { # threaded NAPI busy-polling (2, Linux 6.19): each NAPI thread of eth0 polls without sleeping
-    echo 2 > /sys/class/net/eth0/threaded 2> /dev/null ||
-        echo "LAB ERROR threaded busy-poll (2) needs Linux 6.19 or later, not $(uname -r)"
+busy_poll_on() { # queue 0's NAPI busy-polling in its thread (napi-set, Linux 6.19), the others threaded
+    echo 1 > /sys/class/net/eth0/threaded
+    out=$(/usr/sbin/napi_set eth0 0 2 2>&1) || echo "LAB ERROR busy-polling NAPI refused on $(uname -r): $out"
 }
 busy_thread() { # queue 0's receive NAPI thread: the smallest non-zero NAPI id
     napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n |

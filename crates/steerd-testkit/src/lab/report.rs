@@ -394,20 +394,25 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         m.partition = Some(figures);
     }
     if super::busy_poll::is_busy_poll(s) {
-        let timeline: Vec<(f64, BTreeSet<u32>)> = samples
-            .iter()
-            .map(|x| (x.up, vector_and_rps_cpus(x, false)))
-            .collect();
+        // Queue 0's thread busy-polls; every other receive thread is the balancer's.
+        let mut timeline: Vec<(f64, BTreeSet<u32>)> = Vec::new();
         let mut thread_masks: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         for x in &samples {
+            let mut cpus = vector_and_rps_cpus(x, false);
             for (queue, pid) in rx_threads(x) {
-                if let Some(thread) = x.threads.get(&pid) {
+                let Some(thread) = x.threads.get(&pid) else {
+                    continue;
+                };
+                if queue == 0 {
                     thread_masks
                         .entry(queue)
                         .or_default()
                         .push(thread.allowed.clone());
+                } else {
+                    cpus.extend(super::isolation::cpus_of(&thread.allowed, false));
                 }
             }
+            timeline.push((x.up, cpus));
         }
         let events = other.get("event").map_or(&[][..], |v| v);
         m.busy_poll = Some(super::busy_poll::figures(&timeline, &thread_masks, events));

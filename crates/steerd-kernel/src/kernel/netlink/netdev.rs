@@ -46,6 +46,7 @@ pub(super) mod cmd {
     pub const QUEUE_GET: u8 = 10;
     pub const NAPI_GET: u8 = 11;
     pub const QSTATS_GET: u8 = 12;
+    pub const NAPI_SET: u8 = 14;
 }
 
 /// `enum { NETDEV_A_QUEUE_* }`.
@@ -252,6 +253,18 @@ impl NetdevClient {
         let op = self.family.ops.napi_get;
         let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
         self.dump("netdev napi-get", op, cmd::NAPI_GET, filter, parse_napi)
+    }
+
+    /// `napi-set` do with `threaded` (6.17; `2`, busy-polling, 6.19): switches one NAPI's
+    /// threaded mode, as `ynl --family netdev --do napi-set` does. steerd never changes a
+    /// NAPI's mode; the lab makes a busy-polling thread in a guest with it, which
+    /// `sys/class/net/DEV/threaded` refuses (`2` there: EOPNOTSUPP on 6.19.14).
+    pub fn set_napi_threaded(&mut self, id: u32, mode: u32) -> Result<(), Error> {
+        let attrs = [
+            U32Attr::new(napi_attr::ID, id),
+            U32Attr::new(napi_attr::THREADED, mode),
+        ];
+        self.request("netdev napi-set", cmd::NAPI_SET, &attrs, false, |_| Ok(()))
     }
 
     /// A dump of one object per reply, optionally filtered by one attribute (a device's
