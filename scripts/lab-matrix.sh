@@ -27,6 +27,8 @@ out=target/lab-matrix
 mkdir -p "$out"
 userland=$(scripts/lab-userland.sh)
 cargo build --release --bin steerd --example lab --example napi_set
+# The build the runs use, named now: the tree may move on while they run (hours).
+built=$(git describe --always --dirty)
 for cell in $cells; do
     IFS=: read -r nic version flavour <<< "$cell"
     if ! kernel=$(scripts/lab-kernel.sh "$version" "$flavour"); then
@@ -59,7 +61,7 @@ cat "$out"/*.json | python3 scripts/lab-matrix.py > "$table"
 {
     echo "Generated $(date -u +%Y-%m-%d) from every run kept in target/lab-matrix by \`scripts/lab-matrix.sh\`"
     echo "(the last: \`REPS=$reps IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
-    echo "on $(nproc) host CPUs, steerd $(git describe --always --dirty) for the last runs."
+    echo "on $(nproc) host CPUs, steerd $built for the last runs."
     echo
     cat "$table"
 } > "$table.block"
