@@ -126,15 +126,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
             ),
             moved == 0,
         ));
-        let restored = runs.iter().filter(|m| m.restored).count();
-        out.push((
-            format!(
-                "{}: every value restored after SIGTERM in {restored} of {} runs",
-                s.name,
-                runs.len()
-            ),
-            restored == runs.len(),
-        ));
+        out.push(super::report::restored_verdict(s, runs));
     }
     out
 }

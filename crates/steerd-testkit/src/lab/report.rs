@@ -7,6 +7,7 @@ mod parse;
 mod tables;
 mod threaded;
 
+pub(crate) use tables::restored_verdict;
 pub use tables::{median, table, threaded_table, verdicts};
 
 use std::collections::{BTreeMap, BTreeSet};

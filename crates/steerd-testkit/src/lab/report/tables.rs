@@ -7,6 +7,20 @@ use std::fmt::Write as _;
 use super::Metrics;
 use crate::lab::scenario::Scenario;
 
+/// Every scenario's restore target as a verdict line: every value back after SIGTERM in
+/// every run.
+pub(crate) fn restored_verdict(s: &Scenario, runs: &[Metrics]) -> (String, bool) {
+    let restored = runs.iter().filter(|m| m.restored).count();
+    (
+        format!(
+            "{}: every value restored after SIGTERM in {restored} of {} runs",
+            s.name,
+            runs.len()
+        ),
+        restored == runs.len(),
+    )
+}
+
 /// The median of the present values.
 pub fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     let mut v: Vec<f64> = values
@@ -209,15 +223,7 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
                 idle == 0,
             ));
         }
-        let restored = runs.iter().filter(|m| m.restored).count();
-        out.push((
-            format!(
-                "{}: every value restored after SIGTERM in {restored} of {} runs",
-                s.name,
-                runs.len()
-            ),
-            restored == runs.len(),
-        ));
+        out.push(restored_verdict(s, runs));
         if !s.events.is_empty()
             && s.name != "kill9"
             && let Some(settle) = med(|m| m.settle)
