@@ -321,6 +321,9 @@ dissolve_partition() {
 }
 
 # Set-up helpers for scenarios.
+rx_napi_threads() { # "ID PID" of every receive NAPI thread, in queue order (smallest NAPI id first)
+    napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n
+}
 pin_inputs() { # every receiving vector (input or rxtx) on CPU $1
     nic_vectors | while read -r irq kind q; do
         [ "$kind" != output ] && echo "$1" > "/proc/irq/$irq/smp_affinity_list"
@@ -338,7 +341,7 @@ hand_place() { # queue N's vectors (and receive NAPI thread) on the Nth CPU of $
     read -r threaded 2>/dev/null < /sys/class/net/eth0/threaded
     [ "$threaded" = 1 ] || return 0
     q=0
-    napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n |
+    rx_napi_threads |
         while read -r id pid; do
             i=$(( q % n + 1 )); q=$((q + 1))
             eval "cpu=\${$i}"
@@ -350,7 +353,7 @@ busy_poll_on() { # queue 0's NAPI busy-polling in its thread (napi-set, Linux 6.
     out=$(/usr/sbin/napi_set eth0 0 2 2>&1) || echo "LAB ERROR busy-polling NAPI refused on $(uname -r): $out"
 }
 busy_thread() { # queue 0's receive NAPI thread: the smallest non-zero NAPI id
-    napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n |
+    rx_napi_threads |
         awk 'NR == 1 { print $2 }'
 }
 pin_busy_thread() { taskset -pc "$1" "$(busy_thread)" > /dev/null; }
