@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The lab matrix (docs/lab.md) from `examples/lab --format json` lines on stdin: one row per
 NIC, kernel and scenario, steerd's and each irqbalance version's medians side by side: first change,
-busiest CPU's share of softnet `processed` (placement) or delivered pkt/s and drops in the
-guest (softnet) and before it (the tap: no room in the guest's queue) (sat- scenarios), changes after convergence, runs restored, and the queues that got less than
+busiest CPU's share of softnet `processed` (placement) or delivered pkt/s, lost pkt/s (sent
+and never received, wherever it was lost) and the drops counted in the guest (softnet) and
+before it (the tap: no room in the guest's queue) (sat- scenarios), changes after convergence, runs restored, and the queues that got less than
 a quarter of an even share of the packets (silent queues)."""
 import json
 import statistics
@@ -40,8 +41,9 @@ def figures(rs, saturated):
         return "-"
     first = show(med([r["first_change_s"] for r in rs]), "{:.1f}")
     if saturated:
-        load = "{} pkt/s delivered, drops {} softnet / {} tap".format(
+        load = "{} pkt/s delivered, {} pkt/s lost, drops {} softnet / {} tap".format(
             show(med([r["delivered_pps"] for r in rs])),
+            show(med([r.get("lost_pps") for r in rs])),
             show(med([r["softnet_drops"] for r in rs])),
             show(med([r.get("tap_drops") for r in rs])),
         )

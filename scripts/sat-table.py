@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown table of the saturated lab runs (`examples/lab --format json` lines on stdin):
-per scenario and balancer the medians of delivered and processed pkt/s, drops, the busiest
+per scenario and balancer the medians of delivered, lost and processed pkt/s, drops, the busiest
 CPU's irq+softirq share, the first change and the first relief (from a CPU reaching 0.6),
 the writes by lever and steerd's checks of its vector moves, the most changes after
 convergence and the runs restored; then steerd's delivered packets over no balancer's and
@@ -25,8 +25,8 @@ def show(v, fmt="{:.0f}"):
     return "-" if v is None else fmt.format(v)
 
 
-print("| scenario | balancer | runs | delivered pkt/s | processed pkt/s | drops softnet / tap | busiest irq+softirq | first change (s) | first relief (s) | writes by lever | vector moves checked | changes after convergence | restored |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| scenario | balancer | runs | delivered pkt/s | lost pkt/s | processed pkt/s | drops softnet / tap | busiest irq+softirq | first change (s) | first relief (s) | writes by lever | vector moves checked | changes after convergence | restored |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 order = ["none", "irqbalance", "steerd", "hand"]
 for scenario in dict.fromkeys(r["scenario"] for r in runs):
     for balancer in order:
@@ -45,6 +45,7 @@ for scenario in dict.fromkeys(r["scenario"] for r in runs):
         check_text = ", ".join(f"{k} {v}" for k, v in sorted(checks.items())) or "-"
         print(
             f"| {scenario} | {balancer} | {len(rs)} | {show(med([r['delivered_pps'] for r in rs]))} "
+            f"| {show(med([r.get('lost_pps') for r in rs]))} "
             f"| {show(med([r['processed_pps'] for r in rs]))} "
             f"| {show(med([r['softnet_drops'] for r in rs]))} / {show(med([r['tap_drops'] for r in rs]))} "
             f"| {show(med([r['busiest_si_share'] for r in rs]), '{:.2f}')} "

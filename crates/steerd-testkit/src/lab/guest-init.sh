@@ -122,6 +122,13 @@ queue_packets() { # tag
     ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
         n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
 }
+# The NIC's own receive losses, "$1 dropped missed fifo over" (/sys/class/net/eth0/statistics):
+# packets the device or driver lost before the kernel's backlogs saw them (igb counts a
+# full ring in rx_missed_errors and rx_fifo_errors), which softnet's dropped never counts.
+nic_drops() { # tag
+    d=/sys/class/net/eth0/statistics
+    echo "$1 $(cat $d/rx_dropped $d/rx_missed_errors $d/rx_fifo_errors $d/rx_over_errors 2>/dev/null | tr '\n' ' ')"
+}
 # The same for transmitted packets (tx_queue_N_packets).
 tx_packets() { # tag
     ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
@@ -384,6 +391,7 @@ snapshot > /tmp/before
 # at the start and the end: a queue the hash or the table stopped feeding shows in them.
 echo "XB $(rss_table)"
 queue_packets QB
+nic_drops NDB
 tx_packets TXB
 sample
 start_balancer
@@ -431,6 +439,7 @@ grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
 # Packets received per queue since boot (Q queue packets; QB at the start): with the NAPI
 # threads' run ticks, a check of which thread polls which queue.
 queue_packets Q
+nic_drops NDE
 tx_packets TXE
 if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
     timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rss' | sed 's/^/M /'

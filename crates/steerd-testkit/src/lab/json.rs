@@ -21,9 +21,17 @@ pub struct RunLine {
     pub kernel: Option<String>,
     pub offered_pps: u32,
     pub delivered_pps: Option<f64>,
+    /// UDP datagrams the sender handed to its sockets per second (what was offered in
+    /// fact), and those of them the guest's stack never received: every loss on the way,
+    /// counted or not (the tap, the NIC, the backlogs, the host's qdisc, an emulated ring).
+    pub sent_pps: Option<f64>,
+    pub lost_pps: Option<f64>,
     pub processed_pps: f64,
     pub softnet_drops: u64,
     pub tap_drops: Option<u64>,
+    /// What the guest's NIC reported losing (`rx_dropped`, `rx_missed_errors`,
+    /// `rx_fifo_errors`, `rx_over_errors`); QEMU's igb and virtio-net report none.
+    pub nic_drops: Option<u64>,
     pub busiest_si_share: f64,
     pub si_share: Vec<f64>,
     pub busiest_processed_share: f64,
@@ -113,9 +121,19 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
             .udp_received
             .filter(|_| udp_secs > 0.0)
             .map(|n| round(n as f64 / udp_secs, 0)),
+        sent_pps: m
+            .udp_sent
+            .filter(|_| udp_secs > 0.0)
+            .map(|n| round(n as f64 / udp_secs, 0)),
+        lost_pps: m
+            .udp_sent
+            .zip(m.udp_received)
+            .filter(|_| udp_secs > 0.0)
+            .map(|(sent, got)| round(sent.saturating_sub(got) as f64 / udp_secs, 0)),
         processed_pps: round(m.processed_pps, 0),
         softnet_drops: m.softnet_dropped,
         tap_drops: Some(m.tap_dropped),
+        nic_drops: m.nic_dropped,
         busiest_si_share: round(m.busiest_softirq, 3),
         si_share: m.softirq_shares.iter().map(|v| round(*v, 3)).collect(),
         busiest_processed_share: round(m.busiest_processed, 3),

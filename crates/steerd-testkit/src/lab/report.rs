@@ -45,6 +45,13 @@ pub struct Metrics {
     pub softirq_shares: Vec<f64>,
     /// UDP datagrams the guest's stack received (`InDatagrams + NoPorts + InErrors`).
     pub udp_received: Option<u64>,
+    /// UDP datagrams the sender handed to its sockets (sent or refused): what was offered
+    /// in fact. Every one of them the guest did not receive was lost somewhere on the way,
+    /// counted (softnet, tap, the NIC) or not (the host's qdisc, a full emulated ring).
+    pub udp_sent: Option<u64>,
+    /// Packets the guest's NIC reported losing over the run (`rx_dropped`,
+    /// `rx_missed_errors`, `rx_fifo_errors`, `rx_over_errors`).
+    pub nic_dropped: Option<u64>,
     /// Value changes over the run by lever: `irq` (a vector's affinity), `rps` (a
     /// receive queue's mask), `napi` (a NAPI thread's allowed CPUs).
     pub changes_by_lever: BTreeMap<String, usize>,
@@ -309,6 +316,16 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             .map(|(cpu, v)| v.1.saturating_sub(a.softnet.get(cpu).map_or(v.1, |x| x.1)))
             .sum();
     }
+    let nic_drops = |k: &str| -> Option<u64> {
+        first(k).map(|l| {
+            l.split_whitespace()
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
+    };
+    if let (Some(a), Some(b)) = (nic_drops("nic drops start"), nic_drops("nic drops end")) {
+        m.nic_dropped = Some(b.saturating_sub(a));
+    }
     // Udp: InDatagrams NoPorts InErrors ... (header line, then values).
     if let Some(snmp) = other.get("snmp") {
         let udp: Vec<&String> = snmp.iter().filter(|l| l.starts_with("Udp:")).collect();
@@ -330,6 +347,8 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             };
             let received = get("InDatagrams") + get("NoPorts") + get("InErrors");
             m.udp_received = Some(received);
+            let attempts = raw.sent.udp_packets + raw.sent.udp_errors;
+            m.udp_sent = (attempts > 0).then_some(attempts);
             if raw.sent.udp_packets > 0 {
                 m.delivered = Some(received as f64 / raw.sent.udp_packets as f64);
             }

@@ -196,6 +196,14 @@ pub(super) fn parse(lines: &[String]) -> (Vec<GuestSample>, HashMap<&'static str
                     s.xps.insert(q, mask.to_string());
                 }
             }
+            "NDB" => other
+                .entry("nic drops start")
+                .or_default()
+                .push(rest.to_string()),
+            "NDE" => other
+                .entry("nic drops end")
+                .or_default()
+                .push(rest.to_string()),
             "TXB" => other.entry("tx start").or_default().push(rest.to_string()),
             "TXE" => other.entry("tx end").or_default().push(rest.to_string()),
             "LAB" => {
