@@ -29,8 +29,8 @@ pub struct RunLine {
     pub processed_pps: f64,
     pub softnet_drops: u64,
     pub tap_drops: Option<u64>,
-    /// What the guest's NIC reported losing (`rx_dropped`, `rx_missed_errors`,
-    /// `rx_fifo_errors`, `rx_over_errors`); QEMU's igb and virtio-net report none.
+    /// What the guest's NIC reported losing (`rx_missed_errors`, `rx_fifo_errors`,
+    /// `rx_over_errors`); QEMU's igb and virtio-net report none.
     pub nic_drops: Option<u64>,
     pub busiest_si_share: f64,
     pub si_share: Vec<f64>,

@@ -49,8 +49,9 @@ pub struct Metrics {
     /// in fact. Every one of them the guest did not receive was lost somewhere on the way,
     /// counted (softnet, tap, the NIC) or not (the host's qdisc, a full emulated ring).
     pub udp_sent: Option<u64>,
-    /// Packets the guest's NIC reported losing over the run (`rx_dropped`,
-    /// `rx_missed_errors`, `rx_fifo_errors`, `rx_over_errors`).
+    /// Packets the guest's NIC reported losing over the run (`rx_missed_errors`,
+    /// `rx_fifo_errors`, `rx_over_errors`; not `rx_dropped`, to which the kernel adds its
+    /// backlog drops).
     pub nic_dropped: Option<u64>,
     /// Value changes over the run by lever: `irq` (a vector's affinity), `rps` (a
     /// receive queue's mask), `napi` (a NAPI thread's allowed CPUs).
