@@ -111,25 +111,20 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         .filter(|p| p.udp_pps > 0)
         .map(|p| p.length.as_secs_f64())
         .sum();
+    // A datagram count as a rate over the UDP phases.
+    let per_udp_sec = |n: u64| (udp_secs > 0.0).then(|| round(n as f64 / udp_secs, 0));
     RunLine {
         scenario: s.name,
         balancer,
         rep,
         kernel: m.kernel.clone(),
         offered_pps: offered,
-        delivered_pps: m
-            .udp_received
-            .filter(|_| udp_secs > 0.0)
-            .map(|n| round(n as f64 / udp_secs, 0)),
-        sent_pps: m
-            .udp_sent
-            .filter(|_| udp_secs > 0.0)
-            .map(|n| round(n as f64 / udp_secs, 0)),
+        delivered_pps: m.udp_received.and_then(per_udp_sec),
+        sent_pps: m.udp_sent.and_then(per_udp_sec),
         lost_pps: m
             .udp_sent
             .zip(m.udp_received)
-            .filter(|_| udp_secs > 0.0)
-            .map(|(sent, got)| round(sent.saturating_sub(got) as f64 / udp_secs, 0)),
+            .and_then(|(sent, got)| per_udp_sec(sent.saturating_sub(got))),
         processed_pps: round(m.processed_pps, 0),
         softnet_drops: m.softnet_dropped,
         tap_drops: Some(m.tap_dropped),

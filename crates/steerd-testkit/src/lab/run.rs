@@ -120,10 +120,10 @@ impl Lab {
                 }
             }
         }
-        // The RSS scenarios on virtio-net: each flow on the tap queue the guest's table sends it to (see
-        // LabNetns::steer_by_table), from the default table on, following every table the
-        // guest's samples show (`X` lines).
-        // (igb's tap has one queue, and the device hashes by itself.)
+        // The RSS scenarios on virtio-net: each flow on the tap queue the guest's table
+        // sends it to (see LabNetns::steer_by_table), from the default table on, following
+        // every table the guest's samples show (`X` lines). igb's tap has one queue, and
+        // the device hashes by itself.
         let steering = if scenario.rss_watch && self.platform.nic == Nic::Virtio {
             let steering = ns.steer_by_table()?;
             let table: Vec<u32> = (0..super::rss::TABLE_SIZE)
