@@ -15,6 +15,10 @@
 //! root's `cpuset.cpus.effective`) are not an operator's choice: steerd takes them over as the current
 //! value (keeping the original from before its first write) instead of leaving the
 //! threads alone as changed by someone else, and places them again in the same tick.
+//! The kernel can publish a partition before it has rewritten every thread, so this
+//! tick's look can miss a rewrite its own writes then meet: the actuator, told where
+//! the hierarchy is, knows the kernel's rule and takes such a thread as still steerd's
+//! (`Actuator::kernel_reaffined`).
 
 use std::os::fd::{AsFd, BorrowedFd};
 
@@ -74,6 +78,7 @@ impl Daemon {
             }
             self.isolation.root_effective = effective;
             self.watch_partitions(&mount);
+            self.actuator.set_cgroup_mount(Some(mount.clone()));
             self.isolation.mount = Some(mount);
             Ok(cpus)
         });

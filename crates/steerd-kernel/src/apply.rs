@@ -196,6 +196,11 @@ pub struct Actuator {
     state_path: PathBuf,
     boot_id: Option<String>,
     remembered: BTreeMap<Knob, Remembered>,
+    /// Where the cgroup v2 hierarchy is mounted (relative to the root), once the daemon
+    /// has found it: its `cpuset.cpus.effective` tells a NAPI thread the kernel
+    /// re-affined as partitions changed from one someone else moved
+    /// ([`Actuator::kernel_reaffined`]).
+    cgroup_mount: Option<PathBuf>,
     /// Tests only: the step of a write at which the process "dies" (the write stops
     /// there, nothing after it happens), to check that every crash point is recovered.
     #[cfg(test)]
@@ -230,6 +235,7 @@ impl Actuator {
             state_path,
             boot_id,
             remembered: BTreeMap::new(),
+            cgroup_mount: None,
             #[cfg(test)]
             crash_at: None,
         };
@@ -290,6 +296,39 @@ impl Actuator {
             }
         }
         let _ = self.save();
+    }
+
+    /// Tells the actuator where the cgroup v2 hierarchy is mounted (relative to the
+    /// root), or that it is not known.
+    pub fn set_cgroup_mount(&mut self, mount: Option<PathBuf>) {
+        self.cgroup_mount = mount;
+    }
+
+    /// Whether `now`, found on a NAPI thread steerd pinned to `ours`, is the kernel's
+    /// doing rather than someone else's. A NAPI thread is a kernel thread of the root
+    /// cgroup, and when a cpuset partition is made, resized or dissolved the kernel gives
+    /// each such thread the CPUs it asked for that the root still has, or all the root's
+    /// CPUs when none is left (measured on 6.12: pinned to 2, it read 0-1 once 2-3 were
+    /// isolated, and 2 again after). The root's CPUs are read here, at the moment of
+    /// doubt, because the kernel rewrites threads just after it publishes a partition, and
+    /// a tick's earlier read can miss the rewrite (seen once in CI: the thread was then
+    /// left alone as someone else's, and not restored on stop).
+    fn kernel_reaffined(&self, knob: &Knob, ours: &KnobValue, now: &KnobValue) -> bool {
+        let (Knob::NapiThread { .. }, Some(ours), Some(now)) = (knob, ours.cpus(), now.cpus())
+        else {
+            return false;
+        };
+        let Some(mount) = &self.cgroup_mount else {
+            return false;
+        };
+        let Ok(Some(text)) = self.root.read_optional(mount.join("cpuset.cpus.effective")) else {
+            return false;
+        };
+        let Ok(allowed) = crate::cpuset::CpuSet::parse_list(text.trim()) else {
+            return false;
+        };
+        let kept = ours.intersection(&allowed);
+        *now == if kept.is_empty() { allowed } else { kept }
     }
 
     /// The state file's path.
@@ -366,7 +405,13 @@ impl Actuator {
         let (original_text, before) = self.read(knob)?;
         // The engine's model learns of others' changes only at the next discovery; until
         // then it may ask to change again a value someone else has set since. Theirs wins.
-        if let Some(entry) = self.remembered.get_mut(knob)
+        let reaffined = self
+            .remembered
+            .get(knob)
+            .and_then(|entry| entry.written.as_ref())
+            .is_some_and(|ours| self.kernel_reaffined(knob, ours, &before));
+        if !reaffined
+            && let Some(entry) = self.remembered.get_mut(knob)
             && let Some(ours) = entry.written.take_if(|ours| *ours != before)
         {
             let _ = self.save();
@@ -527,7 +572,11 @@ impl Actuator {
             }
             Err(failure) => return Err(failure),
         };
-        if !force && entry.written.as_ref() != Some(&current) {
+        let ours = entry.written.as_ref();
+        if !force
+            && ours != Some(&current)
+            && !ours.is_some_and(|ours| self.kernel_reaffined(knob, ours, &current))
+        {
             self.remembered.remove(knob);
             return Ok(false);
         }
@@ -792,6 +841,46 @@ mod tests {
         let failure = again.write(&knob, &short, 1).unwrap_err();
         assert!(failure.message.contains("16"), "{}", failure.message);
         assert_eq!(fs::read_to_string(&file).unwrap().trim(), text(&default));
+    }
+
+    #[test]
+    fn a_thread_the_kernel_reaffined_for_a_partition_is_still_steerds() {
+        let (dir, mut actuator) = setup();
+        let status = dir.path().join("proc/700/status");
+        fs::create_dir_all(status.parent().unwrap()).unwrap();
+        let set_status = |cpus: &str| {
+            fs::write(
+                &status,
+                format!("Name:\tnapi/eth0-8193\nCpus_allowed_list:\t{cpus}\n"),
+            )
+            .unwrap()
+        };
+        set_status("0-3");
+        let cgroup = dir.path().join("sys/fs/cgroup");
+        fs::create_dir_all(&cgroup).unwrap();
+        let effective = cgroup.join("cpuset.cpus.effective");
+        fs::write(&effective, "0-3\n").unwrap();
+        actuator.set_cgroup_mount(Some("sys/fs/cgroup".into()));
+        let thread = Knob::NapiThread {
+            pid: 700,
+            name: "napi/eth0-8193".into(),
+        };
+        actuator.write(&thread, &cpus("2"), 1).unwrap();
+        // CPUs 2-3 isolated: the kernel gives the thread the root's remaining CPUs.
+        fs::write(&effective, "0-1\n").unwrap();
+        set_status("0-1");
+        actuator.write(&thread, &cpus("1"), 1).unwrap();
+        // Someone else's choice is not mistaken for the kernel's.
+        set_status("0");
+        let refused = actuator.write(&thread, &cpus("1"), 1).unwrap_err();
+        assert_eq!(refused.kind, FailureKind::ChangedByOthers);
+        // Pinned to 2-3 and the partition made while steerd is stopping: restored.
+        set_status("0-3");
+        actuator.write(&thread, &cpus("1-2"), 1).unwrap();
+        set_status("1");
+        let (restored, failures) = actuator.restore_all(false);
+        assert_eq!((restored, failures), (vec![thread], vec![]));
+        assert!(fs::read_to_string(&status).unwrap().contains("\t0-3\n"));
     }
 
     #[test]
