@@ -119,6 +119,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if scenarios.is_empty() {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
+    // rss-igb measures igb's driver writing the table into the device; on another NIC it
+    // would run and report figures that mean nothing: left out of "every scenario", and
+    // refused when named.
+    let igb_only = |s: &scenario::Scenario| s.name == "rss-igb" && nic != lab::platform::Nic::Igb;
+    let scenarios: Vec<_> = if wanted.is_empty() {
+        scenarios.into_iter().filter(|s| !igb_only(s)).collect()
+    } else {
+        scenarios
+    };
+    if scenarios.iter().any(igb_only) {
+        return Err(format!(
+            "rss-igb needs --nic igb (and a generic kernel, scripts/lab-kernel.sh VERSION generic), not {}; \
+             name the other scenarios to run them without it",
+            nic.name()
+        )
+        .into());
+    }
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
     let platform = lab::platform::Platform::new(nic, userland, irqbalance.as_deref())?;
     let mut lab =

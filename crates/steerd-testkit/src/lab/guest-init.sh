@@ -116,11 +116,20 @@ rss_table() {
         END { print substr(x, 2), "key", key }'
 }
 
-# Each queue's received packets since boot, "$1 queue packets" per queue, from ethtool -S
-# (virtio-net, igb: rx_queue_N_packets; vmxnet3 prints none).
+# Each queue's received packets since boot, "$1 queue packets" per queue, from ethtool -S:
+# virtio-net and igb print rx_queue_N_packets; vmxnet3 a block per queue ("Rx Queue#: N"
+# then indented "ucast pkts rx: ...", mcast and bcast), whose packets are the sum.
 queue_packets() { # tag
-    ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
-        n ~ /^rx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
+    per_queue_packets "$1" rx
+}
+# per_queue_packets TAG rx|tx: both layouts, for either direction.
+per_queue_packets() { # tag direction
+    ethtool -S eth0 2>/dev/null | awk -v tag="$1" -v dir="$2" '
+        { n = $1; sub(":", "", n) }
+        n ~ ("^" dir "_?(queue_)?[0-9]+_packets$") { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2; next }
+        $2 == "Queue#:" { block = (tolower($1) == dir) ? $3 : ""; next }
+        block != "" && $2 == "pkts" && $3 == dir ":" && $1 ~ /^(ucast|mcast|bcast)$/ { sum[block] += $4; seen[block] = 1 }
+        END { for (q in seen) print tag, q, sum[q] }' | sort -k2,2n
 }
 # The NIC's own receive losses, "$1 missed fifo over" (/sys/class/net/eth0/statistics):
 # packets the device or driver lost before the kernel's backlogs saw them (igb counts a
@@ -131,10 +140,9 @@ nic_drops() { # tag
     d=/sys/class/net/eth0/statistics
     echo "$1 $(cat $d/rx_missed_errors $d/rx_fifo_errors $d/rx_over_errors 2>/dev/null | tr '\n' ' ')"
 }
-# The same for transmitted packets (tx_queue_N_packets).
+# The same for transmitted packets.
 tx_packets() { # tag
-    ethtool -S eth0 2>/dev/null | awk -v tag="$1" '{ n = $1; sub(":", "", n) }
-        n ~ /^tx_?(queue_)?[0-9]+_packets$/ { q = n; gsub(/[^0-9]/, "", q); print tag, q, $2 }'
+    per_queue_packets "$1" tx
 }
 
 snapshot() {

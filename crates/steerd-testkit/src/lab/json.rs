@@ -189,3 +189,56 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         busy_threads_moved: m.busy_poll.as_ref().map(|b| b.threads_moved),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::report::analyse;
+    use crate::lab::run::RawRun;
+    use crate::lab::scenario;
+    use crate::lab::traffic::Sent;
+    use std::time::Duration;
+
+    /// The whole-path figures: what the sender tried, what the guest's UDP counted, what
+    /// its NIC said it lost, each per second of the UDP phases.
+    #[test]
+    fn sent_lost_and_nic_drops_come_from_the_sender_the_guest_and_its_nic() {
+        let s = scenario::all(Duration::from_secs(30))
+            .into_iter()
+            .find(|s| s.name == "sat-defaults")
+            .expect("sat-defaults is a scenario");
+        let udp_secs: f64 = s
+            .phases
+            .iter()
+            .filter(|p| p.udp_pps > 0)
+            .map(|p| p.length.as_secs_f64())
+            .sum();
+        let lines = [
+            "NDB 5 1 0",
+            "NDE 105 11 2",
+            "P Udp: InDatagrams NoPorts InErrors OutDatagrams",
+            "P Udp: 0 900 50 0",
+        ];
+        let raw = RawRun {
+            lines: lines.iter().map(|l| l.to_string()).collect(),
+            sent: Sent {
+                udp_packets: 1_400,
+                udp_errors: 100,
+                tcp_bytes: 0,
+            },
+            tap_dropped: 0,
+        };
+        let run = line(&s, "none", 1, &analyse(&s, &raw));
+        let rate = |n: f64| round(n / udp_secs, 0);
+        assert_eq!(run.sent_pps, Some(rate(1_500.0)));
+        assert_eq!(run.delivered_pps, Some(rate(950.0)));
+        assert_eq!(run.lost_pps, Some(rate(550.0)));
+        assert_eq!(run.nic_drops, Some(112));
+        // Without the NIC's counters at both ends there is no figure, not a zero.
+        let raw = RawRun {
+            lines: raw.lines[2..].to_vec(),
+            ..raw
+        };
+        assert_eq!(line(&s, "none", 1, &analyse(&s, &raw)).nic_drops, None);
+    }
+}
