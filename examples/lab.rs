@@ -41,6 +41,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut nic = lab::platform::Nic::Virtio;
     let mut userland = std::env::var_os("STEERD_LAB_USERLAND").map(PathBuf::from);
     let mut irqbalance = None;
+    let mut steerd_config = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -60,6 +61,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             "--userland" => userland = Some(PathBuf::from(value()?)),
             "--irqbalance" => irqbalance = Some(value()?),
+            "--steerd-config" => steerd_config = Some(PathBuf::from(value()?)),
             "--balancers" => {
                 balancers = value()?
                     .split(',')
@@ -69,7 +71,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
-                     [--nic virtio|igb|vmxnet3] [--userland DIR] [--irqbalance VERSION] [SCENARIO...]\n\
+                     [--nic virtio|igb|vmxnet3] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [SCENARIO...]\n\
                      {SOAK_USAGE}"
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
@@ -119,6 +121,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if scenarios.is_empty() {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
+    let scenarios = match &steerd_config {
+        Some(file) => with_steerd_config(scenarios, file)?,
+        None => scenarios,
+    };
     // rss-igb measures igb's driver writing the table into the device; on another NIC it
     // would run and report figures that mean nothing: left out of "every scenario", and
     // refused when named.
@@ -403,4 +409,40 @@ fn soak_verdicts(
         return Err(format!("{failed} soak target(s) not met").into());
     }
     Ok(())
+}
+
+/// `--steerd-config FILE`: steerd runs on FILE (written to the guest's
+/// /etc/steerd/steerd.yaml before the snapshot) instead of its built-in defaults, to
+/// compare one setting on the same scenarios (`--steerd` compares builds). A scenario that
+/// brings its own config is refused rather than silently given another.
+fn with_steerd_config(
+    scenarios: Vec<scenario::Scenario>,
+    file: &std::path::Path,
+) -> Result<Vec<scenario::Scenario>, Box<dyn std::error::Error>> {
+    let yaml = std::fs::read_to_string(file)
+        .map_err(|e| format!("--steerd-config {}: {e}", file.display()))?;
+    // Single-quoted for the guest's shell: a quote inside ends the string, writes one
+    // escaped, and opens it again.
+    let quoted = yaml.replace('\'', "'\\''");
+    scenarios
+        .into_iter()
+        .map(|mut s| {
+            if !s.steerd_args.is_empty() || s.setup.contains("/etc/steerd/steerd.yaml") {
+                return Err(format!(
+                    "{} brings its own steerd config; run it without --steerd-config",
+                    s.name
+                )
+                .into());
+            }
+            let write =
+                format!("mkdir -p /etc/steerd; printf '%s' '{quoted}' > /etc/steerd/steerd.yaml");
+            s.setup = if s.setup.is_empty() {
+                write
+            } else {
+                format!("{write}; {}", s.setup)
+            };
+            s.steerd_args = "--config /etc/steerd/steerd.yaml".into();
+            Ok(s)
+        })
+        .collect()
 }

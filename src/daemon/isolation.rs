@@ -91,7 +91,9 @@ impl Daemon {
                 if changed && self.isolation.known.is_some() {
                     self.isolation.threads_recheck = THREADS_RECHECK_TICKS;
                 }
-                if self.isolation.threads_recheck > 0 {
+                let settling = self.isolation.threads_recheck > 0;
+                self.actuator.set_partitions_settling(settling);
+                if settling {
                     self.isolation.threads_recheck -= 1;
                     self.take_over_threads_the_kernel_moved();
                 }

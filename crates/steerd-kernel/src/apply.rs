@@ -201,6 +201,9 @@ pub struct Actuator {
     /// re-affined as partitions changed from one someone else moved
     /// ([`Actuator::kernel_reaffined`]).
     cgroup_mount: Option<PathBuf>,
+    /// Whether the cpuset partitions changed a moment ago (the daemon's window after it
+    /// saw them change), when 6.1's rewrite is expected too.
+    partitions_settling: bool,
     /// Tests only: the step of a write at which the process "dies" (the write stops
     /// there, nothing after it happens), to check that every crash point is recovered.
     #[cfg(test)]
@@ -236,6 +239,7 @@ impl Actuator {
             boot_id,
             remembered: BTreeMap::new(),
             cgroup_mount: None,
+            partitions_settling: false,
             #[cfg(test)]
             crash_at: None,
         };
@@ -304,15 +308,25 @@ impl Actuator {
         self.cgroup_mount = mount;
     }
 
+    /// Tells the actuator that the cpuset partitions changed a moment ago (or no longer
+    /// did): while they settle, a NAPI thread reading exactly the root's CPUs is taken as
+    /// the kernel's rewrite too ([`Actuator::kernel_reaffined`]).
+    pub fn set_partitions_settling(&mut self, settling: bool) {
+        self.partitions_settling = settling;
+    }
+
     /// Whether `now`, found on a NAPI thread steerd pinned to `ours`, is the kernel's
     /// doing rather than someone else's. A NAPI thread is a kernel thread of the root
-    /// cgroup, and when a cpuset partition is made, resized or dissolved the kernel gives
-    /// each such thread the CPUs it asked for that the root still has, or all the root's
-    /// CPUs when none is left (measured on 6.12: pinned to 2, it read 0-1 once 2-3 were
-    /// isolated, and 2 again after). The root's CPUs are read here, at the moment of
-    /// doubt, because the kernel rewrites threads just after it publishes a partition, and
-    /// a tick's earlier read can miss the rewrite (seen once in CI: the thread was then
-    /// left alone as someone else's, and not restored on stop).
+    /// cgroup, and when a cpuset partition is made, resized or dissolved the kernel
+    /// rewrites it (docs/kernel.md, "Isolated cgroup partitions"). 6.12 gives each such
+    /// thread the CPUs it asked for that the root still has, or all the root's CPUs when
+    /// none is left (pinned to 2, it read 0-1 once 2-3 were isolated, and 2 again after):
+    /// always the kernel's, since only a partition makes that differ from `ours`. 6.1 gives
+    /// every one of them the root's CPUs: taken as the kernel's only while the partitions
+    /// settle, since an operator un-pinning a thread writes the same. The root's CPUs are
+    /// read here, at the moment of doubt, because the kernel rewrites threads just after
+    /// it publishes a partition, and a tick's earlier read can miss the rewrite (seen once
+    /// in CI: the thread was then left alone as someone else's, and not restored on stop).
     fn kernel_reaffined(&self, knob: &Knob, ours: &KnobValue, now: &KnobValue) -> bool {
         let (Knob::NapiThread { .. }, Some(ours), Some(now)) = (knob, ours.cpus(), now.cpus())
         else {
@@ -328,7 +342,11 @@ impl Actuator {
             return false;
         };
         let kept = ours.intersection(&allowed);
-        *now == if kept.is_empty() { allowed } else { kept }
+        if kept.is_empty() || self.partitions_settling {
+            *now == allowed || *now == kept
+        } else {
+            *now == kept
+        }
     }
 
     /// The state file's path.
@@ -869,6 +887,16 @@ mod tests {
         // CPUs 2-3 isolated: the kernel gives the thread the root's remaining CPUs.
         fs::write(&effective, "0-1\n").unwrap();
         set_status("0-1");
+        actuator.write(&thread, &cpus("1"), 1).unwrap();
+        // 6.1's rewrite (every root thread given the root's CPUs) while the partitions
+        // settle; an operator's un-pinning to the same CPUs after that is theirs.
+        actuator.set_partitions_settling(true);
+        set_status("0-1");
+        actuator.write(&thread, &cpus("1"), 1).unwrap();
+        actuator.set_partitions_settling(false);
+        set_status("0-1");
+        let refused = actuator.write(&thread, &cpus("1"), 1).unwrap_err();
+        assert_eq!(refused.kind, FailureKind::ChangedByOthers);
         actuator.write(&thread, &cpus("1"), 1).unwrap();
         // Someone else's choice is not mistaken for the kernel's.
         set_status("0");
