@@ -65,13 +65,6 @@ pub fn plan(p: &mut Planner, distress: bool) {
                         "{name}: an RPS change is on trial (judged {} s after it was made)",
                         rps_trial::TRIAL_NS / 1_000_000_000
                     )),
-                    Judgement::Worse { why } => match with_interrupting_cpus(p, d) {
-                        Some((changes, added)) => retry(p, d, changes, &added, why),
-                        None => {
-                            let masks = rps_trial::give_up(p, &name, &why);
-                            undo(p, d, masks, why);
-                        }
-                    },
                     Judgement::Undo { masks, why } => undo(p, d, masks, why),
                     Judgement::Held { why, left_s } => {
                         p.waiting.push(format!(
@@ -199,7 +192,12 @@ fn apply(
     }
     for ((queue, new), (_, old)) in changes.iter().zip(olds) {
         p.touched = p.touched.union(&old).union(new);
-        if let Some(cpu) = irq_cpu(p, d, *queue) {
+        let irq_cpu = p.devices[d]
+            .vectors
+            .iter()
+            .find(|&&slot| p.irqs[slot].irq.queue == Some(*queue))
+            .and_then(|&slot| p.irqs[slot].cpu);
+        if let Some(cpu) = irq_cpu {
             p.touched.insert(cpu);
         }
         p.push(
@@ -220,63 +218,6 @@ fn apply(
         rfs::disable_for(p, d, &changes);
     }
     true
-}
-
-/// The CPU queue `queue` of device `d` interrupts (as planned), if it has a vector.
-fn irq_cpu(p: &Planner, d: usize, queue: u32) -> Option<u32> {
-    p.devices[d]
-        .vectors
-        .iter()
-        .find(|&&slot| p.irqs[slot].irq.queue == Some(queue))
-        .and_then(|&slot| p.irqs[slot].cpu)
-}
-
-/// For a trial judged worse: each mask steerd set on device `d` that leaves its queue's
-/// own interrupting CPU out, with that CPU added, and the CPUs added; `None` when no mask
-/// does (the CPUs were in already, the device has no vectors, or
-/// `rps.exclude_busy_irq_cpus` is off and they were never left out).
-fn with_interrupting_cpus(p: &Planner, d: usize) -> Option<(Vec<(u32, CpuSet)>, CpuSet)> {
-    if !p.config.rps.exclude_busy_irq_cpus {
-        return None;
-    }
-    let mut added = CpuSet::new();
-    let mut changes = Vec::new();
-    for (queue, mask) in queues(p, d) {
-        let Some(cpu) = irq_cpu(p, d, queue) else {
-            continue;
-        };
-        if mask.is_empty()
-            || mask.contains(cpu)
-            || !p.allowed.contains(cpu)
-            || !owned(p, d, queue, &mask)
-        {
-            continue;
-        }
-        let mut wider = mask.clone();
-        wider.insert(cpu);
-        added.insert(cpu);
-        changes.push((queue, wider));
-    }
-    (!changes.is_empty()).then_some((changes, added))
-}
-
-/// Tries a trial judged worse once more, its masks widened onto the queues' own
-/// interrupting CPUs (`rps_trial`'s module doc says why), in one action group outside
-/// the budget, like an undo.
-fn retry(p: &mut Planner, d: usize, changes: Vec<(u32, CpuSet)>, added: &CpuSet, why: String) {
-    let name = p.devices[d].dev.name.clone();
-    rps_trial::retry(p, &name);
-    let why = format!(
-        "the RPS change on {name} made the machine worse: {why}; tried once more with the \
-         interrupting CPU {} in the mask, so the NAPI does a share of the protocol work itself \
-         and cannot hand the other CPUs more than they take",
-        added.to_list()
-    );
-    let expected = format!(
-        "{name}'s backlogs stop dropping and the receive work done does not fall; judged again in {} s, else undone",
-        rps_trial::TRIAL_NS / 1_000_000_000
-    );
-    apply(p, d, changes, ReasonKind::RpsWiden, why, expected, false);
 }
 
 /// Writes back the masks from before a trial that made the machine worse, where they are

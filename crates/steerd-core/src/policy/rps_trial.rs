@@ -17,14 +17,6 @@
 //! were, in one action group (`rps_undo`), and RPS stays off that device for
 //! [`HOLD_NS`]: the plan says so each tick. No other RPS change is made to a device while
 //! its trial runs.
-//!
-//! Once per trial, a change whose masks left a queue's own interrupting CPU out
-//! (`rps.exclude_busy_irq_cpus`) is first tried again with it in ([`Judgement::Worse`]):
-//! a NAPI that processes a share of its packets itself cannot hand the others more than
-//! they take, where one that only hands them on fills their backlogs. In the lab's
-//! vmxnet3 guests (one receiving queue) the masks without it were undone in 3 of 3 runs
-//! with backlog drops, and with it kept in 3 of 3 (docs/policy.md, "a trial"). The second
-//! trial is judged against the machine before the first change.
 
 use std::collections::HashMap;
 
@@ -111,9 +103,6 @@ pub struct Trial {
     made_at_tick: u64,
     /// Judged and undone: RPS stays off the device until then.
     held_until_ns: Option<u64>,
-    /// Judged worse once already and tried again ([`retry`]): the next verdict of worse
-    /// undoes it.
-    retried: bool,
     /// Why it was undone.
     why: String,
 }
@@ -144,35 +133,9 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
         made_at_ns: p.now_ns,
         made_at_tick: p.state.ticks,
         held_until_ns: None,
-        retried: false,
         why: String::new(),
     };
     p.state.rps_trials.insert(device.to_string(), trial);
-}
-
-/// Starts `device`'s trial again from now, once, for the change it is about to try
-/// instead (after [`Judgement::Worse`]); the machine before the first change stays what
-/// it is judged against.
-pub fn retry(p: &mut Planner, device: &str) {
-    let (now, ticks) = (p.now_ns, p.state.ticks);
-    if let Some(trial) = p.state.rps_trials.get_mut(device) {
-        trial.made_at_ns = now;
-        trial.made_at_tick = ticks;
-        trial.retried = true;
-    }
-}
-
-/// Gives `device`'s trial up after [`Judgement::Worse`]: RPS is held off and the masks
-/// from before the change are returned, to be written back.
-pub fn give_up(p: &mut Planner, device: &str, why: &str) -> Vec<(u32, CpuSet)> {
-    let now = p.now_ns;
-    let Some(trial) = p.state.rps_trials.get_mut(device) else {
-        return Vec::new();
-    };
-    trial.held_until_ns = Some(now.saturating_add(HOLD_NS));
-    trial.why = why.to_string();
-    p.state.rps_trial_counts.undone += 1;
-    trial.before_masks.clone()
 }
 
 /// What the trial of a device says now.
@@ -182,10 +145,7 @@ pub enum Judgement {
     Free,
     /// Running: no other RPS change until it is judged.
     Running,
-    /// Just judged worse for the first time: the caller tries once more ([`retry`]) or
-    /// gives up ([`give_up`]).
-    Worse { why: String },
-    /// Just judged worse again: write these masks back (`why` for the reason).
+    /// Just judged worse: write these masks back (`why` for the reason).
     Undo {
         masks: Vec<(u32, CpuSet)>,
         why: String,
@@ -225,10 +185,14 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
         return Judgement::Running;
     }
     match after.worse_than(&trial.before, saturated) {
-        Some(why) if !trial.retried => Judgement::Worse { why },
         Some(why) => {
-            let masks = give_up(p, device, &why);
-            Judgement::Undo { masks, why }
+            trial.held_until_ns = Some(now.saturating_add(HOLD_NS));
+            trial.why = why.clone();
+            p.state.rps_trial_counts.undone += 1;
+            Judgement::Undo {
+                masks: trial.before_masks.clone(),
+                why,
+            }
         }
         None => {
             p.state.rps_trials.remove(device);
