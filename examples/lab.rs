@@ -121,10 +121,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if scenarios.is_empty() {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
-    let scenarios = match &steerd_config {
-        Some(file) => with_steerd_config(scenarios, file)?,
-        None => scenarios,
-    };
     // rss-igb measures igb's driver writing the table into the device; on another NIC it
     // would run and report figures that mean nothing: left out of "every scenario", and
     // refused when named.
@@ -142,6 +138,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    let scenarios = match &steerd_config {
+        Some(file) => with_steerd_config(scenarios, file)?,
+        None => scenarios,
+    };
     let work = std::env::temp_dir().join(format!("steerd-lab-{}", std::process::id()));
     let platform = lab::platform::Platform::new(nic, userland, irqbalance.as_deref())?;
     let mut lab =
@@ -429,7 +429,8 @@ fn with_steerd_config(
         .map(|mut s| {
             if !s.steerd_args.is_empty() || s.setup.contains("/etc/steerd/steerd.yaml") {
                 return Err(format!(
-                    "{} brings its own steerd config; run it without --steerd-config",
+                    "{} brings its own steerd config; run it without --steerd-config \
+                     (name the scenarios to run with it)",
                     s.name
                 )
                 .into());

@@ -70,8 +70,7 @@ candidates=$(apt-cache "${apt_opts[@]}" search --names-only \
     grep -v -e '-rt-' -e '-dbg' -e 'cloud-amd64' || true)
 [ "$flavour" = cloud ] && candidates=$(apt-cache "${apt_opts[@]}" search --names-only \
     "^linux-image-${v}[.-][0-9][^ ]*-cloud-amd64(-unsigned)?\$" | awk '{ print $1 }' || true)
-pkg=$(echo "$candidates" | grep . | sort -V | tail -n 1 || true)
-if [ -z "$pkg" ]; then
+if [ -z "$(echo "$candidates" | grep .)" ]; then
     echo "lab-kernel: no linux-image-$version.*-$tail in $suite's lists" >&2
     exit 1
 fi
@@ -82,19 +81,38 @@ trap 'rm -rf "$work"' EXIT
 # from trixie-backports' index when this was written (2026-11), though it is in the pool:
 # such a package is fetched from the pool by the name and version the image depends on
 # (over the same mirror, without apt's signature check of an index entry).
-version_of_pkg=$(apt-cache "${apt_opts[@]}" show "$pkg" | awk '/^Version:/ { print $2; exit }')
-parts=$(apt-cache "${apt_opts[@]}" show "$pkg" | awk '/^Depends:/ { print; exit }' |
-    grep -o -E 'linux-(binary|modules)-[^ ,]+' || true)
-[ -n "$parts" ] || parts=$pkg
-for part in $parts; do
-    if apt-cache "${apt_opts[@]}" show "$part" 2>/dev/null | grep -q "^Filename:"; then
-        (cd "$work" && apt-get "${apt_opts[@]}" download "$part" >&2)
-    else
-        url="$mirror/pool/main/l/linux/${part}_${version_of_pkg}_amd64.deb"
-        echo "lab-kernel: $part is not in the index; fetching $url" >&2
-        curl -fsS -o "$work/${part}.deb" "$url"
+fetch() { # PKG: downloads its .deb files into $work; fails if any cannot be fetched
+    local pkg=$1 version_of_pkg parts part url
+    version_of_pkg=$(apt-cache "${apt_opts[@]}" show "$pkg" | awk '/^Version:/ { print $2; exit }')
+    parts=$(apt-cache "${apt_opts[@]}" show "$pkg" | awk '/^Depends:/ { print; exit }' |
+        grep -o -E 'linux-(binary|modules)-[^ ,]+' || true)
+    [ -n "$parts" ] || parts=$pkg
+    for part in $parts; do
+        if apt-cache "${apt_opts[@]}" show "$part" 2>/dev/null | grep -q "^Filename:"; then
+            (cd "$work" && apt-get "${apt_opts[@]}" download "$part" >&2) || return 1
+        else
+            url="$mirror/pool/main/l/linux/${part}_${version_of_pkg}_amd64.deb"
+            echo "lab-kernel: $part is not in the index; fetching $url" >&2
+            curl -fsS -o "$work/${part}.deb" "$url" || return 1
+        fi
+    done
+}
+# The newest first; an index can name a package the archive does not serve yet or any
+# more (seen 2026-11-28: bullseye-security listed linux-image-5.10.0-46-cloud-amd64-unsigned
+# and its pool answered 404), so the next newest is tried then.
+pkg=
+for candidate in $(echo "$candidates" | grep . | sort -V -r); do
+    rm -f "$work"/*.deb
+    if fetch "$candidate"; then
+        pkg=$candidate
+        break
     fi
+    echo "lab-kernel: $candidate could not be fetched; trying the next newest" >&2
 done
+if [ -z "$pkg" ]; then
+    echo "lab-kernel: no linux-image-$version.*-$tail could be fetched" >&2
+    exit 1
+fi
 mkdir -p "$dest.partial"
 for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$dest.partial"; done
 rm -rf "$dest"

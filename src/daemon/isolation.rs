@@ -76,6 +76,11 @@ impl Daemon {
             {
                 self.isolation.threads_recheck = THREADS_RECHECK_TICKS;
             }
+            self.actuator.set_root_cpus_seen(
+                effective
+                    .as_deref()
+                    .and_then(|text| CpuSet::parse_list(text.trim()).ok()),
+            );
             self.isolation.root_effective = effective;
             self.watch_partitions(&mount);
             self.actuator.set_cgroup_mount(Some(mount.clone()));
@@ -111,6 +116,10 @@ impl Daemon {
                 self.isolation.known = Some(cpus);
             }
             Err(e) => {
+                // No window stays open through failed reads: an operator un-pinning a
+                // thread to the root's CPUs meanwhile is theirs.
+                self.actuator.set_partitions_settling(false);
+                self.isolation.threads_recheck = self.isolation.threads_recheck.saturating_sub(1);
                 let text = e.to_string();
                 if self.isolation.failing.as_deref() != Some(&text) {
                     error!(error = %e, "cannot read isolated cgroup partitions; keeping the last known ones: {e}");

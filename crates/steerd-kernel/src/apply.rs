@@ -204,6 +204,9 @@ pub struct Actuator {
     /// Whether the cpuset partitions changed a moment ago (the daemon's window after it
     /// saw them change), when 6.1's rewrite is expected too.
     partitions_settling: bool,
+    /// The root cgroup's CPUs as the daemon last read them: a fresh read that differs is
+    /// a partition change the daemon has not seen yet.
+    root_cpus_seen: Option<crate::cpuset::CpuSet>,
     /// Tests only: the step of a write at which the process "dies" (the write stops
     /// there, nothing after it happens), to check that every crash point is recovered.
     #[cfg(test)]
@@ -240,6 +243,7 @@ impl Actuator {
             remembered: BTreeMap::new(),
             cgroup_mount: None,
             partitions_settling: false,
+            root_cpus_seen: None,
             #[cfg(test)]
             crash_at: None,
         };
@@ -315,6 +319,12 @@ impl Actuator {
         self.partitions_settling = settling;
     }
 
+    /// Tells the actuator the root cgroup's CPUs (`cpuset.cpus.effective`) as the daemon
+    /// read them this tick, if it could.
+    pub fn set_root_cpus_seen(&mut self, cpus: Option<crate::cpuset::CpuSet>) {
+        self.root_cpus_seen = cpus;
+    }
+
     /// Whether `now`, found on a NAPI thread steerd pinned to `ours`, is the kernel's
     /// doing rather than someone else's. A NAPI thread is a kernel thread of the root
     /// cgroup, and when a cpuset partition is made, resized or dissolved the kernel
@@ -323,11 +333,17 @@ impl Actuator {
     /// none is left (pinned to 2, it read 0-1 once 2-3 were isolated, and 2 again after):
     /// always the kernel's, since only a partition makes that differ from `ours`. 6.1 gives
     /// every one of them the root's CPUs: taken as the kernel's only while the partitions
-    /// settle, since an operator un-pinning a thread writes the same. The root's CPUs are
-    /// read here, at the moment of doubt, because the kernel rewrites threads just after
-    /// it publishes a partition, and a tick's earlier read can miss the rewrite (seen once
-    /// in CI: the thread was then left alone as someone else's, and not restored on stop).
+    /// settle (the daemon's window, or a fresh read of the root's CPUs that differs from
+    /// the daemon's), since an operator un-pinning a thread writes the same. The root's
+    /// CPUs are read here, at the moment of doubt, because the kernel rewrites threads
+    /// just after it publishes a partition, and a tick's earlier read can miss the rewrite
+    /// (seen once in CI: the thread was then left alone as someone else's, and not
+    /// restored on stop); the set the daemon saw counts too, for a thread rewritten just
+    /// before a partition changed again. The kernel's "all the root's CPUs" also holds
+    /// possible CPUs that are offline, which `cpuset.cpus.effective` does not list, so only
+    /// the thread's online CPUs are compared.
     fn kernel_reaffined(&self, knob: &Knob, ours: &KnobValue, now: &KnobValue) -> bool {
+        use crate::cpuset::CpuSet;
         let (Knob::NapiThread { .. }, Some(ours), Some(now)) = (knob, ours.cpus(), now.cpus())
         else {
             return false;
@@ -335,18 +351,23 @@ impl Actuator {
         let Some(mount) = &self.cgroup_mount else {
             return false;
         };
-        let Ok(Some(text)) = self.root.read_optional(mount.join("cpuset.cpus.effective")) else {
+        let read_cpus = |path: &Path| {
+            let text = self.root.read_optional(path).ok().flatten()?;
+            CpuSet::parse_list(text.trim()).ok()
+        };
+        let Some(fresh) = read_cpus(&mount.join("cpuset.cpus.effective")) else {
             return false;
         };
-        let Ok(allowed) = crate::cpuset::CpuSet::parse_list(text.trim()) else {
-            return false;
+        let now = match read_cpus(Path::new("sys/devices/system/cpu/online")) {
+            Some(online) => now.intersection(&online),
+            None => now.clone(),
         };
-        let kept = ours.intersection(&allowed);
-        if kept.is_empty() || self.partitions_settling {
-            *now == allowed || *now == kept
-        } else {
-            *now == kept
-        }
+        let seen = self.root_cpus_seen.as_ref().filter(|seen| **seen != fresh);
+        let settling = self.partitions_settling || seen.is_some();
+        std::iter::once(&fresh).chain(seen).any(|allowed| {
+            let kept = ours.intersection(allowed);
+            (!kept.is_empty() && now == kept) || ((kept.is_empty() || settling) && now == *allowed)
+        })
     }
 
     /// The state file's path.
@@ -427,6 +448,7 @@ impl Actuator {
             .remembered
             .get(knob)
             .and_then(|entry| entry.written.as_ref())
+            .filter(|ours| **ours != before)
             .is_some_and(|ours| self.kernel_reaffined(knob, ours, &before));
         if !reaffined
             && let Some(entry) = self.remembered.get_mut(knob)
@@ -898,17 +920,49 @@ mod tests {
         let refused = actuator.write(&thread, &cpus("1"), 1).unwrap_err();
         assert_eq!(refused.kind, FailureKind::ChangedByOthers);
         actuator.write(&thread, &cpus("1"), 1).unwrap();
+        // A partition the daemon has not seen yet (its last read: 0-3) is settling too.
+        actuator.set_root_cpus_seen(Some(CpuSet::parse_list("0-3").unwrap()));
+        set_status("0-1");
+        actuator.write(&thread, &cpus("1"), 1).unwrap();
+        actuator.set_root_cpus_seen(Some(CpuSet::parse_list("0-1").unwrap()));
+        // 6.12's "all the root's CPUs" holds offline possible CPUs too (here 4-7).
+        fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+        fs::write(dir.path().join("sys/devices/system/cpu/online"), "0-3\n").unwrap();
+        actuator.write(&thread, &cpus("3"), 1).unwrap();
+        set_status("0-1,4-7");
+        actuator.write(&thread, &cpus("1"), 1).unwrap();
         // Someone else's choice is not mistaken for the kernel's.
         set_status("0");
         let refused = actuator.write(&thread, &cpus("1"), 1).unwrap_err();
         assert_eq!(refused.kind, FailureKind::ChangedByOthers);
-        // Pinned to 2-3 and the partition made while steerd is stopping: restored.
+        // Pinned to 1-2 and CPU 2 isolated while steerd is stopping: restored.
+        fs::write(&effective, "0-3\n").unwrap();
         set_status("0-3");
         actuator.write(&thread, &cpus("1-2"), 1).unwrap();
+        fs::write(&effective, "0-1\n").unwrap();
         set_status("1");
+        let other = Knob::NapiThread {
+            pid: 701,
+            name: "napi/eth0-8194".into(),
+        };
+        let other_status = dir.path().join("proc/701/status");
+        fs::create_dir_all(other_status.parent().unwrap()).unwrap();
+        fs::write(
+            &other_status,
+            "Name:\tnapi/eth0-8194\nCpus_allowed_list:\t0-3\n",
+        )
+        .unwrap();
+        actuator.write(&other, &cpus("1"), 1).unwrap();
+        // ... while an operator's change to another thread is left alone.
+        fs::write(
+            &other_status,
+            "Name:\tnapi/eth0-8194\nCpus_allowed_list:\t0\n",
+        )
+        .unwrap();
         let (restored, failures) = actuator.restore_all(false);
         assert_eq!((restored, failures), (vec![thread], vec![]));
         assert!(fs::read_to_string(&status).unwrap().contains("\t0-3\n"));
+        assert!(fs::read_to_string(&other_status).unwrap().contains("\t0\n"));
     }
 
     #[test]

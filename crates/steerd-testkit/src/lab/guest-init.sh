@@ -95,13 +95,15 @@ napi_lines() { # tag
         }' $files 2>/dev/null
 }
 
-# The NIC's rx packets per queue (ethtool -S) and its RSS table (ethtool -x) in one pass:
-# "QS p0 p1 ..." and "X e0 e1 ...".
+# The NIC's rx packets per queue (ethtool -S, either layout of per_queue_packets) and its
+# RSS table (ethtool -x) in one pass: "QS p0 p1 ..." and "X e0 e1 ...".
 rss_lines() {
     { ethtool -S eth0; echo ---; ethtool -x eth0; } 2>/dev/null | awk '
         $1 == "---" { t = 1; next }
         !t { n = $1; sub(":", "", n)
              if (n ~ /^rx_?(queue_)?[0-9]+_packets$/) { q = n; gsub(/[^0-9]/, "", q); p[q] = $2; if (q + 1 > nq) nq = q + 1 }
+             else if ($2 == "Queue#:") blk = (tolower($1) == "rx") ? $3 : ""
+             else if (blk != "" && $2 == "pkts" && $3 == "rx:" && $1 ~ /^(ucast|mcast|bcast)$/) { p[blk] += $4; if (blk + 1 > nq) nq = blk + 1 }
              next }
         $1 ~ /^[0-9]+:$/ { for (i = 2; i <= NF; i++) x = x " " $i }
         END { s = "QS"; for (i = 0; i < nq; i++) s = s " " p[i]; print s; print "X" x }'

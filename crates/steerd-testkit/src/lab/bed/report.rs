@@ -2,12 +2,17 @@
 //! `none` and `hand` taken within each round (the machine is shared and noisy: a round's
 //! runs follow each other within a minute) and then their median, against the targets of
 //! issue 30: at least 1.25x none's delivered packets, at least 0.95x hand's, probe p99 at
-//! most none's, every run restored.
+//! most none's, every run restored. No balancer can deliver more than is offered: where
+//! 1.25x none's packets is more than [`OFFERED_CAP`] of the offered rate (a host fast
+//! enough that one CPU already carries 80 % of it), that share of the offered rate is the
+//! target instead (seen 2026-11-28: none 31.9-33.9k of 40k, steerd and hand both 39.5k).
 
 use super::BedRun;
 
 /// Delivered packets, steerd over `none`, at least this.
 pub const MIN_OVER_NONE: f64 = 1.25;
+/// The share of the offered rate that counts as all of it, for the target over `none`.
+pub const OFFERED_CAP: f64 = 0.97;
 /// Delivered packets, steerd over `hand`, at least this.
 pub const MIN_OVER_HAND: f64 = 0.95;
 
@@ -45,6 +50,22 @@ fn ratios(runs: &[BedRun], other: &str, figure: impl Fn(&BedRun) -> Option<f64>)
                 .find(|r| r.balancer == other && r.rep == s.rep)?;
             let (a, b) = (figure(s)?, figure(o)?);
             (b > 0.0).then_some(a / b)
+        })
+        .collect()
+}
+
+/// steerd's delivered packets per round over what it must deliver: 1.25x `none`'s, or
+/// [`OFFERED_CAP`] of the offered rate where that is less.
+fn over_target(runs: &[BedRun]) -> Vec<f64> {
+    of(runs, "steerd")
+        .into_iter()
+        .filter_map(|s| {
+            let none = runs
+                .iter()
+                .find(|r| r.balancer == "none" && r.rep == s.rep)?;
+            let needed =
+                (MIN_OVER_NONE * none.delivered_pps).min(OFFERED_CAP * f64::from(s.offered_pps));
+            (needed > 0.0).then_some(s.delivered_pps / needed)
         })
         .collect()
 }
@@ -97,10 +118,14 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
     };
     if !of(runs, "steerd").is_empty() {
         if !of(runs, "none").is_empty() {
+            let over_none = median(ratios(runs, "none", |r| Some(r.delivered_pps)))
+                .map_or("-".to_string(), |v| format!("{v:.2}"));
             check(
-                "steerd/none delivered (median of rounds, target >= 1.25)",
-                median(ratios(runs, "none", |r| Some(r.delivered_pps))),
-                &|v| v >= MIN_OVER_NONE,
+                &format!(
+                    "steerd/none delivered {over_none}; over its target, 1.25x none or 0.97 of the offered rate where that is less (median of rounds, target >= 1.00)"
+                ),
+                median(over_target(runs)),
+                &|v| v >= 1.0,
             );
             check(
                 "steerd/none probe p99 (median of rounds, target <= 1.00)",
@@ -122,4 +147,52 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
         runs.len()
     ));
     BedVerdict { text, met }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(balancer: &'static str, delivered_pps: f64) -> BedRun {
+        BedRun {
+            scenario: "veth-bed",
+            balancer,
+            rep: 1,
+            offered_pps: 40_000,
+            sent_pps: delivered_pps,
+            delivered_pps,
+            softnet_drops: 0,
+            tap_drops: None,
+            rcvbuf_errors: 0,
+            not_sent: 0,
+            busiest_si_share: 0.9,
+            si_share: vec![0.9, 0.1],
+            processed_share: vec![0.9, 0.1],
+            first_change_s: Some(2.0),
+            changes_after_convergence: 0,
+            restored: true,
+            probe_p50_us: Some(100.0),
+            probe_p99_us: Some(1_000.0),
+            probe_lost: 0,
+            rps_cpus: vec![],
+        }
+    }
+
+    /// 1.25x none's packets where the bed has room for them; 0.97 of the offered rate
+    /// where it has not (CI, 2026-11-28: none 33.9k of 40k, steerd and hand 39.6k).
+    #[test]
+    fn the_target_over_none_is_capped_by_the_offered_rate() {
+        let verdict = |none: f64, steerd: f64| {
+            judge(&[
+                run("none", none),
+                run("steerd", steerd),
+                run("hand", steerd),
+            ])
+            .met
+        };
+        assert!(verdict(33_930.0, 39_572.0));
+        assert!(!verdict(33_930.0, 38_000.0));
+        assert!(verdict(20_000.0, 25_000.0));
+        assert!(!verdict(20_000.0, 24_000.0));
+    }
 }
