@@ -102,15 +102,19 @@ fn round(v: f64, digits: i32) -> f64 {
     (v * scale).round() / scale
 }
 
-/// The line of one run of `s` with `balancer`.
-pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunLine {
-    let offered = s.phases.iter().map(|p| p.udp_pps).max().unwrap_or(0);
-    let udp_secs: f64 = s
-        .phases
+/// How long `s` sends UDP, seconds: what its datagram counts are rates over.
+fn udp_secs(s: &Scenario) -> f64 {
+    s.phases
         .iter()
         .filter(|p| p.udp_pps > 0)
         .map(|p| p.length.as_secs_f64())
-        .sum();
+        .sum()
+}
+
+/// The line of one run of `s` with `balancer`.
+pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunLine {
+    let offered = s.phases.iter().map(|p| p.udp_pps).max().unwrap_or(0);
+    let udp_secs = udp_secs(s);
     // A datagram count as a rate over the UDP phases.
     let per_udp_sec = |n: u64| (udp_secs > 0.0).then(|| round(n as f64 / udp_secs, 0));
     RunLine {
@@ -207,12 +211,8 @@ mod tests {
             .into_iter()
             .find(|s| s.name == "sat-defaults")
             .expect("sat-defaults is a scenario");
-        let udp_secs: f64 = s
-            .phases
-            .iter()
-            .filter(|p| p.udp_pps > 0)
-            .map(|p| p.length.as_secs_f64())
-            .sum();
+        let udp_secs = udp_secs(&s);
+        assert_eq!(udp_secs, 30.0, "sat-defaults sends for 30 s");
         let lines = [
             "NDB 5 1 0",
             "NDE 105 11 2",
