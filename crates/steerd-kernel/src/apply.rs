@@ -343,7 +343,7 @@ impl Actuator {
     /// possible CPUs that are offline, which `cpuset.cpus.effective` does not list, so only
     /// the thread's online CPUs are compared.
     fn kernel_reaffined(&self, knob: &Knob, ours: &KnobValue, now: &KnobValue) -> bool {
-        use crate::cpuset::CpuSet;
+        use crate::kernel::sysfs::cpu::{read_cpulist, read_online_cpus};
         let (Knob::NapiThread { .. }, Some(ours), Some(now)) = (knob, ours.cpus(), now.cpus())
         else {
             return false;
@@ -351,16 +351,12 @@ impl Actuator {
         let Some(mount) = &self.cgroup_mount else {
             return false;
         };
-        let read_cpus = |path: &Path| {
-            let text = self.root.read_optional(path).ok().flatten()?;
-            CpuSet::parse_list(text.trim()).ok()
-        };
-        let Some(fresh) = read_cpus(&mount.join("cpuset.cpus.effective")) else {
+        let Ok(Some(fresh)) = read_cpulist(&self.root, mount.join("cpuset.cpus.effective")) else {
             return false;
         };
-        let now = match read_cpus(Path::new("sys/devices/system/cpu/online")) {
-            Some(online) => now.intersection(&online),
-            None => now.clone(),
+        let now = match read_online_cpus(&self.root) {
+            Ok(Some(online)) => now.intersection(&online),
+            _ => now.clone(),
         };
         let seen = self.root_cpus_seen.as_ref().filter(|seen| **seen != fresh);
         let settling = self.partitions_settling || seen.is_some();
