@@ -192,6 +192,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 let m = lab::report::analyse(s, &raw);
+                if let Some(why) = m.guest_stalled() {
+                    eprintln!(
+                        "lab: {} {} #{}: {why}; its figures measure the host",
+                        s.name,
+                        b.name(),
+                        rep + 1
+                    );
+                }
                 if json {
                     let mut line = lab::json::line(s, b.name(), rep + 1, &m);
                     line.nic = lab.platform.nic.name();

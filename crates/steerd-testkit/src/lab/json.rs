@@ -45,6 +45,9 @@ pub struct RunLine {
     pub changes: usize,
     pub changes_by_lever: BTreeMap<String, usize>,
     pub changes_after_convergence: usize,
+    /// The longest time between two of the guest's samples, seconds: at least
+    /// `report::STALLED_SECS` says the guest stalled and the run measured the host.
+    pub longest_sample_gap_s: Option<f64>,
     /// Scenarios with timed events (hotplug, channels, NIC removal): the most seconds
     /// after an event until every input vector was on one online CPU.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,6 +147,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         changes: m.changes,
         changes_by_lever: m.changes_by_lever.clone(),
         changes_after_convergence: m.late_changes,
+        longest_sample_gap_s: m.longest_sample_gap.map(|(gap, _)| round(gap, 1)),
         rps_cpus: m.rps_masks.clone(),
         restored: m.restored,
         daemon_cpu_s: m.daemon_cpu_s,

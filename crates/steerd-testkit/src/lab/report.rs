@@ -126,9 +126,28 @@ pub struct Metrics {
     pub xps: Option<super::xps::XpsFigures>,
     /// The busy-polling thread scenario's figures (`lab/busy_poll.rs`).
     pub busy_poll: Option<super::busy_poll::BusyPollFigures>,
+    /// The longest time between two of the guest's samples, and the guest uptime at which
+    /// it ended: a guest kernel that stalled under the host's load (see [`STALLED_SECS`]).
+    pub longest_sample_gap: Option<(f64, f64)>,
 }
 
+/// A gap between two samples at least this long is the guest stalling, not the balancer:
+/// the guest samples every [`Scenario`]'s period (0.5 s) plus the time a sample takes. In
+/// CI at 4f7679a, `rss-elephant`'s guest printed no sample
+/// from 17 s to 49 s, and another guest (`doctor-udp`, no balancer running) reported a
+/// soft lockup of `kworker/0:1` for 26 s and more under TCG on the loaded host.
+pub const STALLED_SECS: f64 = 15.0;
+
 impl Metrics {
+    /// Why the run measured a stalled guest rather than the balancer: a gap of at least
+    /// [`STALLED_SECS`] between two samples. `None` for a sound run.
+    pub fn guest_stalled(&self) -> Option<String> {
+        let (gap, at) = self.longest_sample_gap?;
+        (gap >= STALLED_SECS).then(|| {
+            format!("the guest printed no sample for {gap:.1} s (up to uptime {at:.1} s): a stalled guest")
+        })
+    }
+
     /// Receive queues that got less than a quarter of an even share of the run's packets:
     /// queues the hash or the table stopped feeding (igb's silent queues, docs/lab.md).
     pub fn silent_queues(&self) -> Option<usize> {
@@ -310,6 +329,10 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             .map(|(_, v)| v.clone())
             .collect();
     }
+    m.longest_sample_gap = samples
+        .windows(2)
+        .map(|pair| (pair[1].up - pair[0].up, pair[1].up))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
     if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
         m.softnet_dropped = b
             .softnet
@@ -492,4 +515,39 @@ fn settle(samples: &[GuestSample], events: Option<&Vec<String>>) -> Option<f64> 
         worst = Some(worst.map_or(took, |w: f64| w.max(took)));
     }
     worst
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::scenario;
+    use crate::lab::traffic::Sent;
+
+    fn console(uptimes: &[f64]) -> RawRun {
+        RawRun {
+            lines: uptimes
+                .iter()
+                .flat_map(|up| [format!("S {up}"), "E".to_string()])
+                .collect(),
+            sent: Sent::default(),
+            tap_dropped: 0,
+        }
+    }
+
+    /// CI at 4f7679a: `rss-elephant`'s samples stopped from 17 s to 49 s of uptime.
+    #[test]
+    fn a_guest_that_printed_no_sample_for_half_a_minute_stalled() {
+        let s = scenario::all(Duration::from_secs(30))
+            .into_iter()
+            .find(|s| s.name == "sat-defaults")
+            .expect("sat-defaults is a scenario");
+        let sound = analyse(&s, &console(&[16.0, 16.5, 17.2, 19.9, 20.4]));
+        let (gap, at) = sound.longest_sample_gap.expect("a gap");
+        assert!((gap - 2.7).abs() < 1e-9 && at == 19.9, "{gap} at {at}");
+        assert_eq!(sound.guest_stalled(), None);
+        let stalled = analyse(&s, &console(&[16.0, 16.5, 17.0, 49.0, 49.5]));
+        let why = stalled.guest_stalled().expect("a stall");
+        assert!(why.contains("32.0 s") && why.contains("49.0"), "{why}");
+        assert_eq!(analyse(&s, &console(&[16.0])).guest_stalled(), None);
+    }
 }
