@@ -13,7 +13,7 @@ use super::lasting_failure::Occurrence;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
 use crate::engine::sampling::Depth;
-use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport};
+use crate::engine::{MoveEffect, MoveVerdict, Outcome, Reaction, Sample, TickKind, TickReport};
 use crate::kernel::procfs::softnet;
 use crate::metrics::ResultLabels;
 use crate::policy;
@@ -157,8 +157,27 @@ impl Daemon {
                 for (action, outcome) in report.actions() {
                     self.report_action(action, outcome);
                 }
+                // A write that found someone else's value is read again at once, as the
+                // periodic read-back does: a channel change the daemon has not heard yet
+                // (a queue uevent in flight, or none under a fake root) resets the
+                // driver's vectors, and the rediscovery takes that reset over as the
+                // driver's (`after_queue_change`) before the policy's next tick would
+                // note it as someone else's change (`daemon_fakeroot`'s
+                // `places_again_after_a_channel_count_change`: a hot-CPU move of a vector
+                // the second `ethtool -L` had just reset, 2026-11-28).
+                let found_changed = report.actions().any(|(_, outcome)| {
+                    matches!(
+                        outcome,
+                        Outcome::Failed {
+                            reaction: Reaction::TheirsNow,
+                            ..
+                        }
+                    )
+                });
                 if report.rediscover {
                     self.rediscover("a target vanished");
+                } else if found_changed {
+                    self.rediscover("a value steerd wrote changed");
                 } else if !report.outcomes.is_empty() {
                     self.export_placement();
                 }
