@@ -246,6 +246,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         lab::rss::describe(&m, rss)
                     );
                 }
+                if s.name == lab::rss_notify::NAME {
+                    eprintln!(
+                        "lab: {} {} #{}: {}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::rss_notify::analyse(&raw, &m).describe()
+                    );
+                }
                 if lab::faults::is_in_flight(s.name) {
                     eprintln!(
                         "lab: {} {} #{}: {}",

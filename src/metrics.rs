@@ -75,6 +75,12 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+/// The `reason` label of `steerd_rediscoveries_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
@@ -109,6 +115,7 @@ pub struct Metrics {
     pub write_errors: Family<WriteErrorLabels, Counter>,
     pub config_reloads: Family<ResultLabels, Counter>,
     pub irq_move_checks: Family<ResultLabels, Counter>,
+    pub rediscoveries: Family<ReasonLabels, Counter>,
     pub tick_duration: Histogram,
     pub ticks: Counter,
     pub ticks_skipped: Counter,
@@ -158,6 +165,7 @@ impl Metrics {
             write_errors: Family::default(),
             config_reloads: Family::default(),
             irq_move_checks: Family::default(),
+            rediscoveries: Family::default(),
             tick_duration: Histogram::new(tick_duration_buckets()),
             ticks: Counter::default(),
             ticks_skipped: Counter::default(),
@@ -236,6 +244,11 @@ impl Metrics {
             metrics.irq_move_checks.clone(),
         );
         registry.register(
+            "rediscoveries",
+            "Times steerd read the machine's devices, IRQs and queues again, by what made it (a kernel notification, a write's finding, the periodic read)",
+            metrics.rediscoveries.clone(),
+        );
+        registry.register(
             "tick_duration_seconds",
             "Time one tick took: sample, decide, apply",
             metrics.tick_duration.clone(),
@@ -251,6 +264,11 @@ impl Metrics {
         for result in crate::engine::MoveEffect::LABELS {
             drop(metrics.irq_move_checks.get_or_create(&ResultLabels {
                 result: result.to_string(),
+            }));
+        }
+        for reason in crate::daemon::rediscovery::Rediscovery::ALL {
+            drop(metrics.rediscoveries.get_or_create(&ReasonLabels {
+                reason: reason.label().to_string(),
             }));
         }
         for reason in ReasonKind::ALL {

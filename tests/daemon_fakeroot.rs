@@ -1045,6 +1045,15 @@ fn does_not_overwrite_an_operators_change_it_has_not_seen_yet() {
     daemon.wait_ticks(10);
     assert_eq!(read_file(m.root(), &path), theirs, "overwritten");
     assert_eq!(daemon.metric("steerd_external_changes_total"), Some(1.0));
+    // The write that found it read the machine again at once (a channel change not heard
+    // yet would be taken over there, not counted above).
+    assert!(
+        daemon
+            .metric("steerd_rediscoveries_total{reason=\"value_changed\"}")
+            .is_some_and(|n| n >= 1.0),
+        "{}",
+        daemon.metrics()
+    );
     assert_eq!(daemon.metric_sum("steerd_write_errors_total"), 0.0);
     assert_eq!(daemon.repeated_notes(), vec![]);
 }

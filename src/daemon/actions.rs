@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tracing::{error, info, warn};
 
 use super::Daemon;
+use super::rediscovery::Rediscovery;
 use super::report::unix_now;
 use crate::apply::{FailureKind, WriteFailure};
 use crate::decisions::Decision;
@@ -138,7 +139,7 @@ impl Daemon {
             now.as_ref() != self.actuator.last_written(knob)
         });
         if changed {
-            self.rediscover("a value steerd wrote changed");
+            self.rediscover(Rediscovery::ValueChanged);
         }
     }
 }

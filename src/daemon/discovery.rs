@@ -11,12 +11,22 @@ use tracing::{debug, info, warn};
 use super::lasting_failure::Occurrence;
 
 use super::Daemon;
+use super::rediscovery::Rediscovery;
 use crate::discover::discover;
 use crate::engine::TakenOver;
+use crate::metrics::ReasonLabels;
 use crate::model::snapshot::Snapshot;
 
 impl Daemon {
-    pub(super) fn rediscover(&mut self, why: &str) {
+    pub(super) fn rediscover(&mut self, reason: Rediscovery) {
+        let why = reason.text();
+        self.shared
+            .metrics
+            .rediscoveries
+            .get_or_create(&ReasonLabels {
+                reason: reason.label().to_string(),
+            })
+            .inc();
         if let Some(events) = self.link_events.as_mut() {
             let _ = events.drain();
         }

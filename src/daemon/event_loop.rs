@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, error, info, warn};
 
+use super::rediscovery::Rediscovery;
 use super::{Daemon, FAST_TICK_MIN, quiet, wakeups};
 use crate::kernel::link_events::LinkEvents;
 use crate::kernel::queue_events::QueueEvents;
@@ -80,12 +81,12 @@ impl Daemon {
                 }
             }
             if ready.link && changed(self.link_events.as_mut().map(LinkEvents::drain)) {
-                self.rediscover("link event");
+                self.rediscover(Rediscovery::LinkEvent);
                 act_now = true;
             }
             // Most uevents are not about network queues: those cost one `recv` each.
             if ready.queues && changed(self.queue_events.as_mut().map(QueueEvents::drain)) {
-                self.rediscover("queues added or removed");
+                self.rediscover(Rediscovery::QueueEvent);
                 act_now = true;
             }
             if ready.ethtool {
@@ -105,9 +106,9 @@ impl Daemon {
                 self.channels_set.hear(&heard);
                 if heard.any() {
                     let why = match (heard.channels > 0, heard.rss > 0) {
-                        (true, true) => "channels and RSS changed (ethtool notification)",
-                        (true, false) => "channels changed (ethtool notification)",
-                        _ => "RSS changed (ethtool notification)",
+                        (true, true) => Rediscovery::EthtoolChannelsAndRss,
+                        (true, false) => Rediscovery::EthtoolChannels,
+                        _ => Rediscovery::EthtoolRss,
                     };
                     self.rediscover(why);
                     act_now = true;

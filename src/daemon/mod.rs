@@ -35,6 +35,7 @@ mod isolation;
 mod lasting_failure;
 mod partition_watch;
 pub mod quiet;
+pub mod rediscovery;
 mod reload;
 mod report;
 mod shutdown;

@@ -10,6 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use super::discovery::online_cpus_changed;
 use super::lasting_failure::Occurrence;
+use super::rediscovery::Rediscovery;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
 use crate::engine::sampling::Depth;
@@ -30,7 +31,7 @@ impl Daemon {
         // Every slow-timer tick (rediscovery or recheck, so every 30 s) ends by handing
         // glibc's free pages back: crate::memory::return_free_pages says why.
         let return_free_pages = if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
-            self.rediscover("periodic");
+            self.rediscover(Rediscovery::Periodic);
             true
         } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
             self.recheck_written();
@@ -76,7 +77,7 @@ impl Daemon {
                 .sampling
                 .threaded_changed(&self.engine.machine().inventory)
         {
-            self.rediscover("threaded NAPI switched");
+            self.rediscover(Rediscovery::ThreadedSwitched);
         }
         let sampling = &self.sampling;
         // The actuator only writes and reads back; whether to write at all (--dry-run,
@@ -117,7 +118,7 @@ impl Daemon {
         if !hot_plug {
             return sampled.map(|()| false);
         }
-        self.rediscover("CPU hot-plug");
+        self.rediscover(Rediscovery::CpuHotplug);
         self.sampling
             .sample(&mut self.next_sample, depth, self.engine.last_sample())?;
         Ok(true)
@@ -175,9 +176,9 @@ impl Daemon {
                     )
                 });
                 if report.rediscover {
-                    self.rediscover("a target vanished");
+                    self.rediscover(Rediscovery::TargetVanished);
                 } else if found_changed {
-                    self.rediscover("a value steerd wrote changed");
+                    self.rediscover(Rediscovery::ValueChanged);
                 } else if !report.outcomes.is_empty() {
                     self.export_placement();
                 }

@@ -454,7 +454,7 @@ queue_packets Q
 nic_drops NDE
 tx_packets TXE
 if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
-    timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rss' | sed 's/^/M /'
+    timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep -E '^steerd_(rss|rediscoveries)' | sed 's/^/M /'
 fi
 if [ -n "$BPID" ] && kill -0 "$BPID" 2>/dev/null; then
     set -- $(cat "/proc/$BPID/stat" | sed 's/^.*) //')

@@ -24,6 +24,7 @@ pub mod netns;
 pub mod platform;
 pub mod report;
 pub mod rss;
+pub mod rss_notify;
 pub mod run;
 pub mod saturation;
 pub mod scenario;

@@ -597,10 +597,22 @@ pub fn verdicts(rows: &Rows) -> Vec<(String, bool)> {
             out.push((format!("{}: {what} in {met} of {n} runs", s.name), met == n));
         };
         let count = |met: &dyn Fn(&RssFigures) -> bool| figs.iter().filter(|x| met(x)).count();
-        every_run(
-            "the table from before steerd back after SIGTERM".into(),
-            count(&|x| x.table_restored() == Some(true)),
-        );
+        if s.name == super::rss_notify::NAME {
+            // The other tool's table is theirs: left as they wrote it.
+            every_run(
+                "the other tool's table (queues 0-1) left after SIGTERM".into(),
+                count(&|x| {
+                    x.table_after
+                        .as_deref()
+                        .is_some_and(super::rss_notify::only_queues_0_and_1)
+                }),
+            );
+        } else {
+            every_run(
+                "the table from before steerd back after SIGTERM".into(),
+                count(&|x| x.table_restored() == Some(true)),
+            );
+        }
         // A run that fails this measured QEMU's software RSS, not steerd: its other
         // verdicts say nothing about the lever.
         every_run(

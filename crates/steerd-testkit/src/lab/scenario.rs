@@ -325,6 +325,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
         super::rss::elephant(RSS_SECS),
         super::rss::threaded(RSS_SECS),
         super::rss::igb(RSS_SECS),
+        super::rss_notify::scenario(RSS_SECS),
         super::faults::offline_in_flight(),
         super::faults::removal_in_flight(),
     ]

@@ -1,0 +1,95 @@
+//! Why the daemon reads the machine again (devices, IRQs, queues, CPUs): the words its log
+//! uses and the `reason` label of `steerd_rediscoveries_total`. One list, so the metric's
+//! series all exist from the start and an operator can tell a kernel notification heard at
+//! once (a channel or RSS table change, a queue uevent) from the periodic read that would
+//! have found the same change up to `REDISCOVER_EVERY` later.
+
+/// What made the daemon rediscover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rediscovery {
+    /// The periodic read (`REDISCOVER_EVERY`).
+    Periodic,
+    /// A link came, went or changed state (rtnetlink).
+    LinkEvent,
+    /// A receive or transmit queue was added or removed (a `queues` kobject uevent).
+    QueueEvent,
+    /// ethtool netlink announced a channel-count change.
+    EthtoolChannels,
+    /// ethtool netlink announced an RSS table or context change (`ETHTOOL_MSG_RSS_NTF`,
+    /// 6.17 and later).
+    EthtoolRss,
+    /// Both in one batch of notifications.
+    EthtoolChannelsAndRss,
+    /// The online CPUs changed (softnet rows).
+    CpuHotplug,
+    /// A device's threaded NAPI was switched on or off.
+    ThreadedSwitched,
+    /// A write found its target gone.
+    TargetVanished,
+    /// A value steerd wrote was found changed (a write's check or the read-back).
+    ValueChanged,
+}
+
+impl Rediscovery {
+    pub const ALL: [Rediscovery; 10] = [
+        Rediscovery::Periodic,
+        Rediscovery::LinkEvent,
+        Rediscovery::QueueEvent,
+        Rediscovery::EthtoolChannels,
+        Rediscovery::EthtoolRss,
+        Rediscovery::EthtoolChannelsAndRss,
+        Rediscovery::CpuHotplug,
+        Rediscovery::ThreadedSwitched,
+        Rediscovery::TargetVanished,
+        Rediscovery::ValueChanged,
+    ];
+
+    /// The metric's label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Rediscovery::Periodic => "periodic",
+            Rediscovery::LinkEvent => "link_event",
+            Rediscovery::QueueEvent => "queue_event",
+            Rediscovery::EthtoolChannels => "ethtool_channels",
+            Rediscovery::EthtoolRss => "ethtool_rss",
+            Rediscovery::EthtoolChannelsAndRss => "ethtool_channels_and_rss",
+            Rediscovery::CpuHotplug => "cpu_hotplug",
+            Rediscovery::ThreadedSwitched => "threaded_switched",
+            Rediscovery::TargetVanished => "target_vanished",
+            Rediscovery::ValueChanged => "value_changed",
+        }
+    }
+
+    /// The log's words.
+    pub fn text(self) -> &'static str {
+        match self {
+            Rediscovery::Periodic => "periodic",
+            Rediscovery::LinkEvent => "link event",
+            Rediscovery::QueueEvent => "queues added or removed",
+            Rediscovery::EthtoolChannels => "channels changed (ethtool notification)",
+            Rediscovery::EthtoolRss => "RSS changed (ethtool notification)",
+            Rediscovery::EthtoolChannelsAndRss => "channels and RSS changed (ethtool notification)",
+            Rediscovery::CpuHotplug => "CPU hot-plug",
+            Rediscovery::ThreadedSwitched => "threaded NAPI switched",
+            Rediscovery::TargetVanished => "a target vanished",
+            Rediscovery::ValueChanged => "a value steerd wrote changed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_own_label() {
+        let labels: std::collections::BTreeSet<&str> =
+            Rediscovery::ALL.iter().map(|r| r.label()).collect();
+        assert_eq!(labels.len(), Rediscovery::ALL.len());
+        assert!(
+            labels
+                .iter()
+                .all(|l| l.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        );
+    }
+}
