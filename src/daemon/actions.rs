@@ -131,12 +131,20 @@ impl Daemon {
     }
 
     /// Reads back every value steerd wrote; if one is not what steerd wrote, someone else
-    /// changed it (or the device was re-created): rediscover, so the policy sees it.
+    /// changed it (or the device was re-created): rediscover, so the policy sees it. A
+    /// value the model already holds is a change seen before (respected, and kept in the
+    /// state file for the restore rule): without this, one external change made every
+    /// read-back, every 30 s, a rediscovery for as long as it stood (the lab's `rss-ntf`,
+    /// 2026-11-28).
     pub(super) fn recheck_written(&mut self) {
         self.last_recheck = Instant::now();
+        let placement = self.engine.placement();
         let changed = self.actuator.changed().any(|(knob, _)| {
             let now = self.actuator.read(knob).ok().map(|(_, value)| value);
             now.as_ref() != self.actuator.last_written(knob)
+                && !now
+                    .as_ref()
+                    .is_some_and(|now| placement.holds(knob, now) == Some(true))
         });
         if changed {
             self.rediscover(Rediscovery::ValueChanged);
