@@ -237,7 +237,11 @@ fn one_queue_per_cpu(m: &Metrics, n: usize) -> bool {
 /// (examples/napi_set.rs), every input vector on CPU 3, and queue 0's thread pinned to CPU 3
 /// at 10 s, as an operator would (`lab::busy_poll`). Within 2 ticks of the pin no other
 /// receive vector, NAPI thread or RPS mask is on CPU 3, steerd never moves the busy-polling
-/// thread, and everything is restored (about 1 minute).
+/// thread, and everything is restored (about 1 minute). Then `rss-ntf` on the same kernel
+/// (`lab::rss_notify`, about a minute more): another tool's `ethtool -X` under steerd's RSS
+/// lever is heard through `ETHTOOL_MSG_RSS_NTF` (one notification from it on), noted as
+/// someone else's change within 2 s of the write (the tick is 1 s; 0.05-0.91 s in six runs,
+/// docs/lab.md), and left as that tool wrote it, also after SIGTERM.
 fn busy_polling_thread_on_6_19() -> TestResult {
     let guest = match GuestLab::open(|work, steerd| {
         let kernel =
@@ -262,6 +266,21 @@ fn busy_polling_thread_on_6_19() -> TestResult {
         "{shown}"
     );
     assert!(busy.restored, "{shown}");
+
+    let s = scenario(lab::rss_notify::NAME);
+    let (raw, m) = run_sound(&mut lab, &s, Balancer::Steerd);
+    let f = lab::rss_notify::analyse(&raw, &m);
+    let shown = format!("{}\n{}", f.describe(), show(&m));
+    assert_eq!(f.heard_others(), Some(1.0), "{shown}");
+    assert!(f.noted_after.is_some_and(|t| t <= 2.0), "{shown}");
+    assert_eq!(f.steerd_writes_after, 0, "{shown}");
+    assert!(
+        m.rss
+            .as_ref()
+            .and_then(|r| r.table_after.as_deref())
+            .is_some_and(lab::rss_notify::only_queues_0_and_1),
+        "{shown}"
+    );
     Ok(())
 }
 

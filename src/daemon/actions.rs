@@ -142,9 +142,9 @@ impl Daemon {
         let changed = self.actuator.changed().any(|(knob, _)| {
             let now = self.actuator.read(knob).ok().map(|(_, value)| value);
             now.as_ref() != self.actuator.last_written(knob)
-                && !now
+                && now
                     .as_ref()
-                    .is_some_and(|now| placement.holds(knob, now) == Some(true))
+                    .is_none_or(|now| placement.holds(knob, now) != Some(true))
         });
         if changed {
             self.rediscover(Rediscovery::ValueChanged);
