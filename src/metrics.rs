@@ -527,6 +527,18 @@ mod reference {
                 format!("steerd_write_errors_total{{kind=\"{kind}\",errno=\"{errno}\"}} 0");
             assert!(text.contains(&series), "{series} not in:\n{text}");
         }
+        let rediscoveries = row("steerd_rediscoveries_total");
+        for reason in crate::daemon::rediscovery::Rediscovery::ALL {
+            assert!(
+                rediscoveries.contains(&format!("`{}`", reason.label())),
+                "{reason:?}"
+            );
+            let series = format!(
+                "steerd_rediscoveries_total{{reason=\"{}\"}} 0",
+                reason.label()
+            );
+            assert!(text.contains(&series), "{series} not in:\n{text}");
+        }
         for stale in ["move_irq", "cpu_hot"] {
             assert!(
                 !docs.contains(stale),

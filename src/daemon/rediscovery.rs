@@ -53,7 +53,7 @@ impl Rediscovery {
             Rediscovery::EthtoolChannels => "ethtool_channels",
             Rediscovery::EthtoolRss => "ethtool_rss",
             Rediscovery::EthtoolChannelsAndRss => "ethtool_channels_and_rss",
-            Rediscovery::CpuHotplug => "cpu_hotplug",
+            Rediscovery::CpuHotplug => "hot_plug",
             Rediscovery::ThreadedSwitched => "threaded_switched",
             Rediscovery::TargetVanished => "target_vanished",
             Rediscovery::ValueChanged => "value_changed",
