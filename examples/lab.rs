@@ -93,6 +93,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "rss-skew" => lab::rss::skew(rss_length),
             "rss-elephant" => lab::rss::elephant(rss_length),
             "threaded-rss" => lab::rss::threaded(rss_length),
+            lab::rss_notify::NAME => lab::rss_notify::scenario(rss_length),
             _ => s,
         })
         .collect();

@@ -1049,7 +1049,7 @@ fn does_not_overwrite_an_operators_change_it_has_not_seen_yet() {
     // yet would be taken over there, not counted above).
     assert!(
         daemon
-            .metric("steerd_rediscoveries_total{reason=\"value_changed\"}")
+            .metric("steerd_rediscoveries_total{reason=\"write_found_changed\"}")
             .is_some_and(|n| n >= 1.0),
         "{}",
         daemon.metrics()

@@ -62,8 +62,9 @@ fn scenario(name: &str) -> Scenario {
 
 fn show(m: &Metrics) -> String {
     format!(
-        "first change {:?}, busiest {:.2}, input CPUs {}, late changes {}, settle {:?}, restored {} {:?}\n  log: {}",
+        "first change {:?} (made at {:?}), busiest {:.2}, input CPUs {}, late changes {}, settle {:?}, restored {} {:?}\n  log: {}",
         m.first_change,
+        m.first_write,
         m.busiest_processed,
         m.input_cpus,
         m.late_changes,
@@ -82,35 +83,36 @@ fn warnings_in(m: &Metrics) -> usize {
         .count()
 }
 
-/// One run's console and figures. A guest that hangs or whose kernel panics is run once
-/// more, saying so and where it stopped (with the oops's header, RIP and call trace), and a
-/// second one fails the test. Each was seen once in a full CI run and not again when rerun:
-/// a hang in `threaded-cpu0` on 6.1 (2026-11-26), a panic "in interrupt" under traffic in
-/// `threaded-kill9` on 6.12 (CI at 6480714; 11 runs of `threaded-kill9` and `threaded-cpu0`
-/// afterwards, none). A guest that stalled for a while and went on
-/// ([`Metrics::guest_stalled`]) is run once more too, and the second run counts whatever
-/// it shows (CI at 4f7679a: `rss-elephant` printed no sample from 17 s to 49 s).
+/// One run's console and figures. A guest that hangs or whose kernel panics, or one that
+/// stalled for a while and went on ([`Metrics::guest_stalled`]), is run once more, saying
+/// so and where it stopped (with the oops's header, RIP and call trace); the second run
+/// counts whatever it shows, and a second hang or panic fails the test. Each was seen
+/// once in a full CI run and not again when rerun: a hang in `threaded-cpu0` on 6.1
+/// (2026-11-26), a panic "in interrupt" under traffic in `threaded-kill9` on 6.12 (CI at
+/// 6480714; 11 runs of `threaded-kill9` and `threaded-cpu0` afterwards, none), a soft
+/// lockup in `doctor-udp` and no sample from 17 s to 49 s in `rss-elephant` (CI at
+/// 4f7679a).
 fn run_sound(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> (lab::run::RawRun, Metrics) {
-    let once = |lab: &mut lab::run::Lab| {
-        match lab.run(s, b) {
-            Err(e)
-                if ["hung guest", "kernel oops", "Kernel panic"]
-                    .iter()
-                    .any(|sign| e.to_string().contains(sign)) =>
-            {
-                eprintln!("{} with {}: {e}; running it once more", s.name, b.name());
-                lab.run(s, b)
-            }
-            other => other,
+    let failed = |e: &lab::LabError| panic!("{} with {}: {e}", s.name, b.name());
+    let raw = match lab.run(s, b) {
+        Ok(raw) => raw,
+        Err(e)
+            if ["hung guest", "kernel oops", "Kernel panic"]
+                .iter()
+                .any(|sign| e.to_string().contains(sign)) =>
+        {
+            eprintln!("{} with {}: {e}; running it once more", s.name, b.name());
+            let raw = lab.run(s, b).unwrap_or_else(|e| failed(&e));
+            let m = analyse(s, &raw);
+            return (raw, m);
         }
-        .unwrap_or_else(|e| panic!("{} with {}: {e}", s.name, b.name()))
+        Err(e) => failed(&e),
     };
-    let raw = once(lab);
     let m = analyse(s, &raw);
     match m.guest_stalled() {
         Some(why) => {
             eprintln!("{} with {}: {why}; running it once more", s.name, b.name());
-            let raw = once(lab);
+            let raw = lab.run(s, b).unwrap_or_else(|e| failed(&e));
             let m = analyse(s, &raw);
             (raw, m)
         }
@@ -257,7 +259,9 @@ fn busy_polling_thread_on_6_19() -> TestResult {
     let busy = run(&mut lab, &scenario("busy-poll"), Balancer::Steerd);
     let figures = busy.busy_poll.clone().unwrap_or_default();
     let shown = format!("{figures:?}\n{}", show(&busy));
-    assert!(figures.emptied.is_some_and(|t| t <= 2.5), "{shown}");
+    // When steerd made CPU 3 free (its log, on the guest's clock): the samples of a guest
+    // with a spinning thread can come seconds late (CI at bfdf58e: 2.76 s seen).
+    assert!(figures.emptied_by().is_some_and(|t| t <= 2.5), "{shown}");
     assert_eq!(figures.threads_moved, 0, "{shown}");
     assert!(
         busy.log
@@ -436,7 +440,14 @@ fn saturated_cpu0_never_worse_than_no_balancer() -> TestResult {
     let theirs_second = run(&mut lab, &sat, Balancer::Irqbalance);
     let second = run(&mut lab, &sat, Balancer::Steerd);
     for ours in [&first, &second] {
-        assert!(ours.first_change.is_some_and(|t| t < 2.0), "{}", show(ours));
+        // When steerd made its first change (its log, on the guest's clock): a saturated
+        // guest's samples can come seconds late (CI at bfdf58e: seen at 2.52 s, made about
+        // 1 s after steerd's start).
+        assert!(
+            ours.first_change_made().is_some_and(|t| t < 2.0),
+            "{}",
+            show(ours)
+        );
         // A move the kernel completes late (a saturated NAPI re-arms its interrupt 3-19 s
         // after the write: docs/lab.md, "Moves that did not move the work") moves the work
         // then, and steerd's answer to where it lands is not churn: a local run at

@@ -147,7 +147,7 @@ impl Daemon {
                     .is_none_or(|now| placement.holds(knob, now) != Some(true))
         });
         if changed {
-            self.rediscover(Rediscovery::ValueChanged);
+            self.rediscover(Rediscovery::ReadBackFoundChanged);
         }
     }
 }

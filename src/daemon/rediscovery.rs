@@ -26,12 +26,16 @@ pub enum Rediscovery {
     ThreadedSwitched,
     /// A write found its target gone.
     TargetVanished,
-    /// A value steerd wrote was found changed (a write's check or the read-back).
-    ValueChanged,
+    /// A write found a value steerd had written changed (someone else's, or a driver's
+    /// reset not heard yet).
+    WriteFoundChanged,
+    /// The periodic read-back found a value steerd had written changed, and the model did
+    /// not hold it yet.
+    ReadBackFoundChanged,
 }
 
 impl Rediscovery {
-    pub const ALL: [Rediscovery; 10] = [
+    pub const ALL: [Rediscovery; 11] = [
         Rediscovery::Periodic,
         Rediscovery::LinkEvent,
         Rediscovery::QueueEvent,
@@ -41,7 +45,8 @@ impl Rediscovery {
         Rediscovery::CpuHotplug,
         Rediscovery::ThreadedSwitched,
         Rediscovery::TargetVanished,
-        Rediscovery::ValueChanged,
+        Rediscovery::WriteFoundChanged,
+        Rediscovery::ReadBackFoundChanged,
     ];
 
     /// The metric's label value.
@@ -56,7 +61,8 @@ impl Rediscovery {
             Rediscovery::CpuHotplug => "hot_plug",
             Rediscovery::ThreadedSwitched => "threaded_switched",
             Rediscovery::TargetVanished => "target_vanished",
-            Rediscovery::ValueChanged => "value_changed",
+            Rediscovery::WriteFoundChanged => "write_found_changed",
+            Rediscovery::ReadBackFoundChanged => "read_back_found_changed",
         }
     }
 
@@ -72,7 +78,8 @@ impl Rediscovery {
             Rediscovery::CpuHotplug => "CPU hot-plug",
             Rediscovery::ThreadedSwitched => "threaded NAPI switched",
             Rediscovery::TargetVanished => "a target vanished",
-            Rediscovery::ValueChanged => "a value steerd wrote changed",
+            Rediscovery::WriteFoundChanged => "a write found a value steerd wrote changed",
+            Rediscovery::ReadBackFoundChanged => "the read-back found a value steerd wrote changed",
         }
     }
 }

@@ -178,7 +178,7 @@ impl Daemon {
                 if report.rediscover {
                     self.rediscover(Rediscovery::TargetVanished);
                 } else if found_changed {
-                    self.rediscover(Rediscovery::ValueChanged);
+                    self.rediscover(Rediscovery::WriteFoundChanged);
                 } else if !report.outcomes.is_empty() {
                     self.export_placement();
                 }

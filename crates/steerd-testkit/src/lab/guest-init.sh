@@ -158,6 +158,12 @@ snapshot() {
     done
 }
 
+# The wall clock to the microsecond, seconds since the epoch (busybox's date has no %N):
+# the daemon logs wall-clock times, the samples uptimes (lab::guest_clock).
+wall() {
+    busybox adjtimex | awk '/tv_sec/ { s = $2 } /tv_usec/ { u = $2 } END { printf "%d.%06d", s, u }'
+}
+
 sample() {
     read -r up _ < /proc/uptime
     echo "S $up"
@@ -409,6 +415,7 @@ sample
 start_balancer
 read -r START _ < /proc/uptime
 echo "LAB READY $START"
+echo "LAB WALL $START $(wall)"
 # Timed events: one per line, "SECONDS command", each run once when due.
 END=$(awk -v s="$START" -v d="$DURATION" 'BEGIN { print s + d }')
 done_events=""

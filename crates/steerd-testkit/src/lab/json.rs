@@ -37,6 +37,9 @@ pub struct RunLine {
     pub busiest_processed_share: f64,
     pub input_irq_cpus: usize,
     pub first_change_s: Option<f64>,
+    /// When steerd made its first change, from its log on the guest's clock (`first_change_s`
+    /// is when a sample saw it).
+    pub first_write_s: Option<f64>,
     /// Seconds from a CPU first reaching the high watermark (0.6 irq+softirq) to the
     /// next change of a NIC value.
     pub first_relief_s: Option<f64>,
@@ -143,6 +146,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         first_change_s: m.first_change.map(|v| round(v, 1)),
         settle_s: m.settle.map(|v| round(v, 1)),
         first_relief_s: m.first_relief.map(|v| round(v, 1)),
+        first_write_s: m.first_write.map(|v| round(v, 2)),
         irq_move_checks: m.move_checks.clone(),
         changes: m.changes,
         changes_by_lever: m.changes_by_lever.clone(),

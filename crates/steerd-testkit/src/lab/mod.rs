@@ -17,6 +17,7 @@ pub mod bed;
 pub mod busy_poll;
 pub mod doctor;
 pub mod faults;
+pub mod guest_clock;
 pub mod image;
 pub mod isolation;
 pub mod json;

@@ -29,6 +29,11 @@ pub struct Metrics {
     pub first_change: Option<f64>,
     /// Changes while idle (before the burst), in scenarios with an idle spell.
     pub idle_changes: usize,
+    /// Seconds from the same reference to the daemon's first applied write of a vector's
+    /// affinity, an RPS mask or a NAPI thread's CPUs, from its log's wall-clock times
+    /// (`lab::guest_clock`): when the change was made, where `first_change` is when a
+    /// sample saw it (samples can be seconds apart on a saturated guest). steerd only.
+    pub first_write: Option<f64>,
     /// Seconds from the first sample in which a CPU's irq+softirq share reached steerd's
     /// high watermark (0.6) to the next change of a NIC value: how fast relief starts.
     pub first_relief: Option<f64>,
@@ -131,8 +136,45 @@ pub struct Metrics {
     pub longest_sample_gap: Option<(f64, f64)>,
 }
 
+/// The guest uptimes of the daemon's applied placement writes ([`is_placement_write`]), in
+/// log order; none without the `LAB WALL` pair.
+fn placement_writes(log: &[String], wall: Option<super::guest_clock::WallAt>) -> Vec<f64> {
+    let Some(wall) = wall else {
+        return Vec::new();
+    };
+    log.iter()
+        .filter(|l| is_placement_write(l))
+        .filter_map(|l| wall.uptime_of(l))
+        .collect()
+}
+
+/// Whether a daemon log line is an applied write of what `first_change` counts: a vector's
+/// affinity (`irq 27 affinity: 0 -> 2 (...) applied`), an RPS mask, a NAPI thread's CPUs.
+fn is_placement_write(line: &str) -> bool {
+    let Some((_, rest)) = line.split_once(" INFO ") else {
+        return false;
+    };
+    let knob = rest.split(": ").next().unwrap_or_default();
+    let placing = (knob.starts_with("irq ") && knob.ends_with(" affinity"))
+        || knob.ends_with(" rps_cpus")
+        || (knob.starts_with("napi/") && knob.ends_with(" affinity"));
+    placing && rest.contains(") applied")
+}
+
+impl Metrics {
+    /// The earlier of when a sample saw the first change and when the daemon's log says it
+    /// made it: the first change, as exact as the guest's clock where the log has it.
+    pub fn first_change_made(&self) -> Option<f64> {
+        match (self.first_change, self.first_write) {
+            (Some(seen), Some(made)) => Some(seen.min(made)),
+            (seen, made) => seen.or(made),
+        }
+    }
+}
+
 /// A gap between two samples at least this long is the guest stalling, not the balancer:
-/// the guest samples every [`Scenario`]'s period (0.5 s) plus the time a sample takes. In
+/// the guest samples every [`Scenario`]'s period (0.5 s by default) plus the time a sample
+/// takes (0.7-1.2 s apart in six saturated runs, 2026-11-28). In
 /// CI at 4f7679a, `rss-elephant`'s guest printed no sample
 /// from 17 s to 49 s, and another guest (`doctor-udp`, no balancer running) reported a
 /// soft lockup of `kworker/0:1` for 26 s and more under TCG on the loaded host.
@@ -232,6 +274,9 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .find(|pair| pair[1].up >= reference && hottest_share(&pair[0], &pair[1]) >= HOT_SHARE)
         .map(|pair| pair[1].up);
     m.move_checks = move_checks(&m.log);
+    let wall = first("wall").and_then(|w| super::guest_clock::WallAt::parse(&w));
+    let written = placement_writes(&m.log, wall);
+    m.first_write = written.iter().map(|up| up - reference).find(|t| *t >= 0.0);
     for pair in samples.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         let changed = b
@@ -459,7 +504,9 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             timeline.push((x.up, cpus));
         }
         let events = other.get("event").map_or(&[][..], |v| v);
-        m.busy_poll = Some(super::busy_poll::figures(&timeline, &thread_masks, events));
+        let mut figures = super::busy_poll::figures(&timeline, &thread_masks, events);
+        figures.emptied_made = super::busy_poll::emptied_made(&figures, events, &written);
+        m.busy_poll = Some(figures);
     }
     threads(&mut m, &samples, &queues, ready, start, end);
     if s.rss_watch {
@@ -549,5 +596,38 @@ mod tests {
         let why = stalled.guest_stalled().expect("a stall");
         assert!(why.contains("32.0 s") && why.contains("49.0"), "{why}");
         assert_eq!(analyse(&s, &console(&[16.0])).guest_stalled(), None);
+    }
+
+    /// CI at bfdf58e: `sat-cpu0`'s first change read 2.52 s from the samples of a
+    /// saturated guest, while steerd's log had its first move about a second after its
+    /// start. The log's time is set on the samples' clock by `LAB WALL`.
+    #[test]
+    fn the_first_write_is_timed_from_the_daemons_log() {
+        let s = scenario::all(Duration::from_secs(30))
+            .into_iter()
+            .find(|s| s.name == "cpu0")
+            .expect("cpu0 is a scenario");
+        let mut raw = console(&[10.0, 10.5, 13.0]);
+        raw.lines.extend(
+            [
+                "LAB READY 10.0",
+                // 1795860140 is 2026-11-28T10:02:20Z.
+                "LAB WALL 10.0 1795860140.000000",
+                "LOG 2026-11-28T10:02:20.500000Z  INFO steerd started devices=2",
+                "LOG 2026-11-28T10:02:21.030000Z  INFO eth0 rx-2 rps_flow_cnt: 0 -> 8192 (rfs_on: x) applied serves=\"\"",
+                "LOG 2026-11-28T10:02:21.100000Z  INFO irq 27 affinity: 0 -> 2 (stacked_vectors: x) applied serves=\"eth0 rx-1\"",
+            ]
+            .map(String::from),
+        );
+        let m = analyse(&s, &raw);
+        let made = m.first_write.expect("a write");
+        assert!((made - 1.1).abs() < 1e-6, "{made}");
+        assert_eq!(m.first_change_made(), Some(made));
+        assert!(!is_placement_write(
+            "2026-11-28T10:02:21Z  INFO irq 27 affinity: 0 -> 2 (x) failed: gone"
+        ));
+        assert!(is_placement_write(
+            "2026-11-28T10:02:21Z  INFO napi/eth0-8193 (pid 301) affinity: 0-3 -> 1 (napi_thread: x) applied"
+        ));
     }
 }

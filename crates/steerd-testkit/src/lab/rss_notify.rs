@@ -7,13 +7,17 @@
 //!
 //! What a run shows ([`NotifyFigures`]): when the other tool wrote (the guest's wall clock,
 //! printed by the event), when steerd's log first noted the table as changed by someone
-//! else, steerd's table writes after that, and `steerd_rediscoveries_total` by reason
-//! scraped before SIGTERM: `ethtool_rss` counts every notification heard, steerd's own
-//! table writes included, so one more than steerd's writes is the other tool's.
+//! else, steerd's table writes after that, and `steerd_rediscoveries_total` by reason: its
+//! `ethtool_rss` series just before the write (scraped by the event) and before SIGTERM.
+//! The difference is the rediscoveries an RSS notification brought from the write on. It
+//! counts notifications only while no other rediscovery drains them first (a rediscovery
+//! for another reason reads the ethtool socket without counting), so a run's other
+//! reasons are printed beside it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::guest_clock::{epoch_to_day, log_time, since};
 use super::report::Metrics;
 use super::run::RawRun;
 use super::scenario::Scenario;
@@ -28,10 +32,8 @@ pub const OTHER_TOOL_AT: u32 = 22;
 /// The other tool: first steerd's count of RSS notifications heard so far (the `RSSN`
 /// line), then a table that sends every flow to queues 0 and 1, written between two
 /// readings of the guest's wall clock to the microsecond (the `RSSX` line: before, after;
-/// seconds since the epoch). busybox's `date` has no `%N`; its `adjtimex` prints the
-/// clock's `tv_sec` and `tv_usec`.
-pub const OTHER_TOOL: &str = "wall() { busybox adjtimex | awk '/tv_sec/ { s = $2 } /tv_usec/ { u = $2 } END { printf \"%d.%06d\", s, u }'; }; \
-     wget -qO- http://127.0.0.1:9847/metrics | grep '^steerd_rediscoveries_total{reason=\"ethtool_rss\"}' | sed 's/^/RSSN /'; \
+/// seconds since the epoch, from guest-init's `wall`: `lab::guest_clock`).
+pub const OTHER_TOOL: &str = "timeout 5 wget -q -O - http://127.0.0.1:9847/metrics | grep '^steerd_rediscoveries_total{reason=\"ethtool_rss\"}' | sed 's/^/RSSN /'; \
      before=$(wall); ethtool -X eth0 weight 1 1 0 0; echo \"RSSX $before $(wall)\"";
 
 /// The scenario: `rss-skew`'s traffic and configuration for `length`, plus the other tool.
@@ -46,12 +48,13 @@ pub fn scenario(length: Duration) -> Scenario {
 /// What one run says about the notification.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NotifyFigures {
-    /// When the other tool started and when it was done writing, seconds of the day (UTC,
-    /// the guest's clock).
+    /// When the other tool started writing, seconds of the day (UTC, the guest's clock).
     pub written_at: Option<f64>,
+    /// When it was done (the table written by then), the same way.
     pub written_by: Option<f64>,
-    /// Seconds from the other tool's end (the table written by then) to steerd's first log
-    /// line noting the table as someone else's.
+    /// Seconds from the other tool's end to steerd's first log line after its start noting
+    /// the table as someone else's (0 when the note came while the tool was still
+    /// reading the clock).
     pub noted_after: Option<f64>,
     /// steerd's table writes logged after the other tool's write.
     pub steerd_writes_after: usize,
@@ -87,21 +90,6 @@ impl NotifyFigures {
     }
 }
 
-/// Seconds of the day in a `HH:MM:SS.fraction` text.
-fn seconds_of_day(text: &str) -> Option<f64> {
-    let mut parts = text.trim().splitn(3, ':');
-    let h: f64 = parts.next()?.parse().ok()?;
-    let m: f64 = parts.next()?.parse().ok()?;
-    let s: f64 = parts.next()?.parse().ok()?;
-    Some(h * 3600.0 + m * 60.0 + s)
-}
-
-/// A daemon log line's time (`2026-11-28T10:02:10.944083Z  INFO ...`), seconds of the day.
-fn log_time(line: &str) -> Option<f64> {
-    let stamp = line.split_whitespace().next()?;
-    seconds_of_day(stamp.split_once('T')?.1.trim_end_matches('Z'))
-}
-
 /// Whether an `ethtool -x` table line ("entries... key KEY") sends to queues 0 and 1 only,
 /// as the other tool's table does.
 pub fn only_queues_0_and_1(table: &str) -> bool {
@@ -129,7 +117,7 @@ pub fn analyse(raw: &RawRun, m: &Metrics) -> NotifyFigures {
         .map(|l| {
             l.split_whitespace()
                 .filter_map(|v| v.parse::<f64>().ok())
-                .map(|v| v.rem_euclid(86_400.0))
+                .map(epoch_to_day)
                 .collect()
         })
         .unwrap_or_default();
@@ -139,7 +127,7 @@ pub fn analyse(raw: &RawRun, m: &Metrics) -> NotifyFigures {
         ..NotifyFigures::default()
     };
     let after = |line: &str| match (f.written_at, log_time(line)) {
-        (Some(at), Some(t)) => t >= at,
+        (Some(at), Some(t)) => since(t, at) >= 0.0,
         _ => false,
     };
     f.steerd_writes = m.log.iter().filter(|l| is_table_write(l)).count();
@@ -152,8 +140,11 @@ pub fn analyse(raw: &RawRun, m: &Metrics) -> NotifyFigures {
         .log
         .iter()
         .filter(|l| l.contains("external_change") && l.contains("rss indirection"))
-        .filter_map(|l| Some(log_time(l)? - f.written_by?))
-        .find(|d| *d >= 0.0);
+        .filter_map(|l| {
+            let (t, at, by) = (log_time(l)?, f.written_at?, f.written_by?);
+            (since(t, at) >= 0.0).then(|| since(t, by).max(0.0))
+        })
+        .next();
     f.rss_heard_before = raw.lines.iter().find_map(|l| {
         l.strip_prefix("RSSN ")?
             .rsplit_once(' ')?
@@ -214,6 +205,12 @@ mod tests {
         assert_eq!((f.steerd_writes, f.steerd_writes_after), (1, 0));
         assert_eq!(f.heard_others(), Some(1.0));
         assert!(only_queues_0_and_1("0 1 0 1 key 6d:5a"));
+        // A note that came while the tool was still reading the clock.
+        let raw = RawRun {
+            lines: vec!["RSSX 1795860140.100000 1795860140.450000".into()],
+            ..raw
+        };
+        assert_eq!(analyse(&raw, &m).noted_after, Some(0.0));
         assert!(!only_queues_0_and_1("0 1 2 3 key 6d:5a"));
     }
 }

@@ -210,6 +210,7 @@ pub(super) fn parse(lines: &[String]) -> (Vec<GuestSample>, HashMap<&'static str
                 let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
                 let key = match kind {
                     "READY" => "ready",
+                    "WALL" => "wall",
                     "EVENT" => "event",
                     "DAEMON" => "daemon",
                     "RESTORED" => "restored",
