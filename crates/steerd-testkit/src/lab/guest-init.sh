@@ -415,7 +415,11 @@ sample
 start_balancer
 read -r START _ < /proc/uptime
 echo "LAB READY $START"
-echo "LAB WALL $START $(wall)"
+# Uptime on both sides of the wall clock's reading: its fork takes a while under TCG.
+read -r up_before _ < /proc/uptime
+now_wall=$(wall)
+read -r up_after _ < /proc/uptime
+echo "LAB WALL $up_before $up_after $now_wall"
 # Timed events: one per line, "SECONDS command", each run once when due.
 END=$(awk -v s="$START" -v d="$DURATION" 'BEGIN { print s + d }')
 done_events=""

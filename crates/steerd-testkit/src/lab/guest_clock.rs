@@ -1,6 +1,6 @@
 //! The guest's wall clock beside its uptime: the lab's samples are timed by uptime, the
 //! daemon's log by the wall clock (UTC, to the microsecond). guest-init prints both at the
-//! balancer's start (`LAB WALL uptime epoch`) from its `wall` function (busybox's `date`
+//! balancer's start (`LAB WALL uptime uptime epoch`) from its `wall` function (busybox's `date`
 //! has no `%N`; its `adjtimex` prints the clock's `tv_sec` and `tv_usec`), and scenario
 //! events can call `wall` too. This module reads them back, so a log line's time can be
 //! set against a sample's or an event's.
@@ -47,13 +47,19 @@ pub struct WallAt {
 }
 
 impl WallAt {
-    /// From the text after `LAB WALL `: "UPTIME EPOCH".
+    /// From the text after `LAB WALL `: "UPTIME_BEFORE UPTIME_AFTER EPOCH", the uptime read
+    /// on both sides of the wall clock (its reading forks busybox and awk, which takes
+    /// 0.1 s or more under TCG: the middle is taken).
     pub fn parse(text: &str) -> Option<WallAt> {
-        let mut words = text.split_whitespace();
-        let up = words.next()?.parse().ok()?;
-        let epoch: f64 = words.next()?.parse().ok()?;
+        let words: Vec<f64> = text
+            .split_whitespace()
+            .map(|w| w.parse().ok())
+            .collect::<Option<_>>()?;
+        let [before, after, epoch] = words[..] else {
+            return None;
+        };
         Some(WallAt {
-            up,
+            up: (before + after) / 2.0,
             day: epoch_to_day(epoch),
         })
     }
@@ -71,7 +77,7 @@ mod tests {
     #[test]
     fn a_log_line_is_placed_on_the_guests_uptime_across_midnight() {
         // 1795860140 is 2026-11-28T10:02:20Z.
-        let at = WallAt::parse("16.25 1795860140.500000").expect("a pair");
+        let at = WallAt::parse("16.2 16.3 1795860140.500000").expect("a pair");
         let up = at
             .uptime_of("2026-11-28T10:02:21.750000Z  INFO irq 27 affinity: 0 -> 2 applied")
             .expect("a time");

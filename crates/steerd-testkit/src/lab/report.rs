@@ -612,7 +612,7 @@ mod tests {
             [
                 "LAB READY 10.0",
                 // 1795860140 is 2026-11-28T10:02:20Z.
-                "LAB WALL 10.0 1795860140.000000",
+                "LAB WALL 9.9 10.1 1795860140.000000",
                 "LOG 2026-11-28T10:02:20.500000Z  INFO steerd started devices=2",
                 "LOG 2026-11-28T10:02:21.030000Z  INFO eth0 rx-2 rps_flow_cnt: 0 -> 8192 (rfs_on: x) applied serves=\"\"",
                 "LOG 2026-11-28T10:02:21.100000Z  INFO irq 27 affinity: 0 -> 2 (stacked_vectors: x) applied serves=\"eth0 rx-1\"",
