@@ -62,9 +62,10 @@ fn scenario(name: &str) -> Scenario {
 
 fn show(m: &Metrics) -> String {
     format!(
-        "first change {:?} (made at {:?}), busiest {:.2}, input CPUs {}, late changes {}, settle {:?}, restored {} {:?}\n  log: {}",
+        "first change {:?} (made at {:?}, daemon up at {:?}), busiest {:.2}, input CPUs {}, late changes {}, settle {:?}, restored {} {:?}\n  log: {}",
         m.first_change,
         m.first_write,
+        m.daemon_started,
         m.busiest_processed,
         m.input_cpus,
         m.late_changes,
@@ -441,18 +442,14 @@ fn saturated_cpu0_never_worse_than_no_balancer() -> TestResult {
     let second = run(&mut lab, &sat, Balancer::Steerd);
     // When steerd made its first change (its log, on the guest's clock; a saturated
     // guest's samples can come seconds late: CI at bfdf58e saw 2.52 s, made about 1 s after
-    // steerd's start): under 2 s in the better run and under 2.5 s in both. On this shared
-    // host the daemon's own start under a saturated CPU 0 varies by about a second between
-    // runs (2026-11-28 at 190d42d: made at 1.63 s and 2.14 s in one test).
-    let made = |m: &Metrics| m.first_change_made().unwrap_or(f64::INFINITY);
-    assert!(
-        made(&first).min(made(&second)) < 2.0,
-        "{}\n{}",
-        show(&first),
-        show(&second)
-    );
+    // steerd's start): under 2 s after the daemon was up, and under 3 s after the guest
+    // launched it. Launching it is the guest's: under a saturated CPU 0 on this shared host
+    // the process took 0.6-1.5 s to start (CI at d2d04a0: up at 1.54 s, first change 1.02 s
+    // later; 2026-11-28 at 190d42d: made at 1.63 s and 2.14 s in one test).
     for ours in [&first, &second] {
-        assert!(made(ours) < 2.5, "{}", show(ours));
+        let made = ours.first_change_made().unwrap_or(f64::INFINITY);
+        let up = ours.daemon_started.unwrap_or(0.0);
+        assert!(made - up < 2.0 && made < 3.0, "{}", show(ours));
         // A move the kernel completes late (a saturated NAPI re-arms its interrupt 3-19 s
         // after the write: docs/lab.md, "Moves that did not move the work") moves the work
         // then, and steerd's answer to where it lands is not churn: a local run at

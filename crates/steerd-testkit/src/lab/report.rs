@@ -34,6 +34,10 @@ pub struct Metrics {
     /// (`lab::guest_clock`): when the change was made, where `first_change` is when a
     /// sample saw it (samples can be seconds apart on a saturated guest). steerd only.
     pub first_write: Option<f64>,
+    /// Seconds from the same reference to the daemon's `steerd started` line (its set-up
+    /// done): in a saturated TCG guest starting the process alone took 1.5 s (CI at
+    /// d2d04a0).
+    pub daemon_started: Option<f64>,
     /// Seconds from the first sample in which a CPU's irq+softirq share reached steerd's
     /// high watermark (0.6) to the next change of a NIC value: how fast relief starts.
     pub first_relief: Option<f64>,
@@ -277,6 +281,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     let wall = first("wall").and_then(|w| super::guest_clock::WallAt::parse(&w));
     let written = placement_writes(&m.log, wall);
     m.first_write = written.iter().map(|up| up - reference).find(|t| *t >= 0.0);
+    m.daemon_started = wall.and_then(|wall| {
+        m.log
+            .iter()
+            .filter(|l| l.contains(" INFO steerd started "))
+            .find_map(|l| Some(wall.uptime_of(l)? - reference))
+    });
     for pair in samples.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         let changed = b
@@ -623,6 +633,8 @@ mod tests {
         let made = m.first_write.expect("a write");
         assert!((made - 1.1).abs() < 1e-6, "{made}");
         assert_eq!(m.first_change_made(), Some(made));
+        let started = m.daemon_started.expect("started");
+        assert!((started - 0.5).abs() < 1e-6, "{started}");
         assert!(!is_placement_write(
             "2026-11-28T10:02:21Z  INFO irq 27 affinity: 0 -> 2 (x) failed: gone"
         ));
