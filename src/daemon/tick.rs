@@ -14,7 +14,7 @@ use super::rediscovery::Rediscovery;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
 use crate::engine::sampling::Depth;
-use crate::engine::{MoveEffect, MoveVerdict, Outcome, Reaction, Sample, TickKind, TickReport};
+use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport};
 use crate::kernel::procfs::softnet;
 use crate::metrics::ResultLabels;
 use crate::policy;
@@ -166,18 +166,9 @@ impl Daemon {
                 // note it as someone else's change (`daemon_fakeroot`'s
                 // `places_again_after_a_channel_count_change`: a hot-CPU move of a vector
                 // the second `ethtool -L` had just reset, 2026-11-28).
-                let found_changed = report.actions().any(|(_, outcome)| {
-                    matches!(
-                        outcome,
-                        Outcome::Failed {
-                            reaction: Reaction::TheirsNow,
-                            ..
-                        }
-                    )
-                });
                 if report.rediscover {
                     self.rediscover(Rediscovery::TargetVanished);
-                } else if found_changed {
+                } else if report.found_changed() {
                     self.rediscover(Rediscovery::WriteFoundChanged);
                 } else if !report.outcomes.is_empty() {
                     self.export_placement();

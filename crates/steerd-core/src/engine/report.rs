@@ -118,4 +118,18 @@ impl TickReport {
     pub fn actions(&self) -> impl Iterator<Item = (&Action, &Outcome)> {
         self.plan.actions.iter().zip(&self.outcomes)
     }
+
+    /// Whether a write found a value steerd had written changed by someone else since
+    /// (the value is theirs now).
+    pub fn found_changed(&self) -> bool {
+        self.outcomes.iter().any(|outcome| {
+            matches!(
+                outcome,
+                Outcome::Failed {
+                    reaction: Reaction::TheirsNow,
+                    ..
+                }
+            )
+        })
+    }
 }

@@ -165,17 +165,6 @@ fn is_placement_write(line: &str) -> bool {
     placing && rest.contains(") applied")
 }
 
-impl Metrics {
-    /// The earlier of when a sample saw the first change and when the daemon's log says it
-    /// made it: the first change, as exact as the guest's clock where the log has it.
-    pub fn first_change_made(&self) -> Option<f64> {
-        match (self.first_change, self.first_write) {
-            (Some(seen), Some(made)) => Some(seen.min(made)),
-            (seen, made) => seen.or(made),
-        }
-    }
-}
-
 /// A gap between two samples at least this long is the guest stalling, not the balancer:
 /// the guest samples every [`Scenario`]'s period (0.5 s by default) plus the time a sample
 /// takes (0.7-1.2 s apart in six saturated runs, 2026-11-28). In
@@ -185,6 +174,15 @@ impl Metrics {
 pub const STALLED_SECS: f64 = 15.0;
 
 impl Metrics {
+    /// The earlier of when a sample saw the first change and when the daemon's log says it
+    /// made it: the first change, as exact as the guest's clock where the log has it.
+    pub fn first_change_made(&self) -> Option<f64> {
+        match (self.first_change, self.first_write) {
+            (Some(seen), Some(made)) => Some(seen.min(made)),
+            (seen, made) => seen.or(made),
+        }
+    }
+
     /// Why the run measured a stalled guest rather than the balancer: a gap of at least
     /// [`STALLED_SECS`] between two samples. `None` for a sound run.
     pub fn guest_stalled(&self) -> Option<String> {

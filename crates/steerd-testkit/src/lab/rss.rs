@@ -304,6 +304,35 @@ pub fn delivery_stalled(f: &RssFigures) -> Option<String> {
     })
 }
 
+/// One metric family's samples in scraped exposition lines, summed by one label's value
+/// (`steerd_rss_steps_total{device="eth0",verdict="taken"} 2` counts 2 for `taken`).
+pub(super) fn by_label<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    family: &str,
+    label: &str,
+) -> BTreeMap<String, f64> {
+    let key = format!("{label}=\"");
+    let mut out = BTreeMap::new();
+    for line in lines {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some(labels) = series
+            .strip_prefix(family)
+            .and_then(|l| l.strip_prefix('{'))
+        else {
+            continue;
+        };
+        let Some(of) = labels.split(&key).nth(1).and_then(|v| v.split('"').next()) else {
+            continue;
+        };
+        if let Ok(v) = value.trim().parse::<f64>() {
+            *out.entry(of.to_string()).or_default() += v;
+        }
+    }
+    out
+}
+
 /// What one run says about the table lever.
 #[derive(Debug, Clone, Default)]
 pub struct RssFigures {
@@ -463,23 +492,15 @@ pub fn figures(
             }
         }
     }
-    for m in other.get("metric").into_iter().flatten() {
-        // steerd_rss_steps_total{device="eth0",verdict="taken"} 2
-        let Some((name, value)) = m.rsplit_once(' ') else {
-            continue;
-        };
-        if !name.starts_with("steerd_rss_steps_total") {
-            continue;
-        }
-        let verdict = name
-            .split("verdict=\"")
-            .nth(1)
-            .and_then(|v| v.split('"').next())
-            .unwrap_or("?");
-        if let Ok(v) = value.trim().parse::<f64>() {
-            *f.steps.entry(verdict.to_string()).or_default() += v;
-        }
-    }
+    f.steps = by_label(
+        other
+            .get("metric")
+            .into_iter()
+            .flatten()
+            .map(String::as_str),
+        "steerd_rss_steps_total",
+        "verdict",
+    );
     f.log_lines = other
         .get("log")
         .into_iter()

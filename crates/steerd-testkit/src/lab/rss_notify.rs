@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use super::guest_clock::{epoch_to_day, log_time, since};
 use super::report::Metrics;
+use super::rss::by_label;
 use super::run::RawRun;
 use super::scenario::Scenario;
 
@@ -145,26 +146,15 @@ pub fn analyse(raw: &RawRun, m: &Metrics) -> NotifyFigures {
             (since(t, at) >= 0.0).then(|| since(t, by).max(0.0))
         })
         .next();
-    f.rss_heard_before = raw.lines.iter().find_map(|l| {
-        l.strip_prefix("RSSN ")?
-            .rsplit_once(' ')?
-            .1
-            .trim()
-            .parse()
-            .ok()
-    });
-    for line in raw.lines.iter().filter_map(|l| l.strip_prefix("M ")) {
-        // steerd_rediscoveries_total{reason="ethtool_rss"} 3
-        let Some(rest) = line.strip_prefix("steerd_rediscoveries_total{reason=\"") else {
-            continue;
-        };
-        let Some((reason, value)) = rest.split_once("\"} ") else {
-            continue;
-        };
-        if let Ok(v) = value.trim().parse::<f64>() {
-            f.rediscoveries.insert(reason.to_string(), v);
-        }
-    }
+    let reasons = |tag: &str| {
+        by_label(
+            raw.lines.iter().filter_map(|l| l.strip_prefix(tag)),
+            "steerd_rediscoveries_total",
+            "reason",
+        )
+    };
+    f.rss_heard_before = reasons("RSSN ").get("ethtool_rss").copied();
+    f.rediscoveries = reasons("M ");
     f
 }
 
