@@ -38,6 +38,52 @@ mount -t tmpfs tmp /tmp
 . /lab.env
 for m in $MODULES; do insmod "/modules/$m.ko" || echo "LAB ERROR insmod $m"; done
 ip link set lo up
+
+# The igbvf lab (lab/platform.rs): the igb the guest booted with becomes pf0, up and
+# unaddressed, and its one VF (igbvf, loaded with the modules) takes the name eth0 and
+# the guest's address, so everything below steers the VF. The VF is made once the PF's
+# link is up, and its address set once the link is back after the PF's re-initialisation
+# for SR-IOV: a VF address set while the PF resets was lost until the VF's next reset,
+# and QEMU gave its packets to the PF's default pool for the first 9 s of traffic.
+wait_carrier() {
+    i=0
+    while [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" != 1 ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ $i -lt 100 ] || echo "LAB ERROR $1 has no carrier 10 s after $2"
+}
+make_vf() {
+    ip link set eth0 name pf0 || echo "LAB ERROR renaming the physical function"
+    ip link set pf0 up
+    wait_carrier pf0 "ip link set up"
+    echo 1 > /sys/class/net/pf0/device/sriov_numvfs || echo "LAB ERROR sriov_numvfs refused"
+    i=0
+    while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -e /sys/class/net/eth0 ] || echo "LAB ERROR no VF netdev 10 s after sriov_numvfs"
+    wait_carrier pf0 "sriov_numvfs"
+    ip link set eth0 address "$GUEST_MAC" || echo "LAB ERROR the VF refused its address"
+}
+# After the address is up: whether the VF receives (the host's echo reply comes to
+# GUEST_MAC). A VF whose address the PF lost in a reset does not: its packets go to the
+# PF's default pool until the VF resets, which bringing its link down and up does.
+vf_receives() {
+    tries=0
+    until ping -c 1 -W 1 "$HOST_ADDR" > /dev/null 2>&1; do
+        tries=$((tries + 1))
+        if [ $tries -ge 10 ]; then
+            echo "LAB ERROR the VF received nothing in 10 tries"
+            return
+        fi
+        if [ $((tries % 3)) = 0 ]; then
+            ip link set eth0 down
+            ip link set eth0 up
+            # A link going down flushes its neighbours, permanent ones too.
+            ip neigh replace "$HOST_ADDR" lladdr "$HOST_MAC" dev eth0 nud permanent
+        fi
+    done
+}
+eval "$NIC_PREPARE"
 ip link set eth0 up
 ip addr add "$GUEST_ADDR/24" dev eth0
 ip neigh replace "$HOST_ADDR" lladdr "$HOST_MAC" dev eth0 nud permanent

@@ -183,7 +183,7 @@ pub fn build_base(
     // run on a newer glibc, not the other way round.
     install_from(&platform.irqbalance, &stage, "usr/sbin/irqbalance")?;
     let mut names: Vec<String> = MODULES.iter().map(|m| m.to_string()).collect();
-    if let Some(driver) = platform.nic.driver() {
+    for driver in platform.nic.drivers() {
         let needed = kernel.with_dependencies(driver)?;
         if needed.is_empty() {
             return Err(LabError::Missing(
@@ -191,7 +191,12 @@ pub fn build_base(
                 "the cloud kernels have no igb: scripts/lab-kernel.sh VERSION generic".into(),
             ));
         }
-        names.extend(needed);
+        names.extend(
+            needed
+                .into_iter()
+                .filter(|m| !names.contains(m))
+                .collect::<Vec<_>>(),
+        );
     }
     let mut loaded = Vec::new();
     for name in &names {

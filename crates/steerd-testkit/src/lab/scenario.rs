@@ -373,7 +373,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic)
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
          SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD={}\nSTEERD_ARGS={}\n\
-         DAEMON_STATS={}\nRSS_WATCH={}\nNIC={}\nNIC_SETUP={}\n",
+         DAEMON_STATS={}\nRSS_WATCH={}\nNIC={}\nNIC_SETUP={}\nNIC_PREPARE={}\nGUEST_MAC={}\n",
         quote(&modules.join(" ")),
         super::netns::GUEST_ADDR,
         super::netns::HOST_ADDR,
@@ -389,5 +389,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic)
         u8::from(s.rss_watch),
         nic.name(),
         quote(nic.guest_setup()),
+        quote(nic.guest_prepare()),
+        super::netns::GUEST_MAC,
     )
 }

@@ -16,6 +16,10 @@ use super::{LabError, Result, io};
 /// inside the mount namespace `ip netns exec` gives it, so nothing stays mounted after QEMU.
 const USERLAND_WORK: &str = "/lab";
 
+/// The igbvf lab's physical function's address: the guest's own (`GUEST_MAC`, which the
+/// host's neighbour entry names) is the VF's.
+const PF_MAC: &str = "52:54:00:77:00:03";
+
 /// The guest's hardware.
 #[derive(Debug, Clone)]
 pub struct VmSpec {
@@ -91,6 +95,16 @@ impl Vm {
         );
         push(&format!("-m {} -smp {}", spec.mem_mb, spec.cpus));
         let mut dev_extra = String::new();
+        if platform.nic.needs_pcie() {
+            if spec.numa {
+                return Err(LabError::Guest(format!(
+                    "the NUMA scenarios run on a pc machine, and {} needs q35",
+                    platform.nic.name()
+                )));
+            }
+            push("-machine q35 -device pcie-root-port,id=rp0,chassis=1,slot=1");
+            dev_extra = ",bus=rp0".into();
+        }
         if spec.numa {
             let half = spec.cpus / 2;
             let mem = spec.mem_mb / 2;
@@ -124,6 +138,9 @@ impl Vm {
             // each packet itself, whichever tap queue it came through.
             Nic::Igb => format!("-device igb,netdev=n0,mac={GUEST_MAC}{dev_extra}"),
             Nic::Vmxnet3 => format!("-device vmxnet3,netdev=n0,mac={GUEST_MAC}{dev_extra}"),
+            // The guest's address belongs to the VF (guest-init.sh's make_vf gives it
+            // GUEST_MAC): the physical function gets another.
+            Nic::IgbVf => format!("-device igb,netdev=n0,mac={PF_MAC}{dev_extra}"),
         });
         if let Some(n) = spec.blk_queues {
             push(&format!(
