@@ -57,7 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--nic" => {
                 let name = value()?;
                 nic = lab::platform::Nic::parse(&name)
-                    .ok_or(format!("unknown NIC {name} (virtio, igb, vmxnet3)"))?
+                    .ok_or(format!("unknown NIC {name} ({})", nic_names("|")))?
             }
             "--userland" => userland = Some(PathBuf::from(value()?)),
             "--irqbalance" => irqbalance = Some(value()?),
@@ -71,8 +71,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
-                     [--nic virtio|igb|vmxnet3] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [SCENARIO...]\n\
-                     {SOAK_USAGE}"
+                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [SCENARIO...]\n\
+                     {SOAK_USAGE}",
+                    nic_names("|")
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<17} {}", s.name, s.what);
@@ -464,4 +465,11 @@ fn with_steerd_config(
             Ok(s)
         })
         .collect()
+}
+
+/// The NICs `--nic` takes, from the one list of them (`Nic::ALL`).
+fn nic_names(separator: &str) -> String {
+    lab::platform::Nic::ALL
+        .map(lab::platform::Nic::name)
+        .join(separator)
 }
