@@ -62,6 +62,8 @@ fn assert_contract(model: &Value) {
             "name",
             "driver",
             "kind",
+            "pci_function",
+            "physical_function",
             "numa_node",
             "local_cpus",
             "rx_queues",

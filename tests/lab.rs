@@ -293,8 +293,9 @@ fn busy_polling_thread_on_6_19() -> TestResult {
 /// on a PCIe root port, on the newest kernel Debian builds igb for (6.19, generic), its
 /// physical function `pf0` up beside it (about a minute with the downloads cached). `cpu0`:
 /// steerd recognises the VF's one queue pair (its transmit vector follows the receive
-/// vector's CPU), makes its first change within 2 s, nothing after convergence, restores
-/// everything; and the VF, not the PF, receives the traffic (guest-init.sh's `make_vf`).
+/// vector's CPU) and `inspect` names its physical function, it makes its first change
+/// within 2 s, nothing after convergence, restores everything; and the VF, not the PF,
+/// receives the traffic (guest-init.sh's `make_vf`).
 fn virtual_function_steered_like_any_nic() -> TestResult {
     let vf = match GuestLab::open(|work, steerd| {
         let userland = lab_script("lab-userland.sh", &[])?;
@@ -308,8 +309,29 @@ fn virtual_function_steered_like_any_nic() -> TestResult {
         Err(skipped) => return skipped,
     };
     let mut lab = vf.lab;
-    let m = run(&mut lab, &scenario("cpu0"), Balancer::Steerd);
-    let shown = format!("delivered {:?}\n{}", m.delivered, show(&m));
+    let cpu0 = scenario("cpu0");
+    // How `steerd inspect` names the VF (before the balancer starts).
+    let s = Scenario {
+        setup: format!(
+            "{}; /usr/sbin/steerd inspect | grep '^eth0 ' | sed 's/^/VFI /'",
+            cpu0.setup
+        ),
+        ..cpu0
+    };
+    let (raw, m) = run_sound(&mut lab, &s, Balancer::Steerd);
+    let inspected: Vec<&String> = raw.lines.iter().filter(|l| l.starts_with("VFI ")).collect();
+    eprintln!("inspect: {inspected:?}");
+    let shown = format!(
+        "delivered {:?}, inspect {inspected:?}\n{}",
+        m.delivered,
+        show(&m)
+    );
+    assert!(
+        inspected
+            .iter()
+            .any(|l| l.contains("igbvf") && l.contains(" VF of pf0 (")),
+        "{shown}"
+    );
     assert!(
         m.kernel.as_deref().is_some_and(|k| k.starts_with("6.19")),
         "{shown}"

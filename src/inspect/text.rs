@@ -181,7 +181,7 @@ fn device_table(
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "{} ({}, {}, {}){}{}  node {}  local CPUs {}",
+        "{} ({}, {}, {}){}{}{}  node {}  local CPUs {}",
         device.name,
         device.driver.as_deref().unwrap_or("no driver"),
         kind,
@@ -190,6 +190,10 @@ fn device_table(
             .pci_function
             .as_deref()
             .map_or(String::new(), |p| format!(" pci {p}")),
+        device
+            .physical_function
+            .as_deref()
+            .map_or(String::new(), |pf| virtual_function_of(pf, inventory)),
         device
             .master
             .as_deref()
@@ -368,5 +372,18 @@ fn truncate(text: &str, width: usize) -> String {
     } else {
         let kept: String = text.chars().take(width.saturating_sub(1)).collect();
         format!("{kept}…")
+    }
+}
+
+/// " VF of pf0 (0000:01:00.0)": the physical function by its device name where this
+/// namespace has it (a PF may live elsewhere, or have no netdev), else by its address.
+fn virtual_function_of(pf: &str, inventory: &crate::model::inventory::Inventory) -> String {
+    match inventory
+        .devices
+        .iter()
+        .find(|d| d.pci_function.as_deref() == Some(pf))
+    {
+        Some(parent) => format!(" VF of {} ({pf})", parent.name),
+        None => format!(" VF of {pf}"),
     }
 }

@@ -72,6 +72,7 @@ impl SimMachine {
                 operstate: Some("up".to_string()),
                 master: None,
                 pci_function: spec.node.map(|_| format!("0000:{:02x}:00.0", index + 1)),
+                physical_function: None,
                 numa_node: spec.node,
                 local_cpus: spec.node.map(|_| home.clone()),
                 rx_queues,

@@ -47,6 +47,10 @@ pub struct NetDevice {
     pub master: Option<String>,
     /// The PCI function behind the device (`0000:03:00.0`), also for virtio.
     pub pci_function: Option<String>,
+    /// For an SR-IOV virtual function (`igbvf`, `ixgbevf`, `iavf`, `mlx5` VFs), its
+    /// physical function's PCI address (`device/physfn`): the VF's receive queues are
+    /// a pool of the PF's hardware, steered like any NIC's.
+    pub physical_function: Option<String>,
     /// NUMA node of the hardware; `None` when unknown (`numa_node` = -1) or virtual.
     pub numa_node: Option<u32>,
     /// CPUs local to the hardware; every CPU when unknown.
@@ -240,6 +244,7 @@ impl NetDevice {
             operstate: None,
             master: None,
             pci_function: None,
+            physical_function: None,
             numa_node: None,
             local_cpus: None,
             rx_queues: Vec::new(),

@@ -136,6 +136,13 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
         ),
         None => (None, None, None, Vec::new()),
     };
+    // A VF's function has a `physfn` link to its PF's; a dangling one says nothing.
+    let physical_function = match &pci {
+        Some((_, pci_dir)) => resolve(&pci_dir.join("physfn"))?
+            .and_then(|pf| pci_function_dir(&pf))
+            .map(|(bdf, _)| bdf),
+        None => None,
+    };
 
     let (mut rx_queues, tx_queues) = read_queues(&dir.join("queues"))?;
     let threaded_mode = crate::kernel::napi_threads::threaded_mode(dir);
@@ -167,6 +174,7 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             operstate,
             master,
             pci_function,
+            physical_function,
             numa_node,
             local_cpus,
             rx_queues,
@@ -531,6 +539,52 @@ mod tests {
         assert_eq!(vlan.device.kind, DeviceKind::Vlan);
         assert_eq!(vlan.device.pci_function, None);
         assert!(vlan.msi_irqs.is_empty());
+    }
+
+    #[test]
+    fn a_virtual_function_names_its_physical_function() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let port = "sys/devices/pci0000:00/0000:00:02.0";
+        fs::create_dir_all(d.join("sys/bus/pci/drivers/igb")).unwrap();
+        fs::create_dir_all(d.join("sys/bus/pci/drivers/igbvf")).unwrap();
+        for (name, function, driver, irqs) in [
+            ("pf0", "0000:01:00.0", "igb", [25, 26, 27]),
+            ("eth0", "0000:01:10.0", "igbvf", [28, 29, 30]),
+        ] {
+            let pci = format!("{port}/{function}");
+            write(d, &format!("{pci}/numa_node"), "-1\n");
+            for irq in irqs {
+                write(d, &format!("{pci}/msi_irqs/{irq}"), "msix\n");
+            }
+            link(
+                d,
+                &format!("../../../../bus/pci/drivers/{driver}"),
+                &format!("{pci}/driver"),
+            );
+            let net = format!("{pci}/net/{name}");
+            write(d, &format!("{net}/ifindex"), "3\n");
+            write(d, &format!("{net}/queues/rx-0/rps_cpus"), "0\n");
+            link(d, &format!("../../../{function}"), &format!("{net}/device"));
+            link(
+                d,
+                &format!("../../{}", net.trim_start_matches("sys/")),
+                &format!("sys/class/net/{name}"),
+            );
+        }
+        link(d, "../0000:01:00.0", &format!("{port}/0000:01:10.0/physfn"));
+        // A dangling link (the PF's function removed under the VF) says nothing.
+        link(d, "../0000:02:00.0", &format!("{port}/0000:01:00.0/physfn"));
+        write(d, "sys/class/net/bonding_masters", "\n");
+
+        let devices = read_devices(&Root::new(d)).unwrap();
+        let by_name = |n: &str| devices.iter().find(|x| x.device.name == n).unwrap();
+        let vf = by_name("eth0");
+        assert_eq!(vf.device.driver.as_deref(), Some("igbvf"));
+        assert_eq!(vf.device.pci_function.as_deref(), Some("0000:01:10.0"));
+        assert_eq!(vf.device.physical_function.as_deref(), Some("0000:01:00.0"));
+        assert_eq!(vf.msi_irqs, vec![28, 29, 30]);
+        assert_eq!(by_name("pf0").device.physical_function, None);
     }
 
     #[test]
