@@ -123,19 +123,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if scenarios.is_empty() {
         return Err(format!("no such scenario: {}", wanted.join(" ")).into());
     }
-    // rss-igb measures igb's driver writing the table into the device; on another NIC it
-    // would run and report figures that mean nothing: left out of "every scenario", and
-    // refused when named.
-    let igb_only = |s: &scenario::Scenario| s.name == "rss-igb" && nic != lab::platform::Nic::Igb;
+    // A scenario that would run on this NIC and report figures that mean nothing
+    // (`Nic::cannot_run`): left out of "every scenario", and refused when named.
+    let cannot = |s: &scenario::Scenario| nic.cannot_run(s.name);
     let scenarios: Vec<_> = if wanted.is_empty() {
-        scenarios.into_iter().filter(|s| !igb_only(s)).collect()
+        scenarios
+            .into_iter()
+            .filter(|s| cannot(s).is_none())
+            .collect()
     } else {
         scenarios
     };
-    if scenarios.iter().any(igb_only) {
+    if let Some((name, why)) = scenarios
+        .iter()
+        .find_map(|s| cannot(s).map(|why| (s.name, why)))
+    {
         return Err(format!(
-            "rss-igb needs --nic igb (and a generic kernel, scripts/lab-kernel.sh VERSION generic), not {}; \
-             name the other scenarios to run them without it",
+            "{name} cannot run with --nic {}: {why}; name the other scenarios to run them without it",
             nic.name()
         )
         .into());

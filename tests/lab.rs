@@ -1167,6 +1167,15 @@ fn platform_names() {
         assert_eq!(Nic::parse(nic.name()), Some(nic));
     }
     assert_eq!(Nic::parse("e1000"), None);
+    // Scenarios that would run and measure nothing on a NIC are refused for it.
+    assert_eq!(Nic::Igb.cannot_run("rss-igb"), None);
+    assert!(Nic::Virtio.cannot_run("rss-igb").is_some());
+    for vf_cannot in ["nic-remove", "inflight-remove", "channels", "rss-igb"] {
+        assert!(Nic::IgbVf.cannot_run(vf_cannot).is_some(), "{vf_cannot}");
+    }
+    for every_nic in ["cpu0", "kill9", "sat-cpu0"] {
+        assert!(Nic::ALL.iter().all(|n| n.cannot_run(every_nic).is_none()));
+    }
     assert_eq!(version_of("irqbalance version 1.9.4\n"), "1.9.4");
 }
 

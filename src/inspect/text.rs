@@ -377,6 +377,8 @@ fn truncate(text: &str, width: usize) -> String {
 
 /// " VF of pf0 (0000:01:00.0)": the physical function by its device name where this
 /// namespace has it (a PF may live elsewhere, or have no netdev), else by its address.
+/// Where several netdevs share the PF's function (switchdev representors), the first
+/// discovered is named.
 fn virtual_function_of(pf: &str, inventory: &crate::model::inventory::Inventory) -> String {
     match inventory
         .devices

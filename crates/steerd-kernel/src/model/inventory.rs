@@ -48,8 +48,8 @@ pub struct NetDevice {
     /// The PCI function behind the device (`0000:03:00.0`), also for virtio.
     pub pci_function: Option<String>,
     /// For an SR-IOV virtual function (`igbvf`, `ixgbevf`, `iavf`, `mlx5` VFs), its
-    /// physical function's PCI address (`device/physfn`): the VF's receive queues are
-    /// a pool of the PF's hardware, steered like any NIC's.
+    /// physical function's PCI address (the `physfn` link of the VF's PCI function): the
+    /// VF's receive queues are a pool of the PF's hardware, steered like any NIC's.
     pub physical_function: Option<String>,
     /// NUMA node of the hardware; `None` when unknown (`numa_node` = -1) or virtual.
     pub numa_node: Option<u32>,

@@ -51,7 +51,8 @@ wait_carrier() {
         sleep 0.1
         i=$((i + 1))
     done
-    [ $i -lt 100 ] || echo "LAB ERROR $1 has no carrier 10 s after $2"
+    [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" = 1 ] ||
+        echo "LAB ERROR $1 has no carrier 10 s after $2"
 }
 make_vf() {
     ip link set eth0 name pf0 || echo "LAB ERROR renaming the physical function"
@@ -97,9 +98,9 @@ echo 1000000 > /proc/sys/net/ipv4/icmp_msgs_per_sec 2>/dev/null
 echo 0 > /proc/sys/net/ipv4/icmp_ratelimit 2>/dev/null
 
 # Whether a /proc/interrupts line is a vector this lab watches: the NIC's and the disk's,
-# as each driver names them (virtio: virtioN-input.Q, -output.Q, -config, -req.Q; igb:
-# eth0-rx-Q, eth0-tx-Q or eth0-TxRx-Q and eth0 for the link; vmxnet3: eth0-rxtx-Q and
-# eth0-event-N).
+# as each driver names them (virtio: virtioN-input.Q, -output.Q, -config, -req.Q; igb and
+# igbvf: eth0-rx-Q, eth0-tx-Q or eth0-TxRx-Q and eth0 for the link or mailbox; vmxnet3:
+# eth0-rxtx-Q and eth0-event-N).
 WATCHED='$NF ~ /^virtio[0-9]+-(input|output|config|req|request)/ || $NF ~ /^eth0(-|$)/'
 QIRQS=$(awk "$WATCHED"' { sub(":", "", $1); print $1 }' /proc/interrupts)
 

@@ -12,6 +12,9 @@ pub const HOST_ADDR: &str = "10.77.0.1";
 pub const GUEST_ADDR: &str = "10.77.0.2";
 pub const HOST_MAC: &str = "52:54:00:77:00:01";
 pub const GUEST_MAC: &str = "52:54:00:77:00:02";
+/// The igbvf lab's physical function's address: `GUEST_MAC`, which the host's neighbour
+/// entry names, is the VF's.
+pub const PF_MAC: &str = "52:54:00:77:00:03";
 pub const TAP: &str = "tap0";
 
 /// A namespace with the lab's tap; removed on drop.

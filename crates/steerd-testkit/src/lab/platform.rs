@@ -20,9 +20,9 @@ pub enum Nic {
     Igb,
     /// VMware's vmxnet3: one `eth0-rxtx-N` vector per queue pair.
     Vmxnet3,
-    /// A virtual function (`igbvf`) of an 82576 booted on a PCIe root port (q35): the
-    /// guest's `eth0` is the VF, whose one queue pair has an `eth0-rx-0` and an `eth0-tx-0`
-    /// vector; the physical function stays up, unaddressed, as `pf0`.
+    /// A virtual function (`igbvf`) of an 82576 booted on a PCIe root port (q35), one
+    /// queue pair (`eth0-rx-0`, `eth0-tx-0`): how the guest makes it is guest-init.sh's
+    /// `make_vf`.
     IgbVf,
 }
 
@@ -56,12 +56,13 @@ impl Nic {
     /// Whether QEMU needs a PCIe machine (q35) for the device: SR-IOV is a PCIe extended
     /// capability, which a conventional PCI bus cannot carry.
     pub fn needs_pcie(self) -> bool {
-        self == Nic::IgbVf
+        match self {
+            Nic::IgbVf => true,
+            Nic::Virtio | Nic::Igb | Nic::Vmxnet3 => false,
+        }
     }
 
-    /// The guest shell run before the NIC is brought up: the igbvf lab renames the
-    /// physical function `pf0` and makes one VF, which takes the name `eth0` and the
-    /// guest's address (guest-init.sh's `make_vf`).
+    /// The guest shell run before the NIC is brought up (igbvf: guest-init.sh's `make_vf`).
     pub fn guest_prepare(self) -> &'static str {
         match self {
             Nic::IgbVf => "make_vf",
@@ -71,7 +72,28 @@ impl Nic {
 
     /// Whether the NIC is emulated by QEMU 8.0 or newer (igb), which the host's 7.2 lacks.
     fn needs_new_qemu(self) -> bool {
-        matches!(self, Nic::Igb | Nic::IgbVf)
+        match self {
+            Nic::Igb | Nic::IgbVf => true,
+            Nic::Virtio | Nic::Vmxnet3 => false,
+        }
+    }
+
+    /// Why `scenario` cannot run on this NIC, if it cannot: `rss-igb` measures igb's own
+    /// driver, and a VF can neither be removed and found again by a PCI rescan (its PF
+    /// makes it) nor change its channel count (igbvf has one queue pair and no
+    /// `ethtool -L`), so those scenarios would run and measure nothing.
+    pub fn cannot_run(self, scenario: &str) -> Option<&'static str> {
+        match (self, scenario) {
+            (Nic::Igb, _) => None,
+            (_, "rss-igb") => Some(
+                "it needs --nic igb (and a generic kernel, scripts/lab-kernel.sh VERSION generic)",
+            ),
+            (Nic::IgbVf, "nic-remove" | "inflight-remove") => {
+                Some("a VF is made by its PF, not found again by a PCI rescan")
+            }
+            (Nic::IgbVf, "channels") => Some("igbvf has one queue pair and no ethtool -L"),
+            _ => None,
+        }
     }
 
     /// The guest shell run once the NIC is up, before the scenario's set-up: igb hashes UDP

@@ -125,15 +125,20 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
 pub const THREADED_ON: &str = "echo 1 > /sys/class/net/eth0/threaded";
 
 /// The guest shell that removes the NIC's PCI function (its IRQs and queue files vanish,
-/// as when a device is unplugged).
-pub const NIC_REMOVE: &str = "readlink -f /sys/class/net/eth0/device/.. > /tmp/nic; \
-     echo 1 > $(cat /tmp/nic)/remove";
+/// as when a device is unplugged): `eth0/device` itself, or for virtio-net (whose device is
+/// `virtioN`) its parent. Until 2026-11-28 it removed the parent of `eth0/device` for every
+/// NIC, which for igb is the root bus, with no `remove` file: the igb runs removed nothing.
+pub const NIC_REMOVE: &str = "nic=$(readlink -f /sys/class/net/eth0/device); \
+     case \"${nic##*/}\" in virtio*) nic=${nic%/*} ;; esac; \
+     echo 1 > \"$nic/remove\" || echo \"LAB ERROR removing $nic\"";
 
 /// The guest shell that finds the removed NIC again (a PCI rescan: the driver's placement,
-/// often the same IRQ numbers) and configures its interface as before.
+/// often the same IRQ numbers) and configures its interface as before, the NIC's own
+/// set-up included (igb hashes UDP on addresses only until told otherwise: without it
+/// every flow of the re-probed igb went to one queue).
 pub const NIC_RESCAN: &str = "echo 1 > /sys/bus/pci/rescan; sleep 1; ip link set eth0 up; \
      ip addr add $GUEST_ADDR/24 dev eth0; \
-     ip neigh replace $HOST_ADDR lladdr $HOST_MAC dev eth0 nud permanent";
+     ip neigh replace $HOST_ADDR lladdr $HOST_MAC dev eth0 nud permanent; eval \"$NIC_SETUP\"";
 
 /// The traffic of the RSS lever's scenarios in the table (`examples/lab --rss-secs` for
 /// the 5-minute oscillation check).

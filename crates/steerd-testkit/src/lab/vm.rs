@@ -8,17 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use super::netns::{GUEST_MAC, LabNetns, TAP};
+use super::netns::{GUEST_MAC, LabNetns, PF_MAC, TAP};
 use super::platform::{Nic, Platform};
 use super::{LabError, Result, io};
 
 /// Where a userland's QEMU sees the lab's work directory (kernel, initrd, disk): bound there
 /// inside the mount namespace `ip netns exec` gives it, so nothing stays mounted after QEMU.
 const USERLAND_WORK: &str = "/lab";
-
-/// The igbvf lab's physical function's address: the guest's own (`GUEST_MAC`, which the
-/// host's neighbour entry names) is the VF's.
-const PF_MAC: &str = "52:54:00:77:00:03";
 
 /// The guest's hardware.
 #[derive(Debug, Clone)]

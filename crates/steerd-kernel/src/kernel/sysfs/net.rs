@@ -573,7 +573,7 @@ mod tests {
             );
         }
         link(d, "../0000:01:00.0", &format!("{port}/0000:01:10.0/physfn"));
-        // A dangling link (the PF's function removed under the VF) says nothing.
+        // A dangling `physfn` (a stale link, its target gone) says nothing.
         link(d, "../0000:02:00.0", &format!("{port}/0000:01:00.0/physfn"));
         write(d, "sys/class/net/bonding_masters", "\n");
 
