@@ -289,6 +289,18 @@ fn busy_polling_thread_on_6_19() -> TestResult {
     Ok(())
 }
 
+/// A guest lab with `nic` (igb or its VF) under QEMU 10 from Debian 13's userland, on the
+/// newest kernel Debian builds igb for (6.19, generic flavour), beside irqbalance 1.9.4.
+fn intel_on_newest_generic(nic: lab::platform::Nic) -> Result<GuestLab, TestResult> {
+    GuestLab::open(|work, steerd| {
+        let userland = lab_script("lab-userland.sh", &[])?;
+        let kernel =
+            lab::image::GuestKernel::find_in(&lab_script("lab-kernel.sh", &["6.19", "generic"])?)?;
+        let platform = lab::platform::Platform::new(nic, Some(userland), Some("1.9.4"))?;
+        lab::run::Lab::build_with(work, steerd, kernel, platform)
+    })
+}
+
 /// Issue 31's VF: the guest's `eth0` is a virtual function (`igbvf`) of an 82576 booted
 /// on a PCIe root port, on the newest kernel Debian builds igb for (6.19, generic), its
 /// physical function `pf0` up beside it (about a minute with the downloads cached). `cpu0`:
@@ -297,14 +309,7 @@ fn busy_polling_thread_on_6_19() -> TestResult {
 /// within 2 s, nothing after convergence, restores everything; and the VF, not the PF,
 /// receives the traffic (guest-init.sh's `make_vf`).
 fn virtual_function_steered_like_any_nic() -> TestResult {
-    let vf = match GuestLab::open(|work, steerd| {
-        let userland = lab_script("lab-userland.sh", &[])?;
-        let kernel =
-            lab::image::GuestKernel::find_in(&lab_script("lab-kernel.sh", &["6.19", "generic"])?)?;
-        let platform =
-            lab::platform::Platform::new(lab::platform::Nic::IgbVf, Some(userland), Some("1.9.4"))?;
-        lab::run::Lab::build_with(work, steerd, kernel, platform)
-    }) {
+    let vf = match intel_on_newest_generic(lab::platform::Nic::IgbVf) {
         Ok(guest) => guest,
         Err(skipped) => return skipped,
     };
@@ -360,14 +365,7 @@ fn virtual_function_steered_like_any_nic() -> TestResult {
 /// convergence, everything restored, and on 5.10 no warning repeated per tick; on igb also
 /// `rss-igb`, the RSS lever through the driver (about a minute more).
 fn nics_and_kernels_short_form() -> TestResult {
-    let igb = match GuestLab::open(|work, steerd| {
-        let userland = lab_script("lab-userland.sh", &[])?;
-        let kernel =
-            lab::image::GuestKernel::find_in(&lab_script("lab-kernel.sh", &["6.19", "generic"])?)?;
-        let platform =
-            lab::platform::Platform::new(lab::platform::Nic::Igb, Some(userland), Some("1.9.4"))?;
-        lab::run::Lab::build_with(work, steerd, kernel, platform)
-    }) {
+    let igb = match intel_on_newest_generic(lab::platform::Nic::Igb) {
         Ok(guest) => guest,
         Err(skipped) => return skipped,
     };
