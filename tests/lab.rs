@@ -54,10 +54,7 @@ impl GuestLab {
 }
 
 fn scenario(name: &str) -> Scenario {
-    scenario::all(Duration::from_secs(60))
-        .into_iter()
-        .find(|s| s.name == name)
-        .unwrap_or_else(|| panic!("no scenario {name}"))
+    scenario::named(name, Duration::from_secs(60)).unwrap_or_else(|| panic!("no scenario {name}"))
 }
 
 fn show(m: &Metrics) -> String {

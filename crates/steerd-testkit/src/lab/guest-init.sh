@@ -45,24 +45,26 @@ ip link set lo up
 # link is up, and its address set once the link is back after the PF's re-initialisation
 # for SR-IOV: a VF address set while the PF resets was lost until the VF's next reset,
 # and QEMU gave its packets to the PF's default pool for the first 9 s of traffic.
-wait_carrier() {
+# wait_for CONDITION WHAT: up to 10 s for a shell condition, else a LAB ERROR saying WHAT.
+wait_for() {
     i=0
-    while [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" != 1 ] && [ $i -lt 100 ]; do
+    until eval "$1"; do
+        if [ $i -ge 100 ]; then
+            echo "LAB ERROR $2"
+            return 1
+        fi
         sleep 0.1
         i=$((i + 1))
     done
-    [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" = 1 ] ||
-        echo "LAB ERROR $1 has no carrier 10 s after $2"
 }
+carrier_up() { [ "$(cat "/sys/class/net/$1/carrier" 2>/dev/null)" = 1 ]; }
 make_vf() {
     ip link set eth0 name pf0 || echo "LAB ERROR renaming the physical function"
     ip link set pf0 up
-    wait_carrier pf0 "ip link set up"
+    wait_for "carrier_up pf0" "pf0 has no carrier 10 s after ip link set up"
     echo 1 > /sys/class/net/pf0/device/sriov_numvfs || echo "LAB ERROR sriov_numvfs refused"
-    i=0
-    while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-    [ -e /sys/class/net/eth0 ] || echo "LAB ERROR no VF netdev 10 s after sriov_numvfs"
-    wait_carrier pf0 "sriov_numvfs"
+    wait_for "[ -e /sys/class/net/eth0 ]" "no VF netdev 10 s after sriov_numvfs"
+    wait_for "carrier_up pf0" "pf0 has no carrier 10 s after sriov_numvfs"
     ip link set eth0 address "$GUEST_MAC" || echo "LAB ERROR the VF refused its address"
 }
 # After the address is up: whether the VF receives (the host's echo reply comes to

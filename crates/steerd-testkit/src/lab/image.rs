@@ -191,12 +191,12 @@ pub fn build_base(
                 "the cloud kernels have no igb: scripts/lab-kernel.sh VERSION generic".into(),
             ));
         }
-        names.extend(
-            needed
-                .into_iter()
-                .filter(|m| !names.contains(m))
-                .collect::<Vec<_>>(),
-        );
+        // Once each, however many of the NIC's drivers need it.
+        for module in needed {
+            if !names.contains(&module) {
+                names.push(module);
+            }
+        }
     }
     let mut loaded = Vec::new();
     for name in &names {

@@ -215,9 +215,7 @@ mod tests {
     /// its NIC said it lost, each per second of the UDP phases.
     #[test]
     fn sent_lost_and_nic_drops_come_from_the_sender_the_guest_and_its_nic() {
-        let s = scenario::all(Duration::from_secs(30))
-            .into_iter()
-            .find(|s| s.name == "sat-defaults")
+        let s = scenario::named("sat-defaults", Duration::from_secs(30))
             .expect("sat-defaults is a scenario");
         let udp_secs = udp_secs(&s);
         assert_eq!(udp_secs, 30.0, "sat-defaults sends for 30 s");

@@ -592,9 +592,7 @@ mod tests {
     /// CI at 4f7679a: `rss-elephant`'s samples stopped from 17 s to 49 s of uptime.
     #[test]
     fn a_guest_that_printed_no_sample_for_half_a_minute_stalled() {
-        let s = scenario::all(Duration::from_secs(30))
-            .into_iter()
-            .find(|s| s.name == "sat-defaults")
+        let s = scenario::named("sat-defaults", Duration::from_secs(30))
             .expect("sat-defaults is a scenario");
         let sound = analyse(&s, &console(&[16.0, 16.5, 17.2, 19.9, 20.4]));
         let (gap, at) = sound.longest_sample_gap.expect("a gap");
@@ -611,10 +609,7 @@ mod tests {
     /// start. The log's time is set on the samples' clock by `LAB WALL`.
     #[test]
     fn the_first_write_is_timed_from_the_daemons_log() {
-        let s = scenario::all(Duration::from_secs(30))
-            .into_iter()
-            .find(|s| s.name == "cpu0")
-            .expect("cpu0 is a scenario");
+        let s = scenario::named("cpu0", Duration::from_secs(30)).expect("cpu0 is a scenario");
         let mut raw = console(&[10.0, 10.5, 13.0]);
         raw.lines.extend(
             [

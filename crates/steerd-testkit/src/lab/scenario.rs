@@ -144,6 +144,11 @@ pub const NIC_RESCAN: &str = "echo 1 > /sys/bus/pci/rescan; sleep 1; ip link set
 /// the 5-minute oscillation check).
 pub const RSS_SECS: Duration = Duration::from_secs(40);
 
+/// The scenario `examples/lab` calls `name`, as [`all`] makes it.
+pub fn named(name: &str, idle: Duration) -> Option<Scenario> {
+    all(idle).into_iter().find(|s| s.name == name)
+}
+
 /// Every scenario; `idle` is the idle spell of `idle-burst` (5 minutes in the full table).
 pub fn all(idle: Duration) -> Vec<Scenario> {
     let idle_s = idle.as_secs();
