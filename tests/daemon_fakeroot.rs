@@ -821,7 +821,10 @@ fn sighup_reloads_good_and_refuses_bad_configs() {
 
 /// 6. A device vanishes while steerd runs and still has it in its model: no crash, no
 ///    error storm, `/metrics` keeps answering, the device is dropped from the model, and
-///    SIGTERM still restores the rest.
+///    SIGTERM still restores the rest. eth1 has one queue, so the tick's look at each
+///    multi-queue device (`Sampling::device_changed`) passes it by: the failed write is
+///    what finds it gone (`target_vanished`). A multi-queue device is found gone by the
+///    tick before any write: `notices_a_multi_queue_device_vanishing_before_writing`.
 #[test]
 fn survives_a_device_vanishing() {
     let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
@@ -890,6 +893,23 @@ fn survives_a_device_vanishing() {
         ),
         Some(1.0)
     );
+    // Counted as the write's finding, once.
+    assert_eq!(
+        daemon_support::sample(
+            &metrics,
+            "steerd_rediscoveries_total{reason=\"target_vanished\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    for reason in ["device_vanished", "threaded_switched"] {
+        let series = format!("steerd_rediscoveries_total{{reason=\"{reason}\"}}");
+        assert_eq!(
+            daemon_support::sample(&metrics, &series),
+            Some(0.0),
+            "{metrics}"
+        );
+    }
     assert_eq!(daemon.repeated_notes(), vec![]);
     let status = daemon.stop(Signal::SIGTERM);
     kernel.stop();
@@ -900,6 +920,119 @@ fn survives_a_device_vanishing() {
     let changed = m.changed();
     assert!(changed.is_empty(), "not restored: {changed:#?}");
     for irq in m.queue_irqs(0) {
+        assert_eq!(m.irq_cpus(irq).to_list(), "0");
+    }
+}
+
+/// 6b. A multi-queue device vanishes (its PCI function removed): the tick, which looks at
+///     each multi-queue device's `sys/class/net` directory before it decides, finds it
+///     gone and rediscovers before any write to it. Counted as `device_vanished`, never as
+///     `threaded_switched`: the gone device's unreadable `threaded` once read as a switch
+///     (igb in a 6.19 QEMU guest, the tick ahead of the rtnetlink event). No write fails,
+///     ticks go on, the device's series leave `/metrics`, SIGTERM restores the rest.
+#[test]
+fn notices_a_multi_queue_device_vanishing_before_writing() {
+    // `threaded` 0 as a real kernel (5.12 and later) has it: the file whose absence, once
+    // the device is gone, read as a switch.
+    let m = Machine::new(two_nics(4), |root, tree| {
+        all_queue_irqs_on_cpu0(root, tree);
+        for nic in &tree.machine.nics {
+            write_file(root, &format!("sys/class/net/{}/threaded", nic.name), "0\n");
+        }
+    });
+    let config = m.config("rps:\n  mode: auto\n");
+    let mut kernel = FakeKernel::start(m.tree.clone(), busy());
+    let mut daemon = Steerd::start(m.root(), Some(&config));
+    let eth0 = m.queue_irqs(0);
+    wait_until(
+        WAIT,
+        "eth0's vectors spread, RPS on for eth1",
+        Some(&daemon),
+        || {
+            eth0.iter()
+                .filter(|&&irq| m.irq_cpus(irq).to_list() != "0")
+                .count()
+                >= eth0.len() - 1
+                && !m.rps("eth1", 0).0.is_empty()
+        },
+    );
+    // Steady: no write to eth0 in flight.
+    daemon.wait_ticks(3);
+    assert!(daemon.metrics().contains("device=\"eth0\""));
+    let lines_before = daemon.stderr_lines().len();
+    let unplugged_at = Instant::now();
+    kernel.unplug("eth0");
+    wait_until(WAIT, "the vanished device counted", Some(&daemon), || {
+        daemon.metric("steerd_rediscoveries_total{reason=\"device_vanished\"}") >= Some(1.0)
+    });
+    wait_until(WAIT, "eth0 dropped from the metrics", Some(&daemon), || {
+        !daemon.metrics().contains("device=\"eth0\"")
+    });
+    let until = unplugged_at + Duration::from_secs(3);
+    let ticks_at_unplug = daemon.metric("steerd_ticks_total").unwrap();
+    while Instant::now() < until {
+        assert!(
+            daemon.is_running(),
+            "steerd died:\n{}",
+            daemon.stderr_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(daemon.metric("steerd_ticks_total").unwrap() >= ticks_at_unplug + 10.0);
+    let metrics = daemon.metrics();
+    // Found once, by the tick: no write reached the gone device, and the model without it
+    // is not found changed again every tick.
+    for (reason, times) in [
+        ("device_vanished", 1.0),
+        ("threaded_switched", 0.0),
+        ("target_vanished", 0.0),
+    ] {
+        let series = format!("steerd_rediscoveries_total{{reason=\"{reason}\"}}");
+        assert_eq!(
+            daemon_support::sample(&metrics, &series),
+            Some(times),
+            "{series}\n{metrics}\n{}",
+            daemon.stderr_text()
+        );
+    }
+    assert_eq!(
+        daemon_support::family_sum(&metrics, "steerd_write_errors_total"),
+        0.0,
+        "{metrics}"
+    );
+    let lines = daemon.stderr_lines();
+    let after: Vec<&str> = lines[lines_before..]
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect();
+    assert!(
+        after
+            .iter()
+            .any(|l| l.contains("machine changed") && l.contains("a device vanished")),
+        "{}",
+        after.join("\n")
+    );
+    assert!(
+        !after.iter().any(|l| l.contains("threaded NAPI switched")),
+        "{}",
+        after.join("\n")
+    );
+    assert!(
+        after.len() <= 12,
+        "{} log lines in 3 s after the unplug:\n{}",
+        after.len(),
+        after.join("\n")
+    );
+    assert_eq!(daemon.repeated_notes(), vec![]);
+    let status = daemon.stop(Signal::SIGTERM);
+    kernel.stop();
+    assert_eq!(status.code(), Some(0));
+    let log = daemon.stderr_text();
+    assert!(log.contains("failed=0"), "{log}");
+    // What is left of the tree (eth1) has its original text again.
+    let changed = m.changed();
+    assert!(changed.is_empty(), "not restored: {changed:#?}");
+    for irq in m.queue_irqs(1) {
         assert_eq!(m.irq_cpus(irq).to_list(), "0");
     }
 }

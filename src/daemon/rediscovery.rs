@@ -24,6 +24,10 @@ pub enum Rediscovery {
     CpuHotplug,
     /// A device's threaded NAPI was switched on or off.
     ThreadedSwitched,
+    /// A multi-queue device's `sys/class/net` directory is gone (or it is being
+    /// unregistered), seen by the tick before any link event or failed write said so. Its
+    /// own reason: it once read as a `threaded` switch (its `threaded` no longer readable).
+    DeviceVanished,
     /// A write found its target gone.
     TargetVanished,
     /// A write found a value steerd had written changed (someone else's, or a driver's
@@ -35,7 +39,7 @@ pub enum Rediscovery {
 }
 
 impl Rediscovery {
-    pub const ALL: [Rediscovery; 11] = [
+    pub const ALL: [Rediscovery; 12] = [
         Rediscovery::Periodic,
         Rediscovery::LinkEvent,
         Rediscovery::QueueEvent,
@@ -44,6 +48,7 @@ impl Rediscovery {
         Rediscovery::EthtoolChannelsAndRss,
         Rediscovery::CpuHotplug,
         Rediscovery::ThreadedSwitched,
+        Rediscovery::DeviceVanished,
         Rediscovery::TargetVanished,
         Rediscovery::WriteFoundChanged,
         Rediscovery::ReadBackFoundChanged,
@@ -60,6 +65,7 @@ impl Rediscovery {
             Rediscovery::EthtoolChannelsAndRss => "ethtool_channels_and_rss",
             Rediscovery::CpuHotplug => "hot_plug",
             Rediscovery::ThreadedSwitched => "threaded_switched",
+            Rediscovery::DeviceVanished => "device_vanished",
             Rediscovery::TargetVanished => "target_vanished",
             Rediscovery::WriteFoundChanged => "write_found_changed",
             Rediscovery::ReadBackFoundChanged => "read_back_found_changed",
@@ -77,6 +83,7 @@ impl Rediscovery {
             Rediscovery::EthtoolChannelsAndRss => "channels and RSS changed (ethtool notification)",
             Rediscovery::CpuHotplug => "CPU hot-plug",
             Rediscovery::ThreadedSwitched => "threaded NAPI switched",
+            Rediscovery::DeviceVanished => "a device vanished",
             Rediscovery::TargetVanished => "a target vanished",
             Rediscovery::WriteFoundChanged => "a write found a value steerd wrote changed",
             Rediscovery::ReadBackFoundChanged => "the read-back found a value steerd wrote changed",

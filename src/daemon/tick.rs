@@ -13,7 +13,7 @@ use super::lasting_failure::Occurrence;
 use super::rediscovery::Rediscovery;
 use super::report::unix_now;
 use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
-use crate::engine::sampling::Depth;
+use crate::engine::sampling::{Depth, DeviceChange};
 use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport};
 use crate::kernel::procfs::softnet;
 use crate::metrics::ResultLabels;
@@ -73,11 +73,26 @@ impl Daemon {
             }
         };
         if !rediscovered
-            && self
+            && let Some(change) = self
                 .sampling
-                .threaded_changed(&self.engine.machine().inventory)
+                .device_changed(&self.engine.machine().inventory)
         {
-            self.rediscover(Rediscovery::ThreadedSwitched);
+            // Debug only: the rediscovery's own line ("machine changed", why) tells it,
+            // and a rediscovery that keeps failing would repeat this every tick.
+            let reason = match &change {
+                DeviceChange::Vanished(device) => {
+                    debug!(
+                        device,
+                        "{device} vanished (gone from sys/class/net, or being unregistered); rediscovering"
+                    );
+                    Rediscovery::DeviceVanished
+                }
+                DeviceChange::ThreadedSwitched(device) => {
+                    debug!(device, "threaded NAPI of {device} switched; rediscovering");
+                    Rediscovery::ThreadedSwitched
+                }
+            };
+            self.rediscover(reason);
         }
         let sampling = &self.sampling;
         // The actuator only writes and reads back; whether to write at all (--dry-run,

@@ -19,6 +19,16 @@ use crate::kernel::sampler::TickSampler;
 use crate::model::inventory::{Inventory, RxQueue};
 use crate::model::snapshot::{Snapshot, ThreadTime};
 
+/// A change on a device found by [`Sampling::device_changed`], with the device's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceChange {
+    /// `sys/class/net/NAME` is gone (or the kernel is unregistering the device): a NIC
+    /// removed, noticed before the rtnetlink event that says so was read.
+    Vanished(String),
+    /// Its `threaded` was switched on or off: its NAPI threads came or went.
+    ThreadedSwitched(String),
+}
+
 /// How much of the per-tick counters to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Depth {
@@ -119,15 +129,34 @@ impl Sampling {
         Ok(())
     }
 
-    /// Whether a multi-queue device's NAPI was switched to or from threads (`threaded`)
-    /// since `inventory` was read: its threads came or went, so the model is stale. One
-    /// small read per such device.
-    pub fn threaded_changed(&self, inventory: &Inventory) -> bool {
-        self.queue_devices.iter().any(|(name, _)| {
-            let now = crate::kernel::napi_threads::is_threaded(
-                &self.root.path(format!("sys/class/net/{name}")),
-            );
-            inventory.device(name).is_some_and(|d| d.threaded != now)
+    /// What changed on a multi-queue device since `inventory` was read that makes the model
+    /// stale before any write finds it out: the device vanished, or its NAPI was switched
+    /// to or from threads (`threaded`: its threads came or went). The first device found
+    /// changed, or `None`. One small read and one `stat` per such device.
+    ///
+    /// A vanished device is told apart because its `threaded` reads as absent, which
+    /// against an inventory that read it (0 or 1) looked like a switch: a NIC removed in a
+    /// 6.19 guest, noticed by the tick before the rtnetlink event was read, was logged and
+    /// counted as `threaded_switched`. The directory is looked at after `threaded` is read,
+    /// so a device removed between the two is still a vanished one; a `threaded` that
+    /// answers EINVAL or ENODEV is a device the kernel is unregistering (net-sysfs serves
+    /// only a live device, as `kernel::sysfs::net::read_device` has it), vanished as well.
+    pub fn device_changed(&self, inventory: &Inventory) -> Option<DeviceChange> {
+        self.queue_devices.iter().find_map(|(name, _)| {
+            let dir = self.root.path(format!("sys/class/net/{name}"));
+            let read = crate::kernel::napi_threads::read_is_threaded(&dir);
+            let unregistering = read
+                .as_ref()
+                .is_err_and(|e| matches!(e.errno(), Some(nix::libc::EINVAL | nix::libc::ENODEV)));
+            if unregistering || !dir.exists() {
+                return Some(DeviceChange::Vanished(name.clone()));
+            }
+            // Any other failed read is taken as no file, as discovery takes it.
+            let now = read.ok().flatten();
+            inventory
+                .device(name)
+                .is_some_and(|d| d.threaded != now)
+                .then(|| DeviceChange::ThreadedSwitched(name.clone()))
         })
     }
 
@@ -206,4 +235,85 @@ fn queue_devices_of(inventory: &Inventory) -> Vec<(String, u32)> {
         })
         .filter_map(|d| Some((d.name.clone(), d.ifindex?)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::path::Path;
+
+    use super::*;
+    use crate::discover::discover;
+    use crate::fakeroot::{FakeMachine, FakeNic, FakeTree};
+
+    /// Two 4-queue NICs (both sampled per queue), eth1 with threaded NAPI off, followed by
+    /// a `Sampling` of the discovered machine.
+    fn two_nics(dir: &Path) -> (FakeTree, Machine, Sampling) {
+        let mut machine = FakeMachine::with_eth0(4, "ixgbe", 4);
+        machine.nics.push(FakeNic {
+            name: "eth1".into(),
+            driver: "ixgbe".into(),
+            node: None,
+            queues: 4,
+        });
+        let tree = machine.write(dir).unwrap();
+        fs::write(dir.join("sys/class/net/eth1/threaded"), "0\n").unwrap();
+        let root = Root::new(dir);
+        let machine = discover(&root).unwrap();
+        let mut sampling = Sampling::open(&root).unwrap();
+        sampling.follow(&machine);
+        assert_eq!(sampling.device_changed(&machine.inventory), None);
+        (tree, machine, sampling)
+    }
+
+    #[test]
+    fn a_switched_threaded_file_is_a_threaded_switch() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tree, machine, sampling) = two_nics(dir.path());
+        tree.make_threaded(1, 900).unwrap();
+        assert_eq!(
+            sampling.device_changed(&machine.inventory),
+            Some(DeviceChange::ThreadedSwitched("eth1".into()))
+        );
+    }
+
+    /// The QEMU igb removal: the device's `threaded` (read as 0 at discovery) is gone with
+    /// its directory. That is a vanished device, not a switch.
+    #[test]
+    fn a_removed_device_directory_is_a_vanished_device() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_tree, machine, sampling) = two_nics(dir.path());
+        let link = dir.path().join("sys/class/net/eth1");
+        let device_dir = fs::canonicalize(&link).unwrap();
+        fs::remove_file(&link).unwrap();
+        fs::remove_dir_all(device_dir).unwrap();
+        assert_eq!(
+            sampling.device_changed(&machine.inventory),
+            Some(DeviceChange::Vanished("eth1".into()))
+        );
+    }
+
+    /// A device the kernel is unregistering keeps its directory, but `threaded` answers
+    /// EINVAL: vanished too. `/proc/self/clear_refs` answers a read with EINVAL (as root;
+    /// others may not open it).
+    #[test]
+    fn a_threaded_file_answering_einval_is_a_vanishing_device() {
+        let einval = Path::new("/proc/self/clear_refs");
+        if fs::read(einval).map_err(|e| e.raw_os_error()) != Err(Some(nix::libc::EINVAL)) {
+            eprintln!(
+                "skipped: reading {} does not give EINVAL here (not root)",
+                einval.display()
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (_tree, machine, sampling) = two_nics(dir.path());
+        let threaded = dir.path().join("sys/class/net/eth1/threaded");
+        fs::remove_file(&threaded).unwrap();
+        std::os::unix::fs::symlink(einval, &threaded).unwrap();
+        assert_eq!(
+            sampling.device_changed(&machine.inventory),
+            Some(DeviceChange::Vanished("eth1".into()))
+        );
+    }
 }

@@ -234,13 +234,22 @@ pub fn threaded_mode(device_dir: &Path) -> Option<ThreadedMode> {
 
 /// Whether `dir/threaded` says the device's NAPI runs in threads.
 pub fn is_threaded(device_dir: &Path) -> Option<bool> {
-    let text = read_threaded(device_dir)?;
-    match text.trim() {
+    read_is_threaded(device_dir).ok().flatten()
+}
+
+/// [`is_threaded`] with the failed read kept apart from the absent file: the tick's check
+/// (`Sampling::device_changed` in steerd-core) must tell a device the kernel is
+/// unregistering (its attributes answer EINVAL or ENODEV while its directory is still
+/// there) from one whose `threaded` was switched.
+pub fn read_is_threaded(device_dir: &Path) -> Result<Option<bool>, Error> {
+    let path = device_dir.join("threaded");
+    let text = crate::limits::read_optional_bounded(&path, MAX_STATUS_BYTES)?;
+    Ok(text.and_then(|text| match text.trim() {
         "0" => Some(false),
         "" => None,
         // 1, and on 6.19+ 2 (busy-poll threads): threads either way.
         _ => Some(true),
-    }
+    }))
 }
 
 #[cfg(test)]
