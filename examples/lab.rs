@@ -7,6 +7,8 @@
 //! default; 300 for the lever's 5-minute oscillation check). `LAB_CONSOLE=DIR` keeps each
 //! run's guest console as `DIR/SCENARIO-BALANCER-N.log`. `--format json` prints one JSON
 //! object per run on stdout as it ends (`steerd_testkit::lab::json`) and the tables on stderr.
+//! The `tuned` scenarios need `--tuned $(scripts/lab-tuned.sh)` (Debian's tuned, copied into
+//! the guest).
 //!
 //! `lab soak [--minutes N] [--steerd PATH] [--max-rss-growth PCT]` runs the soak instead
 //! (steerd alone for an hour by default; `scripts/soak.sh`) and prints its first and last
@@ -42,6 +44,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut userland = std::env::var_os("STEERD_LAB_USERLAND").map(PathBuf::from);
     let mut irqbalance = None;
     let mut steerd_config = None;
+    let mut tuned: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -62,6 +65,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--userland" => userland = Some(PathBuf::from(value()?)),
             "--irqbalance" => irqbalance = Some(value()?),
             "--steerd-config" => steerd_config = Some(PathBuf::from(value()?)),
+            "--tuned" => tuned = Some(PathBuf::from(value()?)),
             "--balancers" => {
                 balancers = value()?
                     .split(',')
@@ -71,7 +75,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
-                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [SCENARIO...]\n\
+                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [SCENARIO...]\n\
                      {SOAK_USAGE}",
                     nic_names("|")
                 );
@@ -126,10 +130,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // A scenario that would run on this NIC and report figures that mean nothing
     // (`Nic::cannot_run`): left out of "every scenario", and refused when named.
     let cannot = |s: &scenario::Scenario| nic.cannot_run(s.name);
+    // The tuned scenarios need tuned's root in the guest (`--tuned DIR`): without it they
+    // are left out of "every scenario", and refused when named.
     let scenarios: Vec<_> = if wanted.is_empty() {
         scenarios
             .into_iter()
             .filter(|s| cannot(s).is_none())
+            .filter(|s| tuned.is_some() || !lab::tuned::needs_tuned(s))
             .collect()
     } else {
         scenarios
@@ -164,6 +171,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
         lab.add_program(&napi_set, "usr/sbin/napi_set")?;
+    }
+    if scenarios.iter().any(lab::tuned::needs_tuned) {
+        let Some(root) = &tuned else {
+            return Err(
+                "the tuned scenarios need --tuned DIR, Debian's tuned in a root of its own (sudo scripts/lab-tuned.sh builds it and prints DIR)"
+                    .into(),
+            );
+        };
+        if !root.join("usr/sbin/tuned").is_file() {
+            return Err(format!(
+                "{}: no usr/sbin/tuned there (sudo scripts/lab-tuned.sh builds the root)",
+                root.display()
+            )
+            .into());
+        }
+        lab.add_tree(root, "tuned")?;
     }
     let about = format!(
         "guest kernel {}, NIC {}, QEMU {}, irqbalance {}",

@@ -86,8 +86,8 @@ pub fn without_thread_cache() -> Option<std::io::Error> {
 
 /// Hands the pages of the heap that hold no live allocation back to the kernel
 /// (`malloc_trim(0)`: glibc `madvise`s every whole free page inside the heap, not only
-/// the top). The daemon calls it at the end of every slow-timer tick (a recheck or a
-/// rediscovery, every 30 s), after that tick's own allocations are freed.
+/// the top). The daemon calls it at the end of a tick every 30 s
+/// (`daemon::RETURN_FREE_PAGES_EVERY`), after that tick's own allocations are freed.
 ///
 /// Why: glibc frees a chunk into its bins and keeps its pages; only free memory at the
 /// top of the heap above `M_TRIM_THRESHOLD` is ever given back by `free`. A rediscovery

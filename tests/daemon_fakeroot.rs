@@ -1096,7 +1096,7 @@ fn leaves_a_managed_irq_alone() {
 }
 
 /// 8. A value someone else changes after steerd wrote it is theirs: noticed at the next
-///    rediscovery (every 30 s when no event says so: this test waits for it), counted and
+///    read-back (every `RECHECK_EVERY`, 10 s, when no event says so: this test waits for it), counted and
 ///    logged once, never reverted while steerd runs, and left as they set it on exit.
 #[test]
 fn respects_an_operators_change() {

@@ -739,6 +739,85 @@ fn doctor_in_the_guest() -> TestResult {
     Ok(())
 }
 
+/// Issue 33's other tools: Debian's tuned (2.25, `scripts/lab-tuned.sh`'s root copied into
+/// the guest) started under traffic with `cpu-partitioning` (`isolated_cores=3`), whose
+/// scheduler plugin moves every IRQ off CPU 3, stopped at 30 s. With steerd's default
+/// `on_external_change: respect`, the vectors steerd had put on CPU 3 stay on tuned's masks
+/// until tuned stops, steerd notes each as an external change, and `steerd doctor` names
+/// tuned, its profile and `irq_process=false`; with `override` steerd puts them back on
+/// single CPUs while tuned still runs, within the read-back's period (`RECHECK_EVERY`),
+/// two ticks and a sample. About two minutes.
+fn tuned_moves_are_external_changes() -> TestResult {
+    let guest = match GuestLab::open(|work, steerd| {
+        let tuned = lab_script("lab-tuned.sh", &[])?;
+        let mut lab = lab::run::Lab::build(work, steerd)?;
+        lab.add_tree(&tuned, "tuned")?;
+        Ok(lab)
+    }) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
+    let (raw, m) = run_sound(&mut lab, &scenario(lab::tuned::RESPECT), Balancer::Steerd);
+    let respected = lab::tuned::figures(&raw.lines);
+    eprintln!("respect: {respected:?}");
+    let shown = format!("{respected:?}\n{}", show(&m));
+    assert!(respected.applied, "tuned applied no profile: {shown}");
+    assert!(
+        !respected.targets.is_empty(),
+        "no vector on CPU 3 before tuned: {shown}"
+    );
+    assert!(
+        respected.moved_after_s.is_some(),
+        "tuned moved nothing: {shown}"
+    );
+    assert!(
+        respected.tuned_masks.iter().all(|mask| !mask.contains('3')),
+        "{shown}"
+    );
+    assert!(
+        respected.kept_while_running,
+        "steerd overrode tuned: {shown}"
+    );
+    assert!(
+        respected.external_notes >= 1,
+        "no external_change note: {shown}"
+    );
+    let doctor = DoctorRun::from_lines(&raw.lines)
+        .expect("the guest ran steerd doctor")
+        .expect("its JSON parses");
+    let named = of(&doctor, "tuned");
+    assert_eq!(named.len(), 1, "{doctor:?}");
+    assert!(
+        named[0].summary.contains("profile cpu-partitioning"),
+        "{doctor:?}"
+    );
+    assert!(
+        named[0]
+            .fix
+            .as_deref()
+            .is_some_and(|fix| fix.contains("irq_process=false")),
+        "{doctor:?}"
+    );
+
+    let (raw, m) = run_sound(&mut lab, &scenario(lab::tuned::OVERRIDE), Balancer::Steerd);
+    let overridden = lab::tuned::figures(&raw.lines);
+    eprintln!("override: {overridden:?}");
+    let shown = format!("{overridden:?}\n{}", show(&m));
+    assert!(
+        overridden.moved_after_s.is_some(),
+        "tuned moved nothing: {shown}"
+    );
+    // The read-back's period, two ticks, and the samples' spacing under TCG (up to 2 s).
+    let bound = steerd::daemon::RECHECK_EVERY.as_secs_f64() + 4.0;
+    assert!(
+        overridden.back_after_s.is_some_and(|s| s <= bound),
+        "not back on single CPUs within {bound} s: {shown}"
+    );
+    assert!(overridden.external_notes >= 1, "{shown}");
+    Ok(())
+}
+
 /// The findings of one check.
 fn of<'a>(run: &'a DoctorRun, check: &str) -> Vec<&'a lab::doctor::Finding> {
     run.findings.iter().filter(|f| f.check == check).collect()
@@ -1302,4 +1381,5 @@ suite_main!(
     virtual_function_steered_like_any_nic,
     busy_polling_thread_on_6_19,
     partition_figures_from_samples,
+    tuned_moves_are_external_changes,
 );

@@ -134,7 +134,7 @@ impl Daemon {
     /// changed it (or the device was re-created): rediscover, so the policy sees it. A
     /// value the model already holds is a change seen before (respected, and kept in the
     /// state file for the restore rule): without this, one external change made every
-    /// read-back, every 30 s, a rediscovery for as long as it stood (the lab's `rss-ntf`,
+    /// read-back (every `RECHECK_EVERY`) a rediscovery for as long as it stood (the lab's `rss-ntf`,
     /// 2026-11-28).
     pub(super) fn recheck_written(&mut self) {
         self.last_recheck = Instant::now();

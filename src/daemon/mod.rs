@@ -83,8 +83,16 @@ pub const REDISCOVER_EVERY: Duration = Duration::from_secs(300);
 pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 
 /// How often the values steerd wrote are read back to notice someone else's change: one
-/// small read per value, and a rediscovery only when one differs.
-pub const RECHECK_EVERY: Duration = Duration::from_secs(30);
+/// small read per value, and a rediscovery only when one differs. Nothing announces an
+/// IRQ affinity, RPS or XPS write, so this bounds how long steerd plans on a placement that
+/// is no longer there: at 30 s, Debian's tuned moving every IRQ off an isolated core in
+/// the lab (`tuned`, 2026-11-28) went unseen for 19 s. Every 10 s costs a few microseconds
+/// per value steerd wrote (a `pread` of a small sysfs or procfs file).
+pub const RECHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// How often the heap's free pages are handed back (`crate::memory::return_free_pages`),
+/// at the end of a tick.
+pub const RETURN_FREE_PAGES_EVERY: Duration = Duration::from_secs(30);
 
 /// The shortest gap between ticks while a hot signal is being confirmed.
 pub const FAST_TICK_MIN: Duration = Duration::from_millis(100);
@@ -189,6 +197,7 @@ struct Daemon {
     started: Instant,
     last_discovery: Instant,
     last_recheck: Instant,
+    last_free_pages: Instant,
     watchdog: Option<Duration>,
     last_watchdog: Instant,
     reported_managed: std::collections::BTreeSet<u32>,
@@ -310,6 +319,7 @@ impl Daemon {
             started: now,
             last_discovery: now,
             last_recheck: now,
+            last_free_pages: now,
             watchdog: sd_notify::watchdog_enabled(),
             last_watchdog: now,
             reported_managed: Default::default(),

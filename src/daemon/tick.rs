@@ -12,7 +12,9 @@ use super::discovery::online_cpus_changed;
 use super::lasting_failure::Occurrence;
 use super::rediscovery::Rediscovery;
 use super::report::unix_now;
-use super::{Daemon, RECHECK_EVERY, REDISCOVER_EVERY, STAT_EVERY_IDLE_TICKS, quiet};
+use super::{
+    Daemon, RECHECK_EVERY, REDISCOVER_EVERY, RETURN_FREE_PAGES_EVERY, STAT_EVERY_IDLE_TICKS, quiet,
+};
 use crate::engine::sampling::{Depth, DeviceChange};
 use crate::engine::{MoveEffect, MoveVerdict, Sample, TickKind, TickReport};
 use crate::kernel::procfs::softnet;
@@ -28,17 +30,17 @@ impl Daemon {
             self.files_changed = false;
             self.look_at_followed_files();
         }
-        // Every slow-timer tick (rediscovery or recheck, so every 30 s) ends by handing
-        // glibc's free pages back: crate::memory::return_free_pages says why.
-        let return_free_pages = if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
+        if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover(Rediscovery::Periodic);
-            true
         } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
             self.recheck_written();
-            true
-        } else {
-            false
-        };
+        }
+        // Every 30 s a tick ends by handing glibc's free pages back:
+        // crate::memory::return_free_pages says why.
+        let return_free_pages = self.last_free_pages.elapsed() >= RETURN_FREE_PAGES_EVERY;
+        if return_free_pages {
+            self.last_free_pages = Instant::now();
+        }
         self.follow_isolated_partitions();
         self.follow_busy_poll_threads();
         let depth = if self.idle_ticks > 0

@@ -394,6 +394,55 @@ dissolve_partition() {
     rmdir /sys/fs/cgroup/lab-isolated
 }
 
+# Debian's tuned (the tuned scenarios, lab/tuned.rs), chrooted in the root the lab put at
+# /tuned, with the guest's /proc, /sys and /dev; its etc/tuned and usr/lib/tuned bound over
+# the guest's, where steerd doctor reads the active profile and its includes. cpu-partitioning isolates CPU $ISOLATED: its
+# scheduler plugin moves every IRQ it can off that core. `LAB TUNED started PID`, then
+# `LAB TUNED applied` once its log says the profile is applied (or `LAB ERROR`).
+start_tuned() {
+    if [ ! -x /tuned/usr/sbin/tuned ]; then
+        echo "LAB ERROR no tuned in the guest (the lab adds scripts/lab-tuned.sh's root)"
+        return
+    fi
+    for d in proc sys dev run tmp; do
+        mkdir -p "/tuned/$d"
+        mount --bind "/$d" "/tuned/$d"
+    done
+    echo "isolated_cores=3" > /tuned/etc/tuned/cpu-partitioning-variables.conf
+    for d in etc/tuned usr/lib/tuned; do
+        mkdir -p "/$d"
+        mount --bind "/tuned/$d" "/$d"
+    done
+    chroot /tuned /usr/sbin/tuned --no-dbus --no-socket --log=/tmp/tuned.log \
+        --profile cpu-partitioning > /tmp/tuned.out 2>&1 &
+    TUNED_PID=$!
+    echo "LAB TUNED started $TUNED_PID"
+    (
+        for _ in $(seq 1 400); do
+            if grep -q "static tuning from profile 'cpu-partitioning' applied" /tmp/tuned.log 2>/dev/null; then
+                echo "LAB TUNED applied comm $(cat "/proc/$TUNED_PID/comm") profile $(cat /etc/tuned/active_profile 2>&1)"
+                exit 0
+            fi
+            kill -0 "$TUNED_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        echo "LAB ERROR tuned applied no profile: $(tail -n 3 /tmp/tuned.log /tmp/tuned.out 2>/dev/null | tr '\n' ' ')"
+    ) &
+}
+# tuned rolls its profile back when it stops (SIGTERM): the IRQs go back where it found them.
+stop_tuned() {
+    [ -n "$TUNED_PID" ] || return
+    kill "$TUNED_PID"
+    (
+        for _ in $(seq 1 300); do
+            kill -0 "$TUNED_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        echo "LAB TUNED stopped"
+        grep -i "irq\|error\|applied" /tmp/tuned.log | head -n 40 | sed 's/^/TUNEDLOG /'
+    ) &
+}
+
 # Set-up helpers for scenarios.
 rx_napi_threads() { # "ID PID" of every receive NAPI thread, in queue order (smallest NAPI id first)
     napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n

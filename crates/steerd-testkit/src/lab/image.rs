@@ -267,6 +267,27 @@ pub fn add_program(work: &Path, base: &Path, program: &Path, to: &str) -> Result
     cpio(&stage, base)
 }
 
+/// Adds the whole directory `tree` (another root: `scripts/lab-tuned.sh`'s) to the base
+/// archive at `to`, as it is (links, modes); the guest runs what it holds chrooted there.
+/// `cp -a` copies it: links, owners and modes as they are, which a hand-written walk
+/// would have to redo.
+pub fn add_tree(work: &Path, base: &Path, tree: &Path, to: &str) -> Result<()> {
+    let stage = work.join("stage");
+    let dest = stage.join(to);
+    let _ = fs::remove_dir_all(&dest);
+    fs::create_dir_all(&dest).map_err(io(format!("making {}", dest.display())))?;
+    run_cmd(
+        "cp",
+        &[
+            "-a",
+            "--",
+            &format!("{}/.", tree.display()),
+            &dest.display().to_string(),
+        ],
+    )?;
+    cpio(&stage, base)
+}
+
 fn find_tool(name: &str) -> Result<PathBuf> {
     which(name).ok_or_else(|| LabError::Missing(name.into(), format!("apt-get install {name}")))
 }

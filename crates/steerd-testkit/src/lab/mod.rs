@@ -32,6 +32,7 @@ pub mod scenario;
 pub mod soak;
 pub mod soak_report;
 pub mod traffic;
+pub mod tuned;
 pub mod vm;
 pub mod xps;
 

@@ -72,6 +72,12 @@ impl Lab {
         image::add_program(&self.work, &self.base, program, to)
     }
 
+    /// Puts the directory `tree` into every later guest at `to` (the tuned root at
+    /// `tuned`).
+    pub fn add_tree(&mut self, tree: &Path, to: &str) -> Result<()> {
+        image::add_tree(&self.work, &self.base, tree, to)
+    }
+
     /// Boots a guest for the scenario with the balancer and drives its traffic.
     pub fn run(&mut self, scenario: &Scenario, balancer: Balancer) -> Result<RawRun> {
         self.runs += 1;

@@ -343,6 +343,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
     .chain(super::saturation::all(idle, RSS_SECS))
     .chain(super::isolation::all())
     .chain(super::xps::all())
+    .chain(super::tuned::all())
     .chain([super::busy_poll::scenario()])
     .collect()
 }

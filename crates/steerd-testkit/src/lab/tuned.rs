@@ -1,0 +1,210 @@
+//! The tuned scenarios (issue 33, other tools): Debian's tuned, started under traffic in
+//! the guest with its `cpu-partitioning` profile (`isolated_cores=3`), whose `scheduler`
+//! plugin moves every IRQ it can off the isolated core when the profile is applied (and
+//! puts them back when tuned stops). With steerd's default `on_external_change: respect`
+//! the vectors stay where tuned put them and `steerd doctor` names tuned and the setting
+//! that stops it; with `override` steerd puts its own placement back.
+//!
+//! tuned runs chrooted in the root `scripts/lab-tuned.sh` builds (the lab copies it into
+//! the guest at `/tuned`, `Lab::add_tree`), with the guest's /proc, /sys and /dev, and
+//! without D-Bus or its socket (`--no-dbus --no-socket`): the guest has neither bus nor
+//! systemd. Its `etc/tuned` and `usr/lib/tuned` are bound over the guest's, where
+//! `steerd doctor` reads the active profile and the profiles it includes.
+//!
+//! Figures, from the guest's samples: when tuned's writes first show (a receive vector's
+//! mask no longer a single CPU, the isolated core left out), and whether the receive
+//! vectors then stay on tuned's masks (respect) or are back on one CPU each (override)
+//! until tuned stops.
+
+use std::time::Duration;
+
+use super::scenario::{Scenario, base, udp};
+
+/// The core tuned's profile isolates.
+pub const ISOLATED: u32 = 3;
+/// When tuned starts, steerd doctor runs and tuned stops, seconds after the balancer
+/// starts. Python under TCG takes seconds to start tuned and apply the profile.
+pub const START_AT: u32 = 4;
+pub const DOCTOR_AT: u32 = 26;
+pub const STOP_AT: u32 = 30;
+/// The scenarios' names.
+pub const RESPECT: &str = "tuned";
+pub const OVERRIDE: &str = "tuned-override";
+
+/// Whether the scenario needs the tuned root in the guest.
+pub fn needs_tuned(s: &Scenario) -> bool {
+    s.name == RESPECT || s.name == OVERRIDE
+}
+
+/// The scenarios: steerd on its built-in config (`respect`), and with `override`.
+pub fn all() -> Vec<Scenario> {
+    let tuned = |name, what, config: &str| Scenario {
+        setup: format!(
+            "mkdir -p /etc/steerd; echo '{config}' > /etc/steerd/steerd.yaml; pin_inputs 0"
+        ),
+        steerd_args: "--config /etc/steerd/steerd.yaml".into(),
+        events: vec![
+            (START_AT, "start_tuned"),
+            (DOCTOR_AT, "run_doctor"),
+            (STOP_AT, "stop_tuned"),
+        ],
+        duration: Duration::from_secs(40),
+        phases: vec![udp(1, 38, 8, 20_000)],
+        steady: Duration::from_secs(8),
+        ..base(name, what)
+    };
+    vec![
+        tuned(
+            RESPECT,
+            "every input on CPU0; tuned's cpu-partitioning (isolated_cores=3) started at 4 s, stopped at 30 s; steerd doctor at 26 s",
+            "on_external_change: respect",
+        ),
+        tuned(
+            OVERRIDE,
+            "as tuned, steerd with on_external_change: override",
+            "on_external_change: override",
+        ),
+    ]
+}
+
+/// What one run of a tuned scenario showed, from the guest's console lines.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TunedRun {
+    /// tuned's log said the profile was applied (`LAB TUNED applied`).
+    pub applied: bool,
+    /// The IRQs a balancer had put on the isolated core alone before tuned started (the
+    /// ones tuned moves that someone placed): by number.
+    pub targets: Vec<u32>,
+    /// Seconds after tuned started at which the first sample showed one of them moved.
+    pub moved_after_s: Option<f64>,
+    /// Their masks in that sample (tuned's).
+    pub tuned_masks: Vec<String>,
+    /// Whether every sample from then until tuned stopped kept tuned's masks.
+    pub kept_while_running: bool,
+    /// Seconds after they moved at which every one was back on a single CPU, before tuned
+    /// stopped (`None`: not while tuned ran).
+    pub back_after_s: Option<f64>,
+    /// steerd's `external_change` notes naming one of them.
+    pub external_notes: usize,
+}
+
+/// Reads a tuned run from its console lines: samples (`S uptime`, then `A irq mask
+/// effective`), events (`LAB EVENT uptime command`), tuned's own lines and steerd's log
+/// (`LOG ...`).
+pub fn figures(lines: &[String]) -> TunedRun {
+    let mut samples: Vec<(f64, std::collections::BTreeMap<u32, String>)> = Vec::new();
+    let (mut started, mut stopped) = (None, None);
+    let mut run = TunedRun::default();
+    for line in lines {
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("S"), Some(t), None, None) => {
+                if let Ok(t) = t.parse() {
+                    samples.push((t, Default::default()));
+                }
+            }
+            (Some("A"), Some(irq), Some(mask), _) => {
+                if let (Some(last), Ok(irq)) = (samples.last_mut(), irq.parse()) {
+                    last.1.insert(irq, mask.to_string());
+                }
+            }
+            (Some("LAB"), Some("EVENT"), Some(t), Some("start_tuned")) => started = t.parse().ok(),
+            (Some("LAB"), Some("EVENT"), Some(t), Some("stop_tuned")) => stopped = t.parse().ok(),
+            (Some("LAB"), Some("TUNED"), Some("applied"), _) => run.applied = true,
+            _ => {}
+        }
+    }
+    let (Some(started), Some(stopped)) = (started, stopped) else {
+        return run;
+    };
+    let isolated = ISOLATED.to_string();
+    let Some(before) = samples.iter().rev().find(|(t, _)| *t <= started) else {
+        return run;
+    };
+    run.targets = before
+        .1
+        .iter()
+        .filter(|(_, mask)| **mask == isolated)
+        .map(|(irq, _)| *irq)
+        .collect();
+    let masks = |sample: &std::collections::BTreeMap<u32, String>| -> Vec<String> {
+        run.targets
+            .iter()
+            .map(|irq| sample.get(irq).cloned().unwrap_or_default())
+            .collect()
+    };
+    let while_running: Vec<&(f64, _)> = samples
+        .iter()
+        .filter(|(t, _)| *t > started && *t < stopped)
+        .collect();
+    let Some(moved) = while_running
+        .iter()
+        .position(|(_, s)| masks(s).iter().any(|m| *m != isolated))
+    else {
+        return run;
+    };
+    let (moved_at, moved_sample) = while_running[moved];
+    run.moved_after_s = Some(moved_at - started);
+    run.tuned_masks = masks(moved_sample);
+    let after = &while_running[moved..];
+    run.kept_while_running = after.iter().all(|(_, s)| masks(s) == run.tuned_masks);
+    run.back_after_s = after
+        .iter()
+        .find(|(_, s)| masks(s).iter().all(|m| m.parse::<u32>().is_ok()))
+        .map(|(t, _)| t - moved_at);
+    run.external_notes = lines
+        .iter()
+        .filter(|l| l.starts_with("LOG ") && l.contains("policy note (external_change)"))
+        .filter(|l| {
+            run.targets
+                .iter()
+                .any(|irq| l.contains(&format!("(external_change): irq {irq} ")))
+        })
+        .count();
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(|l| l.trim().to_string()).collect()
+    }
+
+    /// The lab's first runs (2026-11-28, 6.12): queue 3's vectors (31, 32) on CPU 3,
+    /// tuned's scheduler plugin moves them to 0-2; steerd respects, or puts them back.
+    #[test]
+    fn tuned_moves_and_what_the_balancer_did_after() {
+        let respected = lines(
+            "S 9.0\nA 31 3 3\nA 32 3 3\nA 24 0-3 0\nLAB EVENT 9.4 start_tuned\n\
+             S 10.0\nA 31 3 3\nA 32 3 3\nLAB TUNED applied comm tuned profile cpu-partitioning\n\
+             S 15.7\nA 31 0-2 0\nA 32 0-2 0\nA 24 0-2 0\n\
+             LOG 2026-11-28T16:13:35.8Z  INFO policy note (external_change): irq 31 affinity: steerd wrote 3, now 0-2: changed by someone else\n\
+             S 30.0\nA 31 0-2 0\nA 32 0-2 0\nLAB EVENT 35.2 stop_tuned\nS 38.4\nA 31 3 3\nA 32 3 3",
+        );
+        let run = figures(&respected);
+        assert!(run.applied);
+        assert_eq!(run.targets, vec![31, 32]);
+        assert!((run.moved_after_s.unwrap() - 6.3).abs() < 1e-9);
+        assert_eq!(run.tuned_masks, vec!["0-2", "0-2"]);
+        assert!(run.kept_while_running);
+        assert_eq!(run.back_after_s, None);
+        assert_eq!(run.external_notes, 1);
+
+        let overridden = lines(
+            "S 9.0\nA 31 3 3\nA 32 3 3\nLAB EVENT 9.4 start_tuned\n\
+             S 15.7\nA 31 0-2 0\nA 32 0-2 0\nS 20.2\nA 31 3 3\nA 32 3 3\n\
+             LAB EVENT 35.2 stop_tuned",
+        );
+        let run = figures(&overridden);
+        assert!(!run.applied);
+        assert!(!run.kept_while_running);
+        assert!((run.back_after_s.unwrap() - 4.5).abs() < 1e-9);
+        // tuned never ran: nothing moved.
+        let run = figures(&lines(
+            "S 9.0\nA 31 3 3\nLAB EVENT 9.4 start_tuned\nS 12.0\nA 31 3 3\nLAB EVENT 35.2 stop_tuned",
+        ));
+        assert_eq!(run.moved_after_s, None);
+    }
+}
