@@ -293,6 +293,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         lab::faults::describe(&lab::faults::HeldWrite::from_log(&m.log))
                     );
                 }
+                if lab::tuned::needs_tuned(s) {
+                    eprintln!(
+                        "lab: {} {} #{}: {:?}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::tuned::figures(&raw.lines)
+                    );
+                }
                 match lab::doctor::DoctorRun::from_lines(&raw.lines) {
                     Some(Ok(doctor)) => {
                         eprintln!(

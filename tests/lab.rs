@@ -740,8 +740,9 @@ fn doctor_in_the_guest() -> TestResult {
 }
 
 /// Issue 33's other tools: Debian's tuned (2.25, `scripts/lab-tuned.sh`'s root copied into
-/// the guest) started under traffic with `cpu-partitioning` (`isolated_cores=3`), whose
-/// scheduler plugin moves every IRQ off CPU 3, stopped at 30 s. With steerd's default
+/// the guest) started under traffic with cpu-partitioning's scheduler section
+/// (`isolated_cores=3`, the lab's profile `steerd-lab`), which moves every IRQ off CPU 3,
+/// stopped at 30 s. With steerd's default
 /// `on_external_change: respect`, the vectors steerd had put on CPU 3 stay on tuned's masks
 /// until tuned stops, steerd notes each as an external change, and `steerd doctor` names
 /// tuned, its profile and `irq_process=false`; with `override` steerd puts them back on
@@ -771,12 +772,16 @@ fn tuned_moves_are_external_changes() -> TestResult {
         respected.moved_after_s.is_some(),
         "tuned moved nothing: {shown}"
     );
+    let isolated = lab::tuned::ISOLATED;
     assert!(
-        respected.tuned_masks.iter().all(|mask| !mask.contains('3')),
+        respected
+            .tuned_masks
+            .iter()
+            .all(|mask| !lab::isolation::cpus_of(mask, false).contains(&isolated)),
         "{shown}"
     );
     assert!(
-        respected.kept_while_running,
+        respected.kept_off_isolated && respected.back_after_s.is_none(),
         "steerd overrode tuned: {shown}"
     );
     assert!(
@@ -789,7 +794,7 @@ fn tuned_moves_are_external_changes() -> TestResult {
     let named = of(&doctor, "tuned");
     assert_eq!(named.len(), 1, "{doctor:?}");
     assert!(
-        named[0].summary.contains("profile cpu-partitioning"),
+        named[0].summary.contains("profile steerd-lab"),
         "{doctor:?}"
     );
     assert!(

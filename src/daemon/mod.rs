@@ -86,8 +86,10 @@ pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 /// small read per value, and a rediscovery only when one differs. Nothing announces an
 /// IRQ affinity, RPS or XPS write, so this bounds how long steerd plans on a placement that
 /// is no longer there: at 30 s, Debian's tuned moving every IRQ off an isolated core in
-/// the lab (`tuned`, 2026-11-28) went unseen for 19 s. Every 10 s costs a few microseconds
-/// per value steerd wrote (a `pread` of a small sysfs or procfs file).
+/// the lab (`tuned`, 2026-11-28) went unseen for 19 s. The price is about 3 µs per value
+/// steerd wrote and per read-back (an open, read and close of a small procfs or sysfs file,
+/// measured on the 2-CPU test host): a 64-queue NIC's 128 vectors cost some 40 µs per
+/// second, against an awake idle tick floor of 80-95 µs per second (docs/performance.md).
 pub const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the heap's free pages are handed back (`crate::memory::return_free_pages`),

@@ -46,6 +46,9 @@ pub fn check(context: &Context) -> Vec<Finding> {
         let mut read = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         load(context, profile, 0, &mut seen, &mut sections, &mut read);
+        // The active profile's own file comes last; one under usr/lib is the package's,
+        // which its next upgrade overwrites: the fix is a profile of the operator's own.
+        let shipped = read.last().is_some_and(|path| path.starts_with("usr/lib/"));
         for (section, keys) in &sections {
             // A unit switched off does not run.
             if keys.get("enabled").is_some_and(|v| is_false(v)) {
@@ -64,11 +67,18 @@ pub fn check(context: &Context) -> Vec<Finding> {
                              off isolated_cores={cores} ({})",
                             read.join(", ")
                         ));
-                        fixes.push(format!(
-                            "set irq_process=false in [{section}] of profile {profile} \
-                             (tuned-adm profile {profile} to apply it), and keep steerd off \
-                             those CPUs with cpus.banned"
-                        ));
+                        fixes.push(if shipped {
+                            format!(
+                                "{}, and keep steerd off those CPUs with cpus.banned",
+                                own_profile(profile, section, "irq_process=false")
+                            )
+                        } else {
+                            format!(
+                                "set irq_process=false in [{section}] of profile {profile} \
+                                 (tuned-adm profile {profile} to apply it), and keep steerd \
+                                 off those CPUs with cpus.banned"
+                            )
+                        });
                     }
                 }
                 "irq" => {
@@ -78,10 +88,14 @@ pub fn check(context: &Context) -> Vec<Finding> {
                              {affinity} ({})",
                             read.join(", ")
                         ));
-                        fixes.push(format!(
-                            "remove the [{section}] instance from profile {profile}, or leave \
-                             its affinity empty"
-                        ));
+                        fixes.push(if shipped {
+                            own_profile(profile, section, "enabled=false")
+                        } else {
+                            format!(
+                                "remove the [{section}] instance from profile {profile}, or \
+                                 leave its affinity empty"
+                            )
+                        });
                     }
                 }
                 "irqbalance" => {
@@ -187,6 +201,17 @@ fn load(
     }
 }
 
+/// The fix for a profile the tuned package ships: a profile of the operator's own that
+/// includes it and sets `key_value` in `[section]`, applied with `tuned-adm`.
+fn own_profile(profile: &str, section: &str, key_value: &str) -> String {
+    format!(
+        "profile {profile} is the package's (its next upgrade would undo an edit): make \
+         /etc/tuned/profiles/{profile}-steerd/tuned.conf (/etc/tuned/{profile}-steerd/ \
+         before tuned 2.23) holding [main] include={profile} and [{section}] {key_value}, \
+         then tuned-adm profile {profile}-steerd"
+    )
+}
+
 /// The sections of a `tuned.conf`: `[name]` headers, `key=value` lines, `#` comments.
 fn parse(text: &str) -> Sections {
     let mut sections = Sections::new();
@@ -234,6 +259,23 @@ mod tests {
         put(&tree, "proc/700/comm", "tuned\n");
         // The included profile's irq_process=false holds: no IRQ moves.
         assert_eq!(run_check(&tree, check, not_sampled(), None), vec![]);
+
+        // The package's profile as it is (no include turning irq_process off): the fix
+        // is a profile of the operator's own, not an edit an upgrade would undo.
+        put(
+            &tree,
+            "usr/lib/tuned/profiles/network-latency/tuned.conf",
+            "[main]\nsummary=low latency\n",
+        );
+        let found = run_check(&tree, check, not_sampled(), None);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let fix = found[0].fix.as_deref().unwrap();
+        assert!(
+            fix.contains("/etc/tuned/profiles/cpu-partitioning-steerd/tuned.conf")
+                && fix.contains("include=cpu-partitioning and [scheduler] irq_process=false")
+                && fix.contains("tuned-adm profile cpu-partitioning-steerd"),
+            "{fix}"
+        );
 
         // An operator's copy in /etc wins, and turns irq_process back on.
         put(

@@ -396,9 +396,13 @@ dissolve_partition() {
 
 # Debian's tuned (the tuned scenarios, lab/tuned.rs), chrooted in the root the lab put at
 # /tuned, with the guest's /proc, /sys and /dev; its etc/tuned and usr/lib/tuned bound over
-# the guest's, where steerd doctor reads the active profile and its includes. cpu-partitioning isolates CPU $ISOLATED: its
-# scheduler plugin moves every IRQ it can off that core. `LAB TUNED started PID`, then
-# `LAB TUNED applied` once its log says the profile is applied (or `LAB ERROR`).
+# the guest's, where steerd doctor reads the active profile and its includes. The profile,
+# steerd-lab, is cpu-partitioning's scheduler section alone (isolated_cores=3: every IRQ
+# it can is moved off CPU 3): the whole cpu-partitioning also flips static keys
+# (net.core.busy_poll, rtentsk), and a TCG guest took an int3 oops in
+# __netif_receive_skb_core while the kernel patched them under traffic (6.12, 1 of 9 runs).
+# `LAB TUNED started PID`, then `LAB TUNED applied ...` once its log says the profile is
+# applied (or `LAB ERROR`).
 start_tuned() {
     if [ ! -x /tuned/usr/sbin/tuned ]; then
         echo "LAB ERROR no tuned in the guest (the lab adds scripts/lab-tuned.sh's root)"
@@ -408,18 +412,20 @@ start_tuned() {
         mkdir -p "/tuned/$d"
         mount --bind "/$d" "/tuned/$d"
     done
-    echo "isolated_cores=3" > /tuned/etc/tuned/cpu-partitioning-variables.conf
+    mkdir -p /tuned/etc/tuned/profiles/steerd-lab
+    printf '[main]\nsummary=cpu-partitioning scheduler section alone\n[scheduler]\nisolated_cores=3\n' \
+        > /tuned/etc/tuned/profiles/steerd-lab/tuned.conf
     for d in etc/tuned usr/lib/tuned; do
         mkdir -p "/$d"
         mount --bind "/tuned/$d" "/$d"
     done
     chroot /tuned /usr/sbin/tuned --no-dbus --no-socket --log=/tmp/tuned.log \
-        --profile cpu-partitioning > /tmp/tuned.out 2>&1 &
+        --profile steerd-lab > /tmp/tuned.out 2>&1 &
     TUNED_PID=$!
     echo "LAB TUNED started $TUNED_PID"
     (
         for _ in $(seq 1 400); do
-            if grep -q "static tuning from profile 'cpu-partitioning' applied" /tmp/tuned.log 2>/dev/null; then
+            if grep -q "static tuning from profile 'steerd-lab' applied" /tmp/tuned.log 2>/dev/null; then
                 echo "LAB TUNED applied comm $(cat "/proc/$TUNED_PID/comm") profile $(cat /etc/tuned/active_profile 2>&1)"
                 exit 0
             fi
