@@ -302,6 +302,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         lab::tuned::figures(&raw.lines)
                     );
                 }
+                if s.name == lab::second_balancer::NAME {
+                    eprintln!(
+                        "lab: {} {} #{}: {:?}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::second_balancer::figures(&raw.lines)
+                    );
+                }
                 match lab::doctor::DoctorRun::from_lines(&raw.lines) {
                     Some(Ok(doctor)) => {
                         eprintln!(

@@ -823,6 +823,36 @@ fn tuned_moves_are_external_changes() -> TestResult {
     Ok(())
 }
 
+/// Issue 33's second balancer: irqbalance started beside steerd under traffic, 4 s after
+/// it, stopped at 30 s (`lab::second_balancer`). steerd notes the vectors it had placed that
+/// irqbalance moved as external changes and never writes one of them again while it runs
+/// (`on_external_change: respect`); `steerd doctor` reports irqbalance as an error. About
+/// a minute.
+fn second_balancer_beside_steerd() -> TestResult {
+    let guest = match GuestLab::open(lab::run::Lab::build) {
+        Ok(guest) => guest,
+        Err(skipped) => return skipped,
+    };
+    let mut lab = guest.lab;
+    let s = scenario(lab::second_balancer::NAME);
+    let (raw, m) = run_sound(&mut lab, &s, Balancer::Steerd);
+    let beside = lab::second_balancer::figures(&raw.lines);
+    eprintln!("irqbalance beside steerd: {beside:?}");
+    let shown = format!("{beside:?}\n{}", show(&m));
+    assert!(
+        !beside.noted.is_empty(),
+        "no external change noted: {shown}"
+    );
+    assert_eq!(beside.rewrites_after_note, 0, "{shown}");
+    let doctor = DoctorRun::from_lines(&raw.lines)
+        .expect("the guest ran steerd doctor")
+        .expect("its JSON parses");
+    let named = of(&doctor, "irqbalance");
+    assert_eq!(named.len(), 1, "{doctor:?}");
+    assert_eq!(named[0].severity, "error", "{doctor:?}");
+    Ok(())
+}
+
 /// The findings of one check.
 fn of<'a>(run: &'a DoctorRun, check: &str) -> Vec<&'a lab::doctor::Finding> {
     run.findings.iter().filter(|f| f.check == check).collect()
@@ -1387,4 +1417,5 @@ suite_main!(
     busy_polling_thread_on_6_19,
     partition_figures_from_samples,
     tuned_moves_are_external_changes,
+    second_balancer_beside_steerd,
 );

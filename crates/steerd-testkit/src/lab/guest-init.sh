@@ -449,6 +449,19 @@ stop_tuned() {
     ) &
 }
 
+# A second balancer started beside the first (lab/second_balancer.rs): irqbalance, as a
+# package upgrade or `systemctl start irqbalance` would start it.
+start_second_irqbalance() {
+    mkdir -p /run/irqbalance
+    /usr/sbin/irqbalance --foreground >> /tmp/second.log 2>&1 &
+    SECOND_PID=$!
+    echo "LAB SECOND started $SECOND_PID"
+}
+stop_second_irqbalance() {
+    [ -n "$SECOND_PID" ] && kill "$SECOND_PID"
+    echo "LAB SECOND stopped"
+}
+
 # Set-up helpers for scenarios.
 rx_napi_threads() { # "ID PID" of every receive NAPI thread, in queue order (smallest NAPI id first)
     napi_lines T | awk '{ id = $3; sub(/.*-/, "", id); if (id != 0) print id, $2 }' | sort -n

@@ -29,6 +29,7 @@ pub mod rss_notify;
 pub mod run;
 pub mod saturation;
 pub mod scenario;
+pub mod second_balancer;
 pub mod soak;
 pub mod soak_report;
 pub mod traffic;

@@ -344,6 +344,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
     .chain(super::isolation::all())
     .chain(super::xps::all())
     .chain(super::tuned::all())
+    .chain([super::second_balancer::scenario()])
     .chain([super::busy_poll::scenario()])
     .collect()
 }
