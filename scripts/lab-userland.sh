@@ -7,33 +7,8 @@
 #
 #   sudo scripts/lab-userland.sh            # builds it (under a minute here), prints its path
 #
-# Nothing is installed on the host but mmdebstrap itself; the root is built in a temporary
-# directory beside the cache and renamed into place only when complete, so an interrupted
-# build leaves nothing that looks finished.
+# scripts/lab-debian-root.sh builds and caches it; the lab binds the work directory holding
+# the guest's kernel and initrd at /lab inside it.
 set -euo pipefail
-cache=${STEERD_LAB_CACHE:-/var/cache/steerd-lab}
-root=$cache/trixie
-mirror=${STEERD_LAB_MIRROR:-http://deb.debian.org/debian}
-if [ -f "$root/.steerd-lab-complete" ]; then
-    echo "$root"
-    exit 0
-fi
-if [ "$(id -u)" != 0 ]; then
-    echo "lab-userland: needs root (mmdebstrap builds a root with device nodes and owners)" >&2
-    exit 1
-fi
-if ! command -v mmdebstrap >/dev/null; then
-    apt-get install -y mmdebstrap >&2
-fi
-mkdir -p "$cache"
-work=$(mktemp -d "$cache/trixie.build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-# --variant=apt: the essential set and apt, then only what the lab runs from this root.
-mmdebstrap --variant=apt --include=qemu-system-x86,ethtool,irqbalance,strace \
-    trixie "$work/root" "$mirror" >&2
-# The lab binds the work directory holding the guest's kernel and initrd here.
-mkdir -p "$work/root/lab"
-touch "$work/root/.steerd-lab-complete"
-rm -rf "$root"
-mv "$work/root" "$root"
-echo "$root"
+exec "$(dirname "$0")/lab-debian-root.sh" trixie qemu-system-x86,ethtool,irqbalance,strace \
+    --customize-hook='mkdir -p "$1/lab"'

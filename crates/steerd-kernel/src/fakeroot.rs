@@ -206,6 +206,16 @@ fn link(root: &Path, target: &str, relative: &str) -> io::Result<()> {
     symlink(target, path)
 }
 
+/// A real file whose read answers EINVAL, as a net device's attributes do while the
+/// kernel unregisters it: `/proc/self/clear_refs` (as root; others may not open it), for a
+/// test to link a fake attribute to. `None` where it does not answer so (not root): the
+/// caller skips, saying why.
+pub fn einval_file() -> Option<&'static Path> {
+    let file = Path::new("/proc/self/clear_refs");
+    let answer = fs::read(file).map_err(|e| e.raw_os_error());
+    (answer == Err(Some(nix::libc::EINVAL))).then_some(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
