@@ -880,20 +880,26 @@ fn survives_a_device_vanishing() {
     );
     // One failed write found the device gone; the rest of that plan (eth1's other
     // vector) was dropped with the old model instead of failing one write at a time.
+    // Unless the read-back of steerd's values (every RECHECK_EVERY) fell due between the
+    // unplug and that write, about one run in a hundred at 100 ms ticks: then it found
+    // them gone first, and no write failed.
     let metrics = daemon.metrics();
+    let by_write = daemon.stderr_text().contains("vanished under the write");
     assert_eq!(
         daemon_support::family_sum(&metrics, "steerd_write_errors_total"),
-        1.0,
+        if by_write { 1.0 } else { 0.0 },
         "{metrics}"
     );
-    assert_eq!(
-        daemon_support::sample(
-            &metrics,
-            "steerd_write_errors_total{kind=\"vanished\",errno=\"ENOENT\"}"
-        ),
-        Some(1.0)
-    );
-    // Counted as the write's finding, once.
+    if by_write {
+        assert_eq!(
+            daemon_support::sample(
+                &metrics,
+                "steerd_write_errors_total{kind=\"vanished\",errno=\"ENOENT\"}"
+            ),
+            Some(1.0)
+        );
+    }
+    // Counted as the write's (or the read-back's) finding, once.
     assert_eq!(
         daemon_support::sample(
             &metrics,

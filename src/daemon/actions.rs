@@ -136,18 +136,32 @@ impl Daemon {
     /// state file for the restore rule): without this, one external change made every
     /// read-back (every `RECHECK_EVERY`) a rediscovery for as long as it stood (the lab's `rss-ntf`,
     /// 2026-11-28).
+    /// A value that cannot be read because its file is gone (a queue or IRQ removed,
+    /// a device unplugged) is a vanished target (`target_vanished`), as a write would find it.
     pub(super) fn recheck_written(&mut self) {
         self.last_recheck = Instant::now();
         let placement = self.engine.placement();
-        let changed = self.actuator.changed().any(|(knob, _)| {
-            let now = self.actuator.read(knob).ok().map(|(_, value)| value);
-            now.as_ref() != self.actuator.last_written(knob)
+        let mut found = None;
+        for (knob, _) in self.actuator.changed() {
+            let now = match self.actuator.read(knob) {
+                Ok((_, value)) => Some(value),
+                Err(failure) if failure.kind == FailureKind::Vanished => {
+                    found = Some(Rediscovery::TargetVanished);
+                    break;
+                }
+                Err(_) => None,
+            };
+            if now.as_ref() != self.actuator.last_written(knob)
                 && now
                     .as_ref()
                     .is_none_or(|now| placement.holds(knob, now) != Some(true))
-        });
-        if changed {
-            self.rediscover(Rediscovery::ReadBackFoundChanged);
+            {
+                found = Some(Rediscovery::ReadBackFoundChanged);
+                break;
+            }
+        }
+        if let Some(reason) = found {
+            self.rediscover(reason);
         }
     }
 }

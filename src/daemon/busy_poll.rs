@@ -3,7 +3,7 @@
 //! kept free of every other queue's interrupt and RPS mask
 //! ([`crate::policy::context::busy_poll_cpus`]). The pin is a `taskset` at any time, with
 //! no event, and the machine model otherwise learns a thread's allowed CPUs only at
-//! rediscovery (every 30 s); so every tick reads each busy-polling thread's
+//! rediscovery (every 300 s, `REDISCOVER_EVERY`); so every tick reads each busy-polling thread's
 //! `Cpus_allowed_list` (one `/proc/PID/status` read a thread; none on a machine without
 //! them), and a change reaches the engine before that tick decides.
 

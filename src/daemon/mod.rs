@@ -88,8 +88,10 @@ pub const STAT_EVERY_IDLE_TICKS: u64 = 5;
 /// is no longer there: at 30 s, Debian's tuned moving every IRQ off an isolated core in
 /// the lab (`tuned`, 2026-11-28) went unseen for 19 s. The price is about 3 µs per value
 /// steerd wrote and per read-back (an open, read and close of a small procfs or sysfs file,
-/// measured on the 2-CPU test host): a 64-queue NIC's 128 vectors cost some 40 µs per
-/// second, against an awake idle tick floor of 80-95 µs per second (docs/performance.md).
+/// measured with Python on the 2-CPU test host). A 64-queue NIC with RPS and RFS on every
+/// queue (128 vectors, 64 masks, 64 flow counts) costs some 75 µs per second, about an
+/// awake idle tick's floor (80-95 µs per second, docs/performance.md); the lab's 4-queue
+/// guest, under 5 µs per second. Not yet measured on a writing daemon.
 pub const RECHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the heap's free pages are handed back (`crate::memory::return_free_pages`),

@@ -32,15 +32,16 @@ impl Daemon {
         }
         if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover(Rediscovery::Periodic);
-        } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
+        } else if self.last_recheck.elapsed() >= RECHECK_EVERY
+            // A vanished multi-queue device is the device check's finding
+            // (`device_vanished`), not a value the read-back could not read.
+            && !self.rediscover_if_device_changed()
+        {
             self.recheck_written();
         }
-        // Every 30 s a tick ends by handing glibc's free pages back:
+        // Every RETURN_FREE_PAGES_EVERY a tick ends by handing glibc's free pages back:
         // crate::memory::return_free_pages says why.
         let return_free_pages = self.last_free_pages.elapsed() >= RETURN_FREE_PAGES_EVERY;
-        if return_free_pages {
-            self.last_free_pages = Instant::now();
-        }
         self.follow_isolated_partitions();
         self.follow_busy_poll_threads();
         let depth = if self.idle_ticks > 0
@@ -74,27 +75,8 @@ impl Daemon {
                 return;
             }
         };
-        if !rediscovered
-            && let Some(change) = self
-                .sampling
-                .device_changed(&self.engine.machine().inventory)
-        {
-            // Debug only: the rediscovery's own line ("machine changed", why) tells it,
-            // and a rediscovery that keeps failing would repeat this every tick.
-            let reason = match &change {
-                DeviceChange::Vanished(device) => {
-                    debug!(
-                        device,
-                        "{device} vanished (gone from sys/class/net, or being unregistered); rediscovering"
-                    );
-                    Rediscovery::DeviceVanished
-                }
-                DeviceChange::ThreadedSwitched(device) => {
-                    debug!(device, "threaded NAPI of {device} switched; rediscovering");
-                    Rediscovery::ThreadedSwitched
-                }
-            };
-            self.rediscover(reason);
+        if !rediscovered {
+            self.rediscover_if_device_changed();
         }
         let sampling = &self.sampling;
         // The actuator only writes and reads back; whether to write at all (--dry-run,
@@ -109,8 +91,38 @@ impl Daemon {
         self.report_tick(report);
         self.finish_tick(started);
         if return_free_pages {
+            self.last_free_pages = Instant::now();
             crate::memory::return_free_pages();
         }
+    }
+
+    /// Rediscovers when a multi-queue device vanished or switched threaded NAPI since the
+    /// model was read (`Sampling::device_changed`: one small read and one `stat` per such
+    /// device); returns whether it did.
+    fn rediscover_if_device_changed(&mut self) -> bool {
+        let Some(change) = self
+            .sampling
+            .device_changed(&self.engine.machine().inventory)
+        else {
+            return false;
+        };
+        // Debug only: the rediscovery's own line ("machine changed", why) tells it, and a
+        // rediscovery that keeps failing would repeat this every tick.
+        let reason = match &change {
+            DeviceChange::Vanished(device) => {
+                debug!(
+                    device,
+                    "{device} vanished (gone from sys/class/net, or being unregistered); rediscovering"
+                );
+                Rediscovery::DeviceVanished
+            }
+            DeviceChange::ThreadedSwitched(device) => {
+                debug!(device, "threaded NAPI of {device} switched; rediscovering");
+                Rediscovery::ThreadedSwitched
+            }
+        };
+        self.rediscover(reason);
+        true
     }
 
     /// Samples into `next_sample`; on CPU hot-plug, rediscovers and samples again. Returns

@@ -444,7 +444,11 @@ stop_tuned() {
             kill -0 "$TUNED_PID" 2>/dev/null || break
             sleep 0.1
         done
-        echo "LAB TUNED stopped"
+        if kill -0 "$TUNED_PID" 2>/dev/null; then
+            echo "LAB TUNED still running 30 s after SIGTERM"
+        else
+            echo "LAB TUNED stopped"
+        fi
         grep -i "irq\|error\|applied" /tmp/tuned.log | head -n 40 | sed 's/^/TUNEDLOG /'
     ) &
 }
@@ -460,6 +464,7 @@ start_second_irqbalance() {
 stop_second_irqbalance() {
     [ -n "$SECOND_PID" ] && kill "$SECOND_PID"
     echo "LAB SECOND stopped"
+    tail -n 20 /tmp/second.log 2>/dev/null | sed 's/^/SECOND /'
 }
 
 # Set-up helpers for scenarios.

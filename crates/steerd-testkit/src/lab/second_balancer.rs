@@ -58,13 +58,15 @@ pub fn figures(lines: &[String]) -> BesideRun {
             {
                 run.noted.push(irq);
             }
-        } else if line.contains(" affinity: ") && line.contains(") applied") {
-            let irq = line
-                .split_once(" irq ")
-                .and_then(|(_, rest)| leading_number(rest));
-            if irq.is_some_and(|irq| run.noted.contains(&irq)) {
-                run.rewrites_after_note += 1;
-            }
+        } else if let Some(rest) = line.split_once(" INFO irq ").map(|(_, rest)| rest)
+            && rest
+                .split_once(' ')
+                .is_some_and(|(_, message)| message.starts_with("affinity: "))
+            && line.contains(") applied")
+            && leading_number(rest).is_some_and(|irq| run.noted.contains(&irq))
+        {
+            // steerd's write of that IRQ's affinity (`irq N affinity: A -> B (...) applied`).
+            run.rewrites_after_note += 1;
         }
     }
     run

@@ -19,6 +19,7 @@
 //! vectors then stay on tuned's masks (respect) or are back on one CPU each (override)
 //! until tuned stops.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::isolation::cpus_of;
@@ -99,69 +100,94 @@ pub struct TunedRun {
 /// effective`), events (`LAB EVENT uptime command`), tuned's own lines and steerd's log
 /// (`LOG ...`).
 pub fn figures(lines: &[String]) -> TunedRun {
-    let mut samples: Vec<(f64, std::collections::BTreeMap<u32, String>)> = Vec::new();
-    let (mut started, mut stopped) = (None, None);
+    /// Where a sample falls, by the order of the console's lines: the guest prints a
+    /// sample and then the events that fell due (`LAB EVENT` carries the uptime read
+    /// before that sample), so the uptimes alone would misplace the sample taken just
+    /// before tuned starts.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Phase {
+        Before,
+        Running,
+        After,
+    }
+    let mut samples: Vec<(f64, Phase, BTreeMap<u32, String>)> = Vec::new();
+    let mut phase = Phase::Before;
+    let mut started = None;
     let mut run = TunedRun::default();
     for line in lines {
         let mut words = line.split_whitespace();
         match (words.next(), words.next(), words.next(), words.next()) {
             (Some("S"), Some(t), None, None) => {
                 if let Ok(t) = t.parse() {
-                    samples.push((t, Default::default()));
+                    samples.push((t, phase, BTreeMap::new()));
                 }
             }
             (Some("A"), Some(irq), Some(mask), _) => {
                 if let (Some(last), Ok(irq)) = (samples.last_mut(), irq.parse()) {
-                    last.1.insert(irq, mask.to_string());
+                    last.2.insert(irq, mask.to_string());
                 }
             }
-            (Some("LAB"), Some("EVENT"), Some(t), Some("start_tuned")) => started = t.parse().ok(),
-            (Some("LAB"), Some("EVENT"), Some(t), Some("stop_tuned")) => stopped = t.parse().ok(),
+            (Some("LAB"), Some("EVENT"), Some(t), Some("start_tuned")) => {
+                started = t.parse::<f64>().ok();
+                phase = Phase::Running;
+            }
+            (Some("LAB"), Some("EVENT"), _, Some("stop_tuned")) => phase = Phase::After,
             (Some("LAB"), Some("TUNED"), Some("applied"), _) => run.applied = true,
             _ => {}
         }
     }
-    let (Some(started), Some(stopped)) = (started, stopped) else {
+    let Some(started) = started else {
+        return run;
+    };
+    let Some((_, _, before)) = samples.iter().rev().find(|(_, p, _)| *p == Phase::Before) else {
         return run;
     };
     let isolated = ISOLATED.to_string();
-    let Some(before) = samples.iter().rev().find(|(t, _)| *t <= started) else {
-        return run;
-    };
     run.targets = before
-        .1
         .iter()
         .filter(|(_, mask)| **mask == isolated)
         .map(|(irq, _)| *irq)
         .collect();
-    let masks = |sample: &std::collections::BTreeMap<u32, String>| -> Vec<String> {
+    // The targets' masks in a sample, each as its CPUs (a target the sample lacks is
+    // left out, not read as a change).
+    let cpus = |sample: &BTreeMap<u32, String>| -> Vec<BTreeSet<u32>> {
         run.targets
             .iter()
-            .map(|irq| sample.get(irq).cloned().unwrap_or_default())
+            .filter_map(|irq| sample.get(irq))
+            .map(|mask| cpus_of(mask, false))
             .collect()
     };
-    let while_running: Vec<&(f64, _)> = samples
+    let while_running: Vec<(f64, &BTreeMap<u32, String>)> = samples
         .iter()
-        .filter(|(t, _)| *t > started && *t < stopped)
+        .filter(|(_, p, _)| *p == Phase::Running)
+        .map(|(t, _, sample)| (*t, sample))
         .collect();
-    let Some(moved) = while_running
-        .iter()
-        .position(|(_, s)| masks(s).iter().any(|m| *m != isolated))
-    else {
+    // tuned's move: a mask of several CPUs that leaves the isolated core out (steerd
+    // moving a vector to another single CPU is not tuned's doing).
+    let Some(moved) = while_running.iter().position(|(_, s)| {
+        cpus(s)
+            .iter()
+            .any(|c| c.len() > 1 && !c.contains(&ISOLATED))
+    }) else {
         return run;
     };
     let (moved_at, moved_sample) = while_running[moved];
     run.moved_after_s = Some(moved_at - started);
-    run.tuned_masks = masks(moved_sample);
+    run.tuned_masks = run
+        .targets
+        .iter()
+        .filter_map(|irq| moved_sample.get(irq).cloned())
+        .collect();
     let after = &while_running[moved..];
-    run.kept_off_isolated = after.iter().all(|(_, s)| {
-        masks(s)
-            .iter()
-            .all(|m| !cpus_of(m, false).contains(&ISOLATED))
-    });
+    run.kept_off_isolated = after
+        .iter()
+        .all(|(_, s)| cpus(s).iter().all(|c| !c.contains(&ISOLATED)));
     run.back_after_s = after
         .iter()
-        .find(|(_, s)| masks(s).iter().all(|m| m.parse::<u32>().is_ok()))
+        .find(|(_, s)| {
+            let cpus = cpus(s);
+            cpus.len() == run.targets.len() && cpus.iter().all(|c| c.len() == 1)
+        })
         .map(|(t, _)| t - moved_at);
     run.external_notes = lines
         .iter()
@@ -212,6 +238,16 @@ mod tests {
         assert!(!run.applied);
         assert!(!run.kept_off_isolated);
         assert!((run.back_after_s.unwrap() - 4.5).abs() < 1e-9);
+        // The sample printed just before the start event carries a later uptime than
+        // the event (the guest reads the time, samples, then runs the events): it is the
+        // last one before tuned. A move by steerd to another single CPU is not tuned's.
+        let steerd_moved = lines(
+            "S 9.5\nA 31 3 3\nLAB EVENT 9.4 start_tuned\nS 10.0\nA 31 2 2\n\
+             S 11.0\nA 31 2 2\nLAB EVENT 35.2 stop_tuned",
+        );
+        let run = figures(&steerd_moved);
+        assert_eq!(run.targets, vec![31]);
+        assert_eq!(run.moved_after_s, None);
         // tuned never ran: nothing moved.
         let run = figures(&lines(
             "S 9.0\nA 31 3 3\nLAB EVENT 9.4 start_tuned\nS 12.0\nA 31 3 3\nLAB EVENT 35.2 stop_tuned",
