@@ -829,7 +829,7 @@ fn sighup_reloads_good_and_refuses_bad_configs() {
 fn survives_a_device_vanishing() {
     let m = Machine::new(two_nics(4), all_queue_irqs_on_cpu0);
     let config = m.config("rps:\n  mode: auto\n");
-    let mut kernel = FakeKernel::start(m.tree.clone(), busy());
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
     let mut daemon = Steerd::start(m.root(), Some(&config));
     wait_until(WAIT, "RPS and RFS on for eth1", Some(&daemon), || {
         !m.rps("eth1", 0).0.is_empty()
@@ -916,18 +916,7 @@ fn survives_a_device_vanishing() {
             "{metrics}"
         );
     }
-    assert_eq!(daemon.repeated_notes(), vec![]);
-    let status = daemon.stop(Signal::SIGTERM);
-    kernel.stop();
-    assert_eq!(status.code(), Some(0));
-    let log = daemon.stderr_text();
-    assert!(log.contains("failed=0"), "{log}");
-    // What is left of the tree has its original text again.
-    let changed = m.changed();
-    assert!(changed.is_empty(), "not restored: {changed:#?}");
-    for irq in m.queue_irqs(0) {
-        assert_eq!(m.irq_cpus(irq).to_list(), "0");
-    }
+    stop_after_a_device_vanished(daemon, kernel, &m, 0);
 }
 
 /// 6b. A multi-queue device vanishes (its PCI function removed): the tick, which looks at
@@ -947,7 +936,7 @@ fn notices_a_multi_queue_device_vanishing_before_writing() {
         }
     });
     let config = m.config("rps:\n  mode: auto\n");
-    let mut kernel = FakeKernel::start(m.tree.clone(), busy());
+    let kernel = FakeKernel::start(m.tree.clone(), busy());
     let mut daemon = Steerd::start(m.root(), Some(&config));
     let eth0 = m.queue_irqs(0);
     wait_until(
@@ -1029,16 +1018,27 @@ fn notices_a_multi_queue_device_vanishing_before_writing() {
         after.len(),
         after.join("\n")
     );
+    stop_after_a_device_vanished(daemon, kernel, &m, 1);
+}
+
+/// After a device vanished: no note repeated, SIGTERM ends the daemon with status 0 and
+/// nothing failed to restore, and what is left of the tree has its original text again,
+/// the remaining NIC's (number `nic`) queue vectors on CPU 0 as the set-up put them.
+fn stop_after_a_device_vanished(
+    mut daemon: Steerd,
+    mut kernel: FakeKernel,
+    m: &Machine,
+    nic: usize,
+) {
     assert_eq!(daemon.repeated_notes(), vec![]);
     let status = daemon.stop(Signal::SIGTERM);
     kernel.stop();
     assert_eq!(status.code(), Some(0));
     let log = daemon.stderr_text();
     assert!(log.contains("failed=0"), "{log}");
-    // What is left of the tree (eth1) has its original text again.
     let changed = m.changed();
     assert!(changed.is_empty(), "not restored: {changed:#?}");
-    for irq in m.queue_irqs(1) {
+    for irq in m.queue_irqs(nic) {
         assert_eq!(m.irq_cpus(irq).to_list(), "0");
     }
 }
