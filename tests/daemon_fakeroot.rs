@@ -854,30 +854,7 @@ fn survives_a_device_vanishing() {
     wait_until(WAIT, "eth1 dropped from the metrics", Some(&daemon), || {
         !daemon.metrics().contains("device=\"eth1\"")
     });
-    // Three more seconds of ticks, /metrics answering all along.
-    let until = unplugged_at + Duration::from_secs(3);
-    let ticks_at_unplug = daemon.metric("steerd_ticks_total").unwrap();
-    while Instant::now() < until {
-        assert!(
-            daemon.is_running(),
-            "steerd died:\n{}",
-            daemon.stderr_text()
-        );
-        assert!(daemon.metric("steerd_ticks_total").is_some());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(daemon.metric("steerd_ticks_total").unwrap() >= ticks_at_unplug + 10.0);
-    let lines = daemon.stderr_lines();
-    let after: Vec<&str> = lines[lines_before..]
-        .iter()
-        .map(|l| l.text.as_str())
-        .collect();
-    assert!(
-        after.len() <= 12,
-        "{} log lines in 3 s after the unplug:\n{}",
-        after.len(),
-        after.join("\n")
-    );
+    ticks_on_after_an_unplug(&mut daemon, unplugged_at, lines_before);
     // One failed write found the device gone; the rest of that plan (eth1's other
     // vector) was dropped with the old model instead of failing one write at a time.
     // Unless the read-back of steerd's values (every RECHECK_EVERY) fell due between the
@@ -963,17 +940,7 @@ fn notices_a_multi_queue_device_vanishing_before_writing() {
     wait_until(WAIT, "eth0 dropped from the metrics", Some(&daemon), || {
         !daemon.metrics().contains("device=\"eth0\"")
     });
-    let until = unplugged_at + Duration::from_secs(3);
-    let ticks_at_unplug = daemon.metric("steerd_ticks_total").unwrap();
-    while Instant::now() < until {
-        assert!(
-            daemon.is_running(),
-            "steerd died:\n{}",
-            daemon.stderr_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(daemon.metric("steerd_ticks_total").unwrap() >= ticks_at_unplug + 10.0);
+    let after = ticks_on_after_an_unplug(&mut daemon, unplugged_at, lines_before);
     let metrics = daemon.metrics();
     // Found once, by the tick: no write reached the gone device, and the model without it
     // is not found changed again every tick.
@@ -995,11 +962,6 @@ fn notices_a_multi_queue_device_vanishing_before_writing() {
         0.0,
         "{metrics}"
     );
-    let lines = daemon.stderr_lines();
-    let after: Vec<&str> = lines[lines_before..]
-        .iter()
-        .map(|l| l.text.as_str())
-        .collect();
     assert!(
         after
             .iter()
@@ -1012,13 +974,40 @@ fn notices_a_multi_queue_device_vanishing_before_writing() {
         "{}",
         after.join("\n")
     );
+    stop_after_a_device_vanished(daemon, kernel, &m, 1);
+}
+
+/// The 3 s after a device was unplugged at `unplugged_at`: steerd keeps running and
+/// ticking (10 ticks or more) with /metrics answering all along, and logs at most 12 lines
+/// after the first `lines_before`; returns those lines.
+fn ticks_on_after_an_unplug(
+    daemon: &mut Steerd,
+    unplugged_at: Instant,
+    lines_before: usize,
+) -> Vec<String> {
+    let until = unplugged_at + Duration::from_secs(3);
+    let ticks_at_unplug = daemon.metric("steerd_ticks_total").unwrap();
+    while Instant::now() < until {
+        assert!(
+            daemon.is_running(),
+            "steerd died:\n{}",
+            daemon.stderr_text()
+        );
+        assert!(daemon.metric("steerd_ticks_total").is_some());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(daemon.metric("steerd_ticks_total").unwrap() >= ticks_at_unplug + 10.0);
+    let after: Vec<String> = daemon.stderr_lines()[lines_before..]
+        .iter()
+        .map(|l| l.text.clone())
+        .collect();
     assert!(
         after.len() <= 12,
         "{} log lines in 3 s after the unplug:\n{}",
         after.len(),
         after.join("\n")
     );
-    stop_after_a_device_vanished(daemon, kernel, &m, 1);
+    after
 }
 
 /// After a device vanished: no note repeated, SIGTERM ends the daemon with status 0 and

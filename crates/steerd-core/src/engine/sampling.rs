@@ -140,14 +140,14 @@ impl Sampling {
     /// counted as `threaded_switched`. The directory is looked at after `threaded` is read,
     /// so a device removed between the two is still a vanished one; a `threaded` that
     /// answers EINVAL or ENODEV is a device the kernel is unregistering (net-sysfs serves
-    /// only a live device, as `kernel::sysfs::net::read_device` has it), vanished as well.
+    /// only a live device: `kernel::sysfs::net::is_unregistering`), vanished as well.
     pub fn device_changed(&self, inventory: &Inventory) -> Option<DeviceChange> {
         self.queue_devices.iter().find_map(|(name, _)| {
             let dir = self.root.path(format!("sys/class/net/{name}"));
             let read = crate::kernel::napi_threads::read_is_threaded(&dir);
             let unregistering = read
                 .as_ref()
-                .is_err_and(|e| matches!(e.errno(), Some(nix::libc::EINVAL | nix::libc::ENODEV)));
+                .is_err_and(crate::kernel::sysfs::net::is_unregistering);
             if unregistering || !dir.exists() {
                 return Some(DeviceChange::Vanished(name.clone()));
             }

@@ -217,18 +217,16 @@ pub fn parse_stat(text: &str) -> Option<(u64, u32)> {
     Some((utime.saturating_add(stime), cpu))
 }
 
-/// `dir/threaded`'s text, bounded as every kernel file; `None` when it cannot be read.
-fn read_threaded(device_dir: &Path) -> Option<String> {
+/// `dir/threaded`'s text, bounded as every kernel file; `None` when absent.
+fn read_threaded(device_dir: &Path) -> Result<Option<String>, Error> {
     crate::limits::read_optional_bounded(&device_dir.join("threaded"), MAX_STATUS_BYTES)
-        .ok()
-        .flatten()
 }
 
 /// `dir/threaded` as a mode: 0, 1, or 2 (busy-poll, 6.19: `threaded_show` prints the
-/// device's `threaded` byte in decimal, net/core/net-sysfs.c); `None` when absent, empty or
-/// a value not known here.
+/// device's `threaded` byte in decimal, net/core/net-sysfs.c); `None` when absent,
+/// unreadable, empty or a value not known here.
 pub fn threaded_mode(device_dir: &Path) -> Option<ThreadedMode> {
-    let text = read_threaded(device_dir)?;
+    let text = read_threaded(device_dir).ok().flatten()?;
     ThreadedMode::from_number(text.trim().parse().ok()?)
 }
 
@@ -242,14 +240,14 @@ pub fn is_threaded(device_dir: &Path) -> Option<bool> {
 /// unregistering (its attributes answer EINVAL or ENODEV while its directory is still
 /// there) from one whose `threaded` was switched.
 pub fn read_is_threaded(device_dir: &Path) -> Result<Option<bool>, Error> {
-    let path = device_dir.join("threaded");
-    let text = crate::limits::read_optional_bounded(&path, MAX_STATUS_BYTES)?;
-    Ok(text.and_then(|text| match text.trim() {
-        "0" => Some(false),
-        "" => None,
-        // 1, and on 6.19+ 2 (busy-poll threads): threads either way.
-        _ => Some(true),
-    }))
+    Ok(
+        read_threaded(device_dir)?.and_then(|text| match text.trim() {
+            "0" => Some(false),
+            "" => None,
+            // 1, and on 6.19+ 2 (busy-poll threads): threads either way.
+            _ => Some(true),
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -76,9 +76,16 @@ pub fn read_device(root: &Root, name: &str) -> Result<Option<SysNetDevice>, Erro
         // queues' xps_cpus); both seen in the lab when a NIC's PCI function is removed
         // under traffic.
         Err(_) if !dir.exists() => Ok(None),
-        Err(err) if matches!(err.errno(), Some(nix::libc::EINVAL | nix::libc::ENODEV)) => Ok(None),
+        Err(err) if is_unregistering(&err) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// Whether a failed read of a net device's attribute says the kernel is unregistering the
+/// device: its directory is still there, but its attributes answer EINVAL (net-sysfs serves
+/// only a device that is still alive) or ENODEV (its queues' `xps_cpus`).
+pub fn is_unregistering(err: &Error) -> bool {
+    matches!(err.errno(), Some(nix::libc::EINVAL | nix::libc::ENODEV))
 }
 
 fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
