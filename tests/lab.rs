@@ -11,7 +11,7 @@ use steerd_testkit::lab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use common::suite::{TestResult, skip};
@@ -24,8 +24,8 @@ use lab::scenario::{self, Balancer, Scenario};
 /// names its first namespace `steerd-lab-PID-1`).
 static ONE_GUEST: Mutex<()> = Mutex::new(());
 
-/// One test's guest lab: built by `build` (in a temporary work directory, with this build's
-/// steerd) while holding [`ONE_GUEST`], after checking the lab can run here at all. Fields
+/// One test's guest lab: built by `build` (in a temporary work directory, with
+/// [`steerd_under_test`]) while holding [`ONE_GUEST`], after checking the lab can run here at all. Fields
 /// drop in order: the lab, then its work directory, then the lock.
 struct GuestLab {
     lab: lab::run::Lab,
@@ -43,8 +43,7 @@ impl GuestLab {
         }
         let guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
         let work = tempfile::tempdir().expect("a temporary directory");
-        let lab = build(work.path(), Path::new(env!("CARGO_BIN_EXE_steerd")))
-            .expect("the guest image builds");
+        let lab = build(work.path(), steerd_under_test()).expect("the guest image builds");
         Ok(GuestLab {
             lab,
             _work: work,
@@ -983,10 +982,39 @@ fn rss_example() -> PathBuf {
     example("rss")
 }
 
-/// An example program built with the profile of the steerd under test, for the guest.
+/// The steerd the guests run: the release build, as the packages ship it, built here
+/// once when this test binary is a debug build. Under TCG the debug build took 3x as long
+/// to make its first change (igb, 6.19, `cpu0`, 2026-11-29: 2.6-3.3 s after launch, where
+/// the release build's were 0.8-0.9 s), so timing targets measured on it measured the
+/// build, not steerd.
+fn steerd_under_test() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let this = Path::new(env!("CARGO_BIN_EXE_steerd"));
+        let dir = this.parent().expect("the binary's directory");
+        if dir.ends_with("release") {
+            return this.to_path_buf();
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--release", "--bin", "steerd"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build --release --bin steerd");
+        assert!(
+            status.success(),
+            "cargo build --release --bin steerd: {status}"
+        );
+        let target = dir.parent().expect("the target directory");
+        target.join("release").join("steerd")
+    })
+}
+
+/// An example program built with the profile of [`steerd_under_test`], for the guest.
 fn example(name: &str) -> PathBuf {
-    let steerd = Path::new(env!("CARGO_BIN_EXE_steerd"));
-    let dir = steerd.parent().expect("the binary's directory");
+    let dir = steerd_under_test()
+        .parent()
+        .expect("the binary's directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = Command::new(cargo);
     build
