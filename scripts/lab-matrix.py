@@ -4,7 +4,9 @@ NIC, kernel and scenario, steerd's and each irqbalance version's medians side by
 busiest CPU's share of softnet `processed` (placement) or delivered pkt/s, lost pkt/s (sent
 and never received, wherever it was lost) and the drops counted in the guest (softnet) and
 before it (the tap: no room in the guest's queue) (sat- scenarios), changes after convergence, runs restored, and the queues that got less than
-a quarter of an even share of the packets (silent queues)."""
+a quarter of an even share of the packets (silent queues). With `--keep FILE`, the rows of
+the table already in FILE (between the lab-matrix markers) for every cell that has no run
+on stdin stay as they were."""
 import json
 import statistics
 import sys
@@ -65,19 +67,47 @@ def figures(rs, saturated):
     )
 
 
+def earlier_rows(path):
+    """The rows of the table between the lab-matrix markers in `path`, by (NIC, kernel,
+    scenario), each a dict of its header's columns: the cells whose runs are not kept here
+    (another machine's, or removed) stay as they were."""
+    text = open(path, encoding="utf-8").read()
+    if "<!-- lab-matrix:begin -->" not in text:
+        return {}
+    block = text.split("<!-- lab-matrix:begin -->", 1)[1].split("<!-- lab-matrix:end -->", 1)[0]
+    lines = [line.strip() for line in block.splitlines() if line.startswith("|")]
+    if len(lines) < 2:
+        return {}
+    split = lambda line: [cell.strip() for cell in line.strip("|").split("|")]
+    header = split(lines[0])
+    rows = {}
+    for line in lines[2:]:
+        row = dict(zip(header, split(line)))
+        rows[(row["NIC"], row["kernel"], row["scenario"])] = row
+    return rows
+
+
+kept = {}
+if len(sys.argv) == 3 and sys.argv[1] == "--keep":
+    kept = {key: row for key, row in earlier_rows(sys.argv[2]).items() if key not in cells}
+elif len(sys.argv) != 1:
+    sys.exit("usage: lab-matrix.py [--keep MARKDOWN] < runs.json")
 irqbalance_columns = sorted(
     {"irqbalance " + (r.get("irqbalance") or "?") for r in runs if r["balancer"] == "irqbalance"}
+    | {column for row in kept.values() for column in row if column.startswith("irqbalance ")}
 )
 columns = ["steerd"] + irqbalance_columns
 print("| NIC | kernel | scenario | " + " | ".join(columns) + " |")
 print("|---|---|---|" + "---|" * len(columns))
-for (nic, kernel, scenario), by in sorted(cells.items()):
-    saturated = scenario.startswith("sat-")
-    print(
-        "| {} | {} | {} | {} |".format(
-            nic,
-            kernel,
-            scenario,
-            " | ".join(figures(by.get(column, []), saturated) for column in columns),
-        )
-    )
+for key in sorted(set(cells) | set(kept)):
+    nic, kernel, scenario = key
+    if key in cells:
+        saturated = scenario.startswith("sat-")
+        shown = [figures(cells[key].get(column, []), saturated) for column in columns]
+    else:
+        shown = [kept[key].get(column, "-") for column in columns]
+    print("| {} | {} | {} | {} |".format(nic, kernel, scenario, " | ".join(shown)))
+print(
+    "lab-matrix.py: {} rows from the runs, {} kept from the earlier table".format(len(cells), len(kept)),
+    file=sys.stderr,
+)

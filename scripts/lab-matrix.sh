@@ -15,10 +15,11 @@
 # built once by scripts/lab-userland.sh. Raw JSON lines are kept in target/lab-matrix/ (one
 # file per cell, irqbalance version and scenario) and the table is made from all of them by
 # scripts/lab-matrix.py, so a cell can be re-run alone (remove its file, ONLY_MISSING=1)
-# and the table remade.
+# and the table remade. A cell with no run kept here (the runs of another machine, whose
+# target/ is not in the repository) keeps its row from the table in docs/lab.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19:cloud igb:5.10:generic igb:6.1:generic igb:6.12:generic igb:6.19:generic "}
+cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19:cloud igb:5.10:generic igb:6.1:generic igb:6.12:generic igb:6.19:generic igbvf:6.19:generic"}
 scenarios=${SCENARIOS:-"cpu0 defaults hotplug channels nic-remove kill9 sat-cpu0 sat-defaults sat-elephant sat-late"}
 reps=${REPS:-1}
 irqbalances=${IRQBALANCE:-"1.9.4 1.9.2"}
@@ -47,8 +48,15 @@ for cell in $cells; do
             echo "lab-matrix: $nic on $version ($flavour), $balancers (irqbalance $irqbalance), $reps run(s) of $scenario" >&2
             STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 \
                 --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
-                --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" ||
+                --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" || {
+                # A scenario the NIC cannot run (the lab says so: `Nic::cannot_run`) has no row.
+                if grep -q "cannot run with --nic" "$out/$name.log"; then
+                    echo "lab-matrix: $cell: $(tail -1 "$out/$name.log")" >&2
+                    rm -f "$file.new" "$file"
+                    break
+                fi
                 echo "lab-matrix: $cell $scenario: the lab failed (see $out/$name.log)" >&2
+            }
             mv "$file.new" "$file"
             # steerd runs once per cell and scenario, beside the first irqbalance.
             balancers=irqbalance
@@ -57,9 +65,11 @@ for cell in $cells; do
 done
 table=$(mktemp)
 trap 'rm -f "$table" "$table.block"' EXIT
-cat "$out"/*.json | python3 scripts/lab-matrix.py > "$table"
+# Cells with no run kept here (another machine's, or a file removed) keep their rows.
+{ cat "$out"/*.json 2>/dev/null || true; } | python3 scripts/lab-matrix.py --keep docs/lab.md > "$table"
 {
-    echo "Generated $(date -u +%Y-%m-%d) from every run kept in target/lab-matrix by \`scripts/lab-matrix.sh\`"
+    echo "Generated $(date -u +%Y-%m-%d) by \`scripts/lab-matrix.sh\` from every run kept in target/lab-matrix, each other"
+    echo "cell's row kept as the table had it"
     echo "(the last: \`REPS=$reps IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
     echo "on $(nproc) host CPUs, steerd $built for the last runs."
     echo
