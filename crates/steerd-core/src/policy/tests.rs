@@ -84,6 +84,32 @@ fn an_idle_machine_has_nothing_to_do_and_says_why() {
     assert_eq!(json["actions"], serde_json::json!([]));
 }
 
+/// A CPU hot with fewer packets than steerd counts as measured work (a very high cost per
+/// packet: the lab's `sat-cpu0` on a slow host, CPU 0 at 0.99 irq+softirq on under 5k
+/// pkt/s) gets no lever, and the plan says so rather than pointing at notes it has none of.
+#[test]
+fn a_cpu_hot_on_less_than_measured_work_is_said_so() {
+    let mut sim = eight_cpus(vec![NicSpec::physical("eth0", 0, 4)]);
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    sim.set_rate("eth0", 2_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut plan = bench.decide(&mut state);
+    for _ in 0..6 {
+        bench.run(1);
+        bench.load.cpus[0].net_share = 0.99;
+        plan = bench.decide(&mut state);
+        bench.apply(&plan, &mut state);
+    }
+    assert!(plan.actions.is_empty(), "{plan}");
+    let why = plan.idle_reason.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("CPU 0 hot") && why.contains("under the 5k pkt/s"),
+        "{why}"
+    );
+    assert!(!why.contains("see notes"), "{why}");
+}
+
 #[test]
 fn decide_depends_only_on_its_inputs() {
     let mut sim = eight_cpus(vec![NicSpec::physical("eth0", 0, 4)]);
