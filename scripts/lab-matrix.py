@@ -82,7 +82,11 @@ def earlier_rows(path):
     header = split(lines[0])
     rows = {}
     for line in lines[2:]:
-        row = dict(zip(header, split(line)))
+        cells = split(line)
+        if len(cells) != len(header):
+            sys.exit("lab-matrix.py: {}: a table row with {} cells under a header of {}: {}".format(
+                path, len(cells), len(header), line))
+        row = dict(zip(header, cells))
         rows[(row["NIC"], row["kernel"], row["scenario"])] = row
     return rows
 

@@ -55,7 +55,11 @@ for cell in $cells; do
                     rm -f "$file.new" "$file"
                     break
                 fi
-                echo "lab-matrix: $cell $scenario: the lab failed (see $out/$name.log)" >&2
+                # A failed run leaves the cell as it was (its earlier file or table row).
+                echo "lab-matrix: $cell $scenario: the lab failed (see $out/$name.log); the cell is left as it was" >&2
+                rm -f "$file.new"
+                balancers=irqbalance
+                continue
             }
             mv "$file.new" "$file"
             # steerd runs once per cell and scenario, beside the first irqbalance.

@@ -430,32 +430,32 @@ impl<'a> Planner<'a> {
 
     /// Text for "why nothing happened".
     pub fn idle_reason(&self) -> String {
-        let hot: Vec<u32> = (0..self.heat.len() as u32)
-            .filter(|&c| self.heat_of(c).hot)
-            .collect();
-        // The levers act on measured work: a CPU hot with fewer packets than that (a very
-        // high cost per packet: 2026-11-29's lab host, `sat-cpu0`, CPU 0 at 0.99
-        // irq+softirq on under 5k pkt/s) gets none, whatever else the rules said of it.
-        if let Some(&cpu) = hot.iter().find(|&&c| self.work_of(c) < self.work_floor()) {
-            return format!(
-                "{}, but it processes {} pkt/s, under the {} pkt/s from which steerd counts receive work as measured (watermarks.busy_pps x {WORK_FLOOR_SHARE}); no IRQ move or RPS change is planned for work it does not measure",
-                self.heat_of(cpu).describe(cpu, self.config),
-                kilo(self.work_of(cpu)),
-                kilo(self.work_floor())
-            );
-        }
         if let Some(first) = self.waiting.first() {
             return first.clone();
         }
+        let hot: Vec<u32> = (0..self.heat.len() as u32)
+            .filter(|&c| self.heat_of(c).hot)
+            .collect();
         if let Some(&cpu) = hot.first() {
+            let heat = self.heat_of(cpu).describe(cpu, self.config);
+            // RPS acts on measured work: a CPU hot with fewer packets than that (a very
+            // high cost per packet: docs/policy.md, "RPS's trigger") gets none, and the
+            // plan says so rather than pointing at notes it may not have.
+            let work = self.work_of(cpu);
+            if work > 0.0 && work < self.work_floor() {
+                return format!(
+                    "{heat}, but it processes {} pkt/s, under the {} pkt/s from which steerd counts receive work as measured (watermarks.busy_pps x {WORK_FLOOR_SHARE}): RPS is not tried for it, and no IRQ move is predicted to help",
+                    kilo(work),
+                    kilo(self.work_floor())
+                );
+            }
             let see_notes = if self.notes.is_empty() {
                 ""
             } else {
                 " (see notes)"
             };
             return format!(
-                "{}, and no IRQ move or RPS change is predicted to help{see_notes}",
-                self.heat_of(cpu).describe(cpu, self.config)
+                "{heat}, and no IRQ move or RPS change is predicted to help{see_notes}"
             );
         }
         if self.load.samples == 0 {

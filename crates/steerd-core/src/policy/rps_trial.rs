@@ -29,8 +29,8 @@ use crate::cpuset::CpuSet;
 pub const TRIAL_NS: u64 = 5_000_000_000;
 /// ... and in decisions at least (on a slow tick, several samples).
 pub const TRIAL_TICKS: u64 = 4;
-/// Decisions after which a trial with [`EARLY_LOSS`] of the packets dropped is judged
-/// at once.
+/// Decisions after which a trial with [`EARLY_LOSS`] of the packets dropped, or whose work
+/// done fell by [`EARLY_FALL`] while CPUs stay hot, is judged at once.
 pub const EARLY_TICKS: u64 = 2;
 /// Backlog loss that ends a trial early.
 pub const EARLY_LOSS: f64 = 0.05;
@@ -181,18 +181,22 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     // Plain harm does not wait for the whole trial: in the lab's sat-cpu0 the backlogs
     // lost 14-44 % of the packets from the first samples on, and those 5 s cost more
     // packets than the rest of the run.
-    // The same for work that collapses with no backlog drop: CI at b902019, sat-cpu0 on
-    // 6.1, "receive work done 21k -> 193 pkt/s" when judged 5.4 s after the change, and
-    // steerd's run delivered 0.80x no balancer's.
+    // The same for work that collapses with no backlog drop (docs/policy.md, "a trial").
     let blatant = ticks.saturating_sub(trial.made_at_tick) >= EARLY_TICKS
         && ((after.loss() >= EARLY_LOSS && after.loss() > 2.0 * trial.before.loss())
             || (saturated
+                && trial.before.processed > 0.0
                 && after.loss() >= trial.before.loss()
                 && after.processed <= (1.0 - EARLY_FALL) * trial.before.processed));
     if !due && !blatant {
         return Judgement::Running;
     }
-    match after.worse_than(&trial.before, saturated) {
+    let worse = after.worse_than(&trial.before, saturated);
+    // Early, only harm is judged: a trial is kept only once it has run its course.
+    if !due && worse.is_none() {
+        return Judgement::Running;
+    }
+    match worse {
         Some(why) => {
             trial.held_until_ns = Some(now.saturating_add(HOLD_NS));
             trial.why = why.clone();

@@ -138,6 +138,13 @@ pub struct Metrics {
     /// The longest time between two of the guest's samples, and the guest uptime at which
     /// it ended: a guest kernel that stalled under the host's load (see [`STALLED_SECS`]).
     pub longest_sample_gap: Option<(f64, f64)>,
+    /// The median time between two of the guest's samples: the resolution of every time
+    /// the lab takes from samples (asked every 0.5 s or less; a saturated guest on a slow
+    /// host printed them 0.9 s apart, 2026-11-29).
+    pub median_sample_gap: Option<f64>,
+    /// CPUs online in the first and in the last sample (their `cpu` rows of `proc/stat`):
+    /// whether a scenario that takes CPUs offline ended with them back.
+    pub online_cpus: Option<(usize, usize)>,
 }
 
 /// The guest uptimes of the daemon's applied placement writes ([`is_placement_write`]), in
@@ -386,6 +393,16 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .windows(2)
         .map(|pair| (pair[1].up - pair[0].up, pair[1].up))
         .max_by(|a, b| a.0.total_cmp(&b.0));
+    let mut gaps: Vec<f64> = samples
+        .windows(2)
+        .map(|pair| pair[1].up - pair[0].up)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    m.median_sample_gap = gaps.get(gaps.len() / 2).copied();
+    m.online_cpus = samples
+        .first()
+        .zip(samples.last())
+        .map(|(a, b)| (a.stat.len(), b.stat.len()));
     if let (Some(a), Some(b)) = (samples.first(), samples.last()) {
         m.softnet_dropped = b
             .softnet
