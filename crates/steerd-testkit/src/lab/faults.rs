@@ -219,17 +219,12 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
         // Judged only where the machine was back before the run ended: on a slow host's
         // TCG guest CPUs 1-3 were still offline 12 s after they were brought back
         // (2026-11-29: steerd saw no CPU come back before SIGTERM).
-        let not_back = runs
-            .iter()
-            .filter(|m| m.online_cpus.is_some_and(|(first, last)| last < first))
-            .count();
+        let not_back = runs.iter().filter(|m| m.ended_with_cpus_offline()).count();
         every_run(
             &format!(
                 "input vectors on 3 or more CPUs once the machine is back ({not_back} run(s) ended before it was)"
             ),
-            count(&|_, m| {
-                m.input_cpus >= 3 || m.online_cpus.is_some_and(|(first, last)| last < first)
-            }),
+            count(&|_, m| m.input_cpus >= 3 || m.ended_with_cpus_offline()),
         );
         // The event itself changes the vectors' affinity (virtio-net re-places its queues
         // when a CPU comes online and when the device is found again), so the machine's

@@ -190,6 +190,12 @@ impl Metrics {
         }
     }
 
+    /// Whether fewer CPUs were online in the last sample than in the first: a scenario
+    /// that took CPUs offline ended before they were all back.
+    pub fn ended_with_cpus_offline(&self) -> bool {
+        self.online_cpus.is_some_and(|(first, last)| last < first)
+    }
+
     /// Why the run measured a stalled guest rather than the balancer: a gap of at least
     /// [`STALLED_SECS`] between two samples. `None` for a sound run.
     pub fn guest_stalled(&self) -> Option<String> {
