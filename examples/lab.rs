@@ -45,6 +45,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut irqbalance = None;
     let mut steerd_config = None;
     let mut tuned: Option<PathBuf> = None;
+    let mut pps: Option<u32> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -56,6 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--cpus" => cpus = Some(value()?.parse::<u32>()?),
             "--queues" => queues = Some(value()?.parse::<u32>()?),
             "--rss" => rss = true,
+            "--pps" => pps = Some(value()?.parse::<u32>()?),
             "--format" => json = value()? == "json",
             "--nic" => {
                 let name = value()?;
@@ -75,9 +77,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
-                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [SCENARIO...]\n\
+                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [--pps N] [SCENARIO...]\n    \
+                     --pps N offers N UDP packets/s in every phase that sends UDP (default {}: a slower bed saturates at it)\n\
                      {SOAK_USAGE}",
-                    nic_names("|")
+                    nic_names("|"),
+                    scenario::UDP_PPS
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<17} {}", s.name, s.what);
@@ -115,6 +119,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 s.vm.queues = q;
             }
             s.vm.rss |= rss;
+            if let Some(pps) = pps {
+                s = s.offering(pps);
+            }
             s
         })
         .collect();

@@ -129,6 +129,21 @@ fn run_sound(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> (lab::run::R
     }
 }
 
+/// A placement check's premise: no guest CPU was hot (steerd's high watermark, 0.6 of its
+/// time in irq+softirq) in the steady window. A bed too slow for the check's rate fails
+/// here, saying so, rather than in a comparison of shares that then measures the host.
+fn unsaturated(m: &Metrics) {
+    assert!(
+        m.busiest_softirq < lab::report::HOT_SHARE,
+        "the bed saturated the guest at {} packets/s (busiest CPU {:.2} of its time in \
+         irq+softirq): this placement check needs a guest with room to spare, \
+         see docs/lab.md, \"A slower bed\"\n{}",
+        lab::scenario::PLACEMENT_PPS,
+        m.busiest_softirq,
+        show(m)
+    );
+}
+
 /// One run's figures ([`run_sound`]), printed.
 fn run(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> Metrics {
     let (_, m) = run_sound(lab, s, b);
@@ -148,10 +163,14 @@ fn real_nic_lab_short_form() -> TestResult {
     let mut lab = guest.lab;
 
     // Every input vector on CPU0: steerd spreads at least as well as irqbalance (one run
-    // each, so 0.02 of slack), within 2 s, and then leaves things alone.
-    let cpu0 = scenario("cpu0");
+    // each, so 0.02 of slack), within 2 s, and then leaves things alone. A placement
+    // check, so at a rate that leaves the guest unsaturated: the busiest share compares
+    // placements only while no CPU's work is cut short (`unsaturated`).
+    let cpu0 = scenario("cpu0").offering(lab::scenario::PLACEMENT_PPS);
     let theirs = run(&mut lab, &cpu0, Balancer::Irqbalance);
     let ours = run(&mut lab, &cpu0, Balancer::Steerd);
+    unsaturated(&theirs);
+    unsaturated(&ours);
     assert!(
         ours.busiest_processed <= theirs.busiest_processed + 0.02,
         "steerd's busiest CPU carries {:.2} of the work, irqbalance's {:.2}",
@@ -330,7 +349,7 @@ fn virtual_function_steered_like_any_nic() -> TestResult {
         Err(skipped) => return skipped,
     };
     let mut lab = vf.lab;
-    let cpu0 = scenario("cpu0");
+    let cpu0 = scenario("cpu0").offering(lab::scenario::PLACEMENT_PPS);
     // How `steerd inspect` names the VF (before the balancer starts).
     let s = Scenario {
         setup: format!(
@@ -367,9 +386,14 @@ fn virtual_function_steered_like_any_nic() -> TestResult {
     assert!(m.first_change.is_some_and(|t| t < 2.0), "{shown}");
     assert_eq!(m.late_changes, 0, "{shown}");
     assert!(m.restored, "{shown}");
-    // Unsaturated (60k packets/s, no rules): the VF delivers nearly all of them; the PF's
-    // default pool would take them all while the VF's address is not in the filter.
-    assert!(m.delivered.is_some_and(|d| d >= 0.9), "{shown}");
+    // Unsaturated (`PLACEMENT_PPS`, no rules): the VF delivers nearly all of them; the
+    // PF's default pool would take them all while the VF's address is not in the filter.
+    // At `UDP_PPS` a slower host's VF delivered 0.40 of them (2026-11-29); at this rate
+    // 0.925, the rest lost before the guest's NIC (no drop counted in the guest, the tap
+    // or the NIC; virtio-net's `cpu0` lost 0.04 the same way). 0.85 still tells a VF that
+    // receives from a PF's pool that took them all (none delivered).
+    unsaturated(&m);
+    assert!(m.delivered.is_some_and(|d| d >= 0.85), "{shown}");
     Ok(())
 }
 
@@ -810,7 +834,9 @@ fn tuned_moves_are_external_changes() -> TestResult {
     );
     assert!(
         respected.moved_after_s.is_some(),
-        "tuned moved nothing: {shown}"
+        "tuned moved nothing while it ran (its profile applied {:?} s after its start, the stop at {} s): {shown}",
+        respected.applied_after_s,
+        lab::tuned::STOP_AT - lab::tuned::START_AT
     );
     let isolated = lab::tuned::ISOLATED;
     assert!(
@@ -851,7 +877,9 @@ fn tuned_moves_are_external_changes() -> TestResult {
     let shown = format!("{overridden:?}\n{}", show(&m));
     assert!(
         overridden.moved_after_s.is_some(),
-        "tuned moved nothing: {shown}"
+        "tuned moved nothing while it ran (its profile applied {:?} s after its start, the stop at {} s): {shown}",
+        overridden.applied_after_s,
+        lab::tuned::STOP_AT - lab::tuned::START_AT
     );
     // The read-back's period, two ticks, and the samples' spacing under TCG (up to 2 s).
     let bound = steerd::daemon::RECHECK_EVERY.as_secs_f64() + 4.0;

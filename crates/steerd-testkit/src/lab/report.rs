@@ -220,7 +220,7 @@ impl Metrics {
 }
 
 /// steerd's built-in high watermark: the irq+softirq share from which a CPU is hot.
-const HOT_SHARE: f64 = 0.6;
+pub const HOT_SHARE: f64 = 0.6;
 
 /// steerd's verdicts on its queue vector moves, by result, from its log lines (the
 /// `result` field of its "irq N (DEV queue Q): move A -> B ..." lines).

@@ -82,9 +82,32 @@ pub struct Scenario {
     pub hand_rps: bool,
 }
 
+impl Scenario {
+    /// The same scenario offering `pps` UDP packets/s in every phase that sends UDP: a
+    /// placement scenario meant to leave the guest unsaturated, on a bed too slow to carry
+    /// [`UDP_PPS`] (docs/lab.md, "A slower bed").
+    pub fn offering(mut self, pps: u32) -> Scenario {
+        for phase in &mut self.phases {
+            if !phase.udp_flows.is_empty() {
+                phase.udp_pps = pps;
+            }
+        }
+        self
+    }
+}
+
 /// The total UDP rate of the scenarios, packets/s: about what the host offers from 2 CPUs
 /// under TCG without loss (docs/lab.md).
 pub const UDP_PPS: u32 = 60_000;
+
+/// The rate of the lab tests' unsaturated placement checks (`cpu0` against irqbalance, the
+/// VF's `cpu0`), packets/s: one whose work no guest CPU is near saturated by once the
+/// vectors are spread, on a host slower than the one [`UDP_PPS`] was chosen on. On a 2-CPU
+/// EPYC VM (2026-11-29) `cpu0` at `UDP_PPS` saturated the guest's CPUs (time squeezes,
+/// steerd's RPS trial undone as harmful) and at this rate left the busiest CPU 0.16
+/// (steerd) and 0.31 (irqbalance) of its time in irq+softirq, delivering 0.96 of it
+/// (`examples/lab --pps 20000 cpu0`).
+pub const PLACEMENT_PPS: u32 = 20_000;
 
 /// A phase of `flows` UDP flows at `pps` in total, `start` seconds after the balancer starts.
 pub fn udp(start: u64, length: u64, flows: u16, pps: u32) -> Phase {

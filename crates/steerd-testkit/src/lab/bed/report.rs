@@ -6,6 +6,14 @@
 //! 1.25x none's packets is more than [`OFFERED_CAP`] of the offered rate (a host fast
 //! enough that one CPU already carries 80 % of it), that share of the offered rate is the
 //! target instead (seen 2026-11-28: none 31.9-33.9k of 40k, steerd and hand both 39.5k).
+//!
+//! The p99 target over `none` is issue 30's, printed and counted in [`BedVerdict::met`],
+//! but not a guard of CI's short form ([`BedVerdict::guards_met`]): on a 2-CPU host `none`
+//! leaves the second CPU idle for the probe while delivering about half the packets, and
+//! on a slow host spreading the load over both CPUs costs the probe more than it saves
+//! (2026-11-29, a 2-CPU EPYC VM: steerd/none p99 1.11, 1.45, 1.16 in three rounds; the
+//! hand recipe's p99 was higher still in each). CI's latency guard is the expert's own
+//! recipe doing the same spreading: steerd's p99 at most [`MAX_P99_OVER_HAND`] of hand's.
 
 use super::BedRun;
 
@@ -16,11 +24,25 @@ pub const OFFERED_CAP: f64 = 0.97;
 /// Delivered packets, steerd over `hand`, at least this.
 pub const MIN_OVER_HAND: f64 = 0.95;
 
-/// The printed verdict and whether every target is met.
+/// steerd's probe p99 over the hand recipe's, at most this: both put RPS on every queue
+/// over every CPU, so their ratio is two runs' noise around 1.0 (0.77-0.96 on
+/// 2026-11-29); what it catches is a latency cost of steerd's own (churn, a wrong mask).
+pub const MAX_P99_OVER_HAND: f64 = 1.25;
+
+/// The printed verdict: whether every target of issue 30 is met, and whether CI's guards
+/// are (the same, but latency held to the hand recipe's rather than to `none`'s).
 #[derive(Debug, Clone)]
 pub struct BedVerdict {
     pub text: String,
     pub met: bool,
+    pub guards_met: bool,
+}
+
+/// Whether a check is one of CI's guards or issue 30's target alone.
+#[derive(Clone, Copy, PartialEq)]
+enum Held {
+    ByCi,
+    IssueTargetOnly,
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -104,23 +126,30 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
             these.len()
         ));
     }
-    let mut met = runs.iter().all(|r| r.restored);
-    let mut check = |name: &str, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
+    let restored = runs.iter().all(|r| r.restored);
+    let (mut met, mut guards_met) = (restored, restored);
+    let mut check = |held: Held, name: &str, value: Option<f64>, ok: &dyn Fn(f64) -> bool| {
         let (shown, pass) = match value {
             Some(v) => (format!("{v:.2}"), ok(v)),
             None => ("not measured".to_string(), false),
         };
         met &= pass;
-        text.push_str(&format!(
-            "{name}: {shown} ({})\n",
-            if pass { "met" } else { "NOT met" }
-        ));
+        if held == Held::ByCi {
+            guards_met &= pass;
+        }
+        let verdict = match (pass, held) {
+            (true, _) => "met",
+            (false, Held::ByCi) => "NOT met",
+            (false, Held::IssueTargetOnly) => "NOT met; issue 30's target, not a CI guard",
+        };
+        text.push_str(&format!("{name}: {shown} ({verdict})\n"));
     };
     if !of(runs, "steerd").is_empty() {
         if !of(runs, "none").is_empty() {
             let over_none = median(ratios(runs, "none", |r| Some(r.delivered_pps)))
                 .map_or("-".to_string(), |v| format!("{v:.2}"));
             check(
+                Held::ByCi,
                 &format!(
                     "steerd/none delivered {over_none}; over its target, 1.25x none or 0.97 of the offered rate where that is less (median of rounds, target >= 1.00)"
                 ),
@@ -128,6 +157,7 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
                 &|v| v >= 1.0,
             );
             check(
+                Held::IssueTargetOnly,
                 "steerd/none probe p99 (median of rounds, target <= 1.00)",
                 median(ratios(runs, "none", |r| r.probe_p99_us)),
                 &|v| v <= 1.0,
@@ -135,9 +165,16 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
         }
         if !of(runs, "hand").is_empty() {
             check(
+                Held::ByCi,
                 "steerd/hand delivered (median of rounds, target >= 0.95)",
                 median(ratios(runs, "hand", |r| Some(r.delivered_pps))),
                 &|v| v >= MIN_OVER_HAND,
+            );
+            check(
+                Held::ByCi,
+                "steerd/hand probe p99 (median of rounds, target <= 1.25)",
+                median(ratios(runs, "hand", |r| r.probe_p99_us)),
+                &|v| v <= MAX_P99_OVER_HAND,
             );
         }
     }
@@ -146,7 +183,11 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
         runs.iter().filter(|r| r.restored).count(),
         runs.len()
     ));
-    BedVerdict { text, met }
+    BedVerdict {
+        text,
+        met,
+        guards_met,
+    }
 }
 
 #[cfg(test)]
@@ -194,5 +235,28 @@ mod tests {
         assert!(!verdict(33_930.0, 38_000.0));
         assert!(verdict(20_000.0, 25_000.0));
         assert!(!verdict(20_000.0, 24_000.0));
+    }
+
+    /// A p99 above none's misses issue 30's target but no CI guard; above 1.25x hand's it
+    /// misses a guard too.
+    #[test]
+    fn latency_over_none_is_the_issues_target_and_over_hand_a_guard() {
+        let with_p99 = |balancer, p99| BedRun {
+            probe_p99_us: Some(p99),
+            ..run(balancer, 30_000.0)
+        };
+        let none = BedRun {
+            probe_p99_us: Some(1_000.0),
+            ..run("none", 20_000.0)
+        };
+        let slower = judge(&[
+            none.clone(),
+            with_p99("steerd", 1_200.0),
+            with_p99("hand", 1_300.0),
+        ]);
+        assert!(!slower.met && slower.guards_met, "{}", slower.text);
+        assert!(slower.text.contains("not a CI guard"), "{}", slower.text);
+        let worse = judge(&[none, with_p99("steerd", 1_700.0), with_p99("hand", 1_300.0)]);
+        assert!(!worse.met && !worse.guards_met, "{}", worse.text);
     }
 }
