@@ -1291,11 +1291,24 @@ fn rss_table_in_the_guest() -> TestResult {
 ///   most 3 table writes and none in those last 12 s; the table from before steerd
 ///   (the driver's default) back after SIGTERM.
 /// - `rss-elephant`: one UDP flow, which no table can split: two steps, both undone, then
-///   no table write in the last 12 s; the table back after SIGTERM.
+///   no table write in the last 12 s; RPS takes the queue or is undone as harmful
+///   (`lab::rss::elephant_rps`); the table back after SIGTERM.
+///
+/// On Debian 13's QEMU 10 (`scripts/lab-userland.sh`), whose eBPF RSS follows the table.
 ///
 /// The 5-minute oscillation check is `examples/lab --rss-secs 300` (docs/lab.md).
 fn rss_lever_in_the_guest() -> TestResult {
-    let guest = match GuestLab::open(lab::run::Lab::build) {
+    // Debian 13's QEMU 10, which loads its eBPF RSS: the tap steers each packet to the
+    // queue the guest's table names as the table changes. Debian 12's QEMU 7.2 cannot
+    // load it, and its software RSS stalls a tap queue for good when a moved flow fills
+    // its new ring before the lab's own steering follows the table (docs/lab.md, "The RSS
+    // lever"): on 2026-11-29's slower host `rss-elephant` stalled in 3 runs of 4.
+    let guest = match GuestLab::open(|work, steerd| {
+        let userland = lab_script("lab-userland.sh", &[])?;
+        let platform =
+            lab::platform::Platform::new(lab::platform::Nic::Virtio, Some(userland), None)?;
+        lab::run::Lab::build_with(work, steerd, lab::image::GuestKernel::find()?, platform)
+    }) {
         Ok(guest) => guest,
         Err(skipped) => return skipped,
     };
@@ -1351,16 +1364,17 @@ fn rss_lever_in_the_guest() -> TestResult {
     assert_eq!(elephant.steps.get("taken").copied(), Some(2.0), "{text}");
     assert!(elephant.writes() <= 4, "{text}");
     assert_eq!(elephant.late_table_changes, 0, "{text}");
-    assert!(
-        elephant_m
-            .irq_cpu_processed
-            .is_some_and(|share| share <= lab::rss::ELEPHANT_SHARE),
-        "{text}"
-    );
-    assert!(
-        elephant_m.rps_masks.get(1).is_some_and(|m| m != "0"),
-        "RPS on the elephant's queue: {text}"
-    );
+    // RPS answers the elephant: it takes the queue and relieves its IRQ CPU, or, where
+    // its trial measured harm (a slower host's backlogs dropping packets), it is undone.
+    match lab::rss::elephant_rps(&elephant_m) {
+        lab::rss::ElephantRps::Relieved => eprintln!("rss-elephant: RPS took the queue"),
+        lab::rss::ElephantRps::UndoneAsHarmful(line) => {
+            eprintln!("rss-elephant: RPS undone as harmful: {line}")
+        }
+        lab::rss::ElephantRps::Neither => {
+            panic!("RPS neither relieved the elephant's IRQ CPU nor was undone: {text}")
+        }
+    }
     assert_eq!(elephant.table_restored(), Some(true), "{text}");
     assert!(elephant_m.restored, "{text}");
     Ok(())
