@@ -713,42 +713,6 @@ pub fn elephant_rps(m: &super::report::Metrics) -> ElephantRps {
     }
 }
 
-#[cfg(test)]
-mod elephant_tests {
-    use super::*;
-    use crate::lab::report::Metrics;
-
-    /// RPS kept and relieving, RPS undone by its trial, and RPS kept without relief or
-    /// never tried (2026-11-29's log line, shortened).
-    #[test]
-    fn rps_relieves_the_elephant_or_is_undone_as_harmful() {
-        let undo = "INFO eth0 rx-1 rps_cpus: 0,2-3 -> none (rps_undo: the RPS change on eth0 \
-                    made the machine worse: backlog drops 0 -> 2k/s) applied";
-        let run = |share: f64, masks: [&str; 4], log: &[&str]| Metrics {
-            irq_cpu_processed: Some(share),
-            rps_masks: masks.map(String::from).to_vec(),
-            log: log.iter().map(|l| l.to_string()).collect(),
-            ..Metrics::default()
-        };
-        assert_eq!(
-            elephant_rps(&run(0.4, ["0", "d", "0", "0"], &[])),
-            ElephantRps::Relieved
-        );
-        assert_eq!(
-            elephant_rps(&run(1.0, ["0", "0", "0", "00000000,0"], &[undo])),
-            ElephantRps::UndoneAsHarmful(undo.to_string())
-        );
-        assert_eq!(
-            elephant_rps(&run(0.9, ["0", "d", "0", "0"], &[])),
-            ElephantRps::Neither
-        );
-        assert_eq!(
-            elephant_rps(&run(1.0, ["0", "0", "0", "0"], &[])),
-            ElephantRps::Neither
-        );
-    }
-}
-
 /// One run's RSS figures in a few lines, for the lab's log and a test's message.
 pub fn describe(m: &super::report::Metrics, f: &RssFigures) -> String {
     let shares: Vec<String> = f
@@ -786,4 +750,40 @@ pub fn describe(m: &super::report::Metrics, f: &RssFigures) -> String {
         m.restored,
         f.log_lines.join("\n  rss log: ")
     )
+}
+
+#[cfg(test)]
+mod elephant_tests {
+    use super::*;
+    use crate::lab::report::Metrics;
+
+    /// RPS kept and relieving, RPS undone by its trial, and RPS kept without relief or
+    /// never tried (2026-11-29's log line, shortened).
+    #[test]
+    fn rps_relieves_the_elephant_or_is_undone_as_harmful() {
+        let undo = "INFO eth0 rx-1 rps_cpus: 0,2-3 -> none (rps_undo: the RPS change on eth0 \
+                    made the machine worse: backlog drops 0 -> 2k/s) applied";
+        let run = |share: f64, masks: [&str; 4], log: &[&str]| Metrics {
+            irq_cpu_processed: Some(share),
+            rps_masks: masks.map(String::from).to_vec(),
+            log: log.iter().map(|l| l.to_string()).collect(),
+            ..Metrics::default()
+        };
+        assert_eq!(
+            elephant_rps(&run(0.4, ["0", "d", "0", "0"], &[])),
+            ElephantRps::Relieved
+        );
+        assert_eq!(
+            elephant_rps(&run(1.0, ["0", "0", "0", "00000000,0"], &[undo])),
+            ElephantRps::UndoneAsHarmful(undo.to_string())
+        );
+        assert_eq!(
+            elephant_rps(&run(0.9, ["0", "d", "0", "0"], &[])),
+            ElephantRps::Neither
+        );
+        assert_eq!(
+            elephant_rps(&run(1.0, ["0", "0", "0", "0"], &[])),
+            ElephantRps::Neither
+        );
+    }
 }
