@@ -6,7 +6,8 @@
 //! [--queues Q] [--rules N] [--sender-cpu C] [--balancers none,steerd,hand]
 //! [--steerd PATH] [--format text|json] [--check]`; root needed. `--check` exits 1 when a
 //! target is not met (steerd at least 1.25x none's and 0.95x hand's delivered packets,
-//! probe p99 at most none's, every run restored). `scripts/bed.sh` builds and runs it.
+//! probe p99 at most none's and at most 2x hand's, every run restored: `BedVerdict::met`).
+//! `scripts/bed.sh` builds and runs it.
 
 use steerd_testkit::lab;
 

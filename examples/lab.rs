@@ -78,7 +78,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
                      [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [--pps N] [SCENARIO...]\n    \
-                     --pps N offers N UDP packets/s in every phase that sends UDP (default {}: a slower bed saturates at it)\n\
+                     --pps N offers N UDP packets/s in every phase that sends UDP (default: each scenario's own, {} for cpu0 and most; a slower bed saturates at it)\n\
                      {SOAK_USAGE}",
                     nic_names("|"),
                     scenario::UDP_PPS

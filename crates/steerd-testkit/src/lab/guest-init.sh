@@ -424,7 +424,9 @@ start_tuned() {
     TUNED_PID=$!
     echo "LAB TUNED started $TUNED_PID"
     (
-        for _ in $(seq 1 400); do
+        # Longer than tuned's part of the schedule (lab/tuned.rs: 40 s from its start to
+        # its stop), so a profile applied after the stop still says when.
+        for _ in $(seq 1 700); do
             if grep -q "static tuning from profile 'steerd-lab' applied" /tmp/tuned.log 2>/dev/null; then
                 echo "LAB TUNED applied comm $(cat "/proc/$TUNED_PID/comm") profile $(cat /etc/tuned/active_profile 2>&1)"
                 exit 0

@@ -1,5 +1,6 @@
 //! The RSS table lever in the lab (issue 18): virtio-net with `rss=on`, whose indirection
-//! table QEMU honours in software, and UDP flows chosen on the host so that, under the
+//! table QEMU honours (in software on Debian 12's QEMU 7.2, in an eBPF program on the
+//! tap on Debian 13's QEMU 10, where `tests/lab.rs` runs the lever), and UDP flows chosen on the host so that, under the
 //! guest's default table, their hashes land where a scenario needs them.
 //!
 //! How the flows are chosen: the guest's set-up fixes the hash key (`ethtool -X eth0 hkey`,
@@ -13,8 +14,9 @@
 //! whose buckets are distinct and map to the wanted queues. The `none` rows check the
 //! choice: the guest's per-queue counters (`ethtool -S`) must show the other queues empty.
 //! The host's tap is made to send each flow on the queue the guest's current table sends
-//! it to ([`follow_table`], `LabNetns::steer_by_table`): QEMU's software RSS stalls a tap
-//! queue for good when it hands that queue's packets to another, full virtqueue.
+//! it to ([`follow_table`], `LabNetns::steer_by_table`): QEMU 7.2's software RSS stalls a
+//! tap queue for good when it hands that queue's packets to another, full virtqueue.
+//! QEMU 10 replaces that program with its own eBPF RSS at the guest's first table write.
 //!
 //! The figures ([`RssFigures`]) come from the guest's per-queue packet counters and table,
 //! printed with every sample (`QS` and `X` lines), steerd's `steerd_rss_*` metrics scraped
@@ -685,30 +687,43 @@ pub fn verdicts(rows: &Rows) -> Vec<(String, bool)> {
 /// What RPS did for the elephant's queue once the lever gave it up.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ElephantRps {
-    /// RPS kept on the queue, its IRQ CPU's share of `processed` at most [`ELEPHANT_SHARE`].
+    /// RPS kept on the elephant's queue, its IRQ CPU's share of `processed` at most
+    /// [`ELEPHANT_SHARE`].
     Relieved,
-    /// RPS went on and steerd undid it as harmful: its log line (the trial's figures). On
-    /// 2026-11-29's slower host the RPS targets' backlogs dropped 7.8 % of the packets
-    /// within a second and the trial undid it; on a host whose CPUs keep up it stays.
+    /// RPS went on for the elephant's queue and steerd undid it as harmful: its log line
+    /// (the trial's figures). On 2026-11-29's slower host the RPS targets' backlogs
+    /// dropped 1.7-7.8 % of the packets within a second and the trial undid it in every
+    /// run; on a host whose CPUs keep up it stays.
     UndoneAsHarmful(String),
-    /// Neither: RPS never tried, or kept without relieving the IRQ CPU.
+    /// Neither: RPS never tried, or kept without relieving the IRQ CPU, or the run has no
+    /// per-queue figures to tell the elephant's queue by.
     Neither,
 }
 
 /// Whether steerd answered the elephant with RPS ([`ElephantRps`]), from its log and the
-/// run's figures.
+/// run's figures. The elephant's queue is the one that received most of the run's packets.
 pub fn elephant_rps(m: &super::report::Metrics) -> ElephantRps {
+    let Some(queue) = (0..m.queue_run_packets.len()).max_by_key(|&q| m.queue_run_packets[q]) else {
+        return ElephantRps::Neither;
+    };
     // `rps_cpus` as the kernel prints it: hex words, comma-separated.
-    let off = |mask: &String| mask.chars().all(|c| c == '0' || c == ',');
-    if m.irq_cpu_processed.is_some_and(|v| v <= ELEPHANT_SHARE) && !m.rps_masks.iter().all(off) {
+    let Some(on) = m
+        .rps_masks
+        .get(queue)
+        .map(|mask| !mask.chars().all(|c| c == '0' || c == ','))
+    else {
+        return ElephantRps::Neither;
+    };
+    if on && m.irq_cpu_processed.is_some_and(|v| v <= ELEPHANT_SHARE) {
         return ElephantRps::Relieved;
     }
-    let undone = m
-        .log
-        .iter()
-        .find(|l| l.contains(" rps_cpus: ") && l.contains("(rps_undo: "));
+    let undone = m.log.iter().find(|l| {
+        l.contains(&format!(" rx-{queue} rps_cpus: "))
+            && l.contains("(rps_undo: ")
+            && l.contains(" applied ")
+    });
     match undone {
-        Some(line) if m.rps_masks.iter().all(off) => ElephantRps::UndoneAsHarmful(line.clone()),
+        Some(line) if !on => ElephantRps::UndoneAsHarmful(line.clone()),
         _ => ElephantRps::Neither,
     }
 }
@@ -762,10 +777,12 @@ mod elephant_tests {
     #[test]
     fn rps_relieves_the_elephant_or_is_undone_as_harmful() {
         let undo = "INFO eth0 rx-1 rps_cpus: 0,2-3 -> none (rps_undo: the RPS change on eth0 \
-                    made the machine worse: backlog drops 0 -> 2k/s) applied";
+                    made the machine worse: backlog drops 0 -> 2k/s) applied serves=\"\"";
+        // The elephant on queue 1.
         let run = |share: f64, masks: [&str; 4], log: &[&str]| Metrics {
             irq_cpu_processed: Some(share),
             rps_masks: masks.map(String::from).to_vec(),
+            queue_run_packets: vec![7, 43_122, 28, 10],
             log: log.iter().map(|l| l.to_string()).collect(),
             ..Metrics::default()
         };
@@ -785,5 +802,16 @@ mod elephant_tests {
             elephant_rps(&run(1.0, ["0", "0", "0", "0"], &[])),
             ElephantRps::Neither
         );
+        // RPS on another queue than the elephant's relieves nothing.
+        assert_eq!(
+            elephant_rps(&run(0.4, ["0", "0", "d", "0"], &[])),
+            ElephantRps::Neither
+        );
+        // No per-queue figures: the elephant's queue is not known.
+        let unknown = Metrics {
+            queue_run_packets: Vec::new(),
+            ..run(1.0, ["0", "0", "0", "0"], &[undo])
+        };
+        assert_eq!(elephant_rps(&unknown), ElephantRps::Neither);
     }
 }

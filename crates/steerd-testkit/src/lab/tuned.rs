@@ -140,9 +140,14 @@ pub fn figures(lines: &[String]) -> TunedRun {
             (Some("LAB"), Some("EVENT"), _, Some("stop_tuned")) => phase = Phase::After,
             (Some("LAB"), Some("TUNED"), Some("applied"), _) => {
                 run.applied = true;
-                run.applied_after_s = started
-                    .zip(samples.last())
-                    .map(|(started, (t, _, _))| t - started);
+                // The last sample since tuned started (0 when none came in between).
+                run.applied_after_s = started.map(|started| {
+                    samples
+                        .iter()
+                        .rev()
+                        .find(|(_, p, _)| *p != Phase::Before)
+                        .map_or(0.0, |(t, _, _)| (t - started).max(0.0))
+                });
             }
             _ => {}
         }
@@ -231,6 +236,11 @@ mod tests {
              LOG 2026-11-28T16:13:35.8Z  INFO policy note (external_change): irq 31 affinity: steerd wrote 3, now 0-2: changed by someone else\n\
              S 30.0\nA 31 0-2 0\nA 32 0 0\nLAB EVENT 35.2 stop_tuned\nS 38.4\nA 31 3 3\nA 32 3 3",
         );
+        // The scenario's description says the schedule's times.
+        let what = all()[0].what;
+        for at in [START_AT, STOP_AT, DOCTOR_AT] {
+            assert!(what.contains(&format!(" {at} s")), "{what}");
+        }
         let run = figures(&respected);
         assert!(run.applied);
         assert!((run.applied_after_s.unwrap() - 0.6).abs() < 1e-9);
