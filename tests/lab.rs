@@ -150,6 +150,24 @@ fn unsaturated(m: &Metrics) {
     );
 }
 
+/// Whether the run's RPS changes are one trial that steerd undid itself: one tick that
+/// turned RPS on and one that undid it, in that order.
+fn one_trial_undone(m: &Metrics) -> bool {
+    let ticks = |reason: &str| -> Vec<&str> {
+        let mut at: Vec<&str> = m
+            .log
+            .iter()
+            .filter(|l| l.contains(" rps_cpus: ") && l.contains(reason))
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|stamp| stamp.get(..19).unwrap_or(stamp))
+            .collect();
+        at.dedup();
+        at
+    };
+    let (on, undone) = (ticks("(rps_on: "), ticks("(rps_undo: "));
+    on.len() == 1 && undone.len() == 1 && on[0] <= undone[0]
+}
+
 /// One run's figures ([`run_sound`]), printed.
 fn run(lab: &mut lab::run::Lab, s: &Scenario, b: Balancer) -> Metrics {
     let (_, m) = run_sound(lab, s, b);
@@ -575,7 +593,16 @@ fn saturated_cpu0_never_worse_than_no_balancer() -> TestResult {
         // then, and steerd's answer to where it lands is not churn: a local run at
         // 60e9b47 turned RPS on for rx-2 when its move took effect 16.5 s late, and undid it.
         let completed_late = ours.log.iter().any(|l| l.contains("took_effect_late"));
-        assert!(ours.late_changes == 0 || completed_late, "{}", show(ours));
+        // Nor is one RPS trial that steerd judged and undid itself, which holds RPS off
+        // the device for 300 s: a queue whose work hovers at the work floor (5k pkt/s,
+        // this host's saturated CPU 0) starts it when it crosses (CI-style run at
+        // bc69f26: on at 28 s, undone 1.2 s later on 59.5 % backlog drops). Churn, two
+        // trials or a trial left standing, still fails.
+        assert!(
+            ours.late_changes == 0 || completed_late || one_trial_undone(ours),
+            "{}",
+            show(ours)
+        );
         assert!(ours.restored, "{}", show(ours));
     }
     let delivered = |m: &Metrics| m.udp_received.unwrap_or(0) as f64;
@@ -665,7 +692,15 @@ fn threaded_napi_pinned() -> TestResult {
             m.mapping_daemon_agrees
         )
     };
-    let cpu0 = run(&mut lab, &scenario("threaded-cpu0"), Balancer::Steerd);
+    // A placement check, at a rate that leaves the guest unsaturated: at 60k packets/s a
+    // slower host's CPU 1 crossed the hot watermark (0.64) 30 s in, and steerd's RPS
+    // answer to it was a change after convergence (CI-style run at bc69f26, 2026-11-29).
+    let cpu0 = run(
+        &mut lab,
+        &scenario("threaded-cpu0").offering(lab::scenario::PLACEMENT_PPS),
+        Balancer::Steerd,
+    );
+    unsaturated(&cpu0);
     assert_eq!(cpu0.rx_threads, 4, "{}", threaded(&cpu0));
     let in_two_ticks = |m: &Metrics| {
         m.threads_pinned.is_some() && m.threads_unpinned_last.is_none_or(|t| t <= 2.5)
@@ -976,7 +1011,7 @@ fn doctor_console_lines() {
 }
 
 /// The soak's 5-minute form (5 min 10 s with the boot): steerd under the five traffic kinds
-/// a minute each and one reload. No panic, the daemon alive throughout, every value
+/// a minute each (UDP at `PLACEMENT_PPS`) and one reload. No panic, the daemon alive throughout, every value
 /// restored after SIGTERM, the reload taken, the same fds and threads in the first and last
 /// windows (2 minutes each after a minute of warm-up; the least of each, since only the
 /// last window is idle and quiet mode holds perf-event fds), and RSS growth at most 5 %.
@@ -991,7 +1026,11 @@ fn soak_five_minutes() -> TestResult {
         Err(skipped) => return skipped,
     };
     let mut lab = guest.lab;
-    let s = lab::soak::scenario(5);
+    // At a rate the bed carries: the soak judges staying power (no panic, no leak, the
+    // reload), not saturation, and at 60k UDP packets/s a slower host's guest spent the
+    // run in ksoftirqd on every CPU and printed nothing for minutes (CI-style run at
+    // bc69f26: soft lockups of all four CPUs from 36 s on, "a hung guest?").
+    let s = lab::soak::scenario(5).offering(lab::scenario::PLACEMENT_PPS);
     let raw = lab
         .run(&s, Balancer::Steerd)
         .unwrap_or_else(|e| panic!("the soak: {e}"));
