@@ -847,12 +847,12 @@ fn doctor_in_the_guest() -> TestResult {
 /// Issue 33's other tools: Debian's tuned (2.25, `scripts/lab-tuned.sh`'s root copied into
 /// the guest) started under traffic with cpu-partitioning's scheduler section
 /// (`isolated_cores=3`, the lab's profile `steerd-lab`), which moves every IRQ off CPU 3,
-/// stopped at 44 s (`lab::tuned::STOP_AT`). With steerd's default
+/// stopped at 54 s (`lab::tuned::STOP_AT`). With steerd's default
 /// `on_external_change: respect`, the vectors steerd had put on CPU 3 stay on tuned's masks
 /// until tuned stops, steerd notes each as an external change, and `steerd doctor` names
 /// tuned, its profile and `irq_process=false`; with `override` steerd puts them back on
 /// single CPUs while tuned still runs, within the read-back's period (`RECHECK_EVERY`),
-/// two ticks and a sample. About two and a half minutes.
+/// two ticks and a sample. About three minutes.
 fn tuned_moves_are_external_changes() -> TestResult {
     let guest = match GuestLab::open(|work, steerd| {
         let tuned = lab_script("lab-tuned.sh", &[])?;

@@ -424,7 +424,7 @@ start_tuned() {
     TUNED_PID=$!
     echo "LAB TUNED started $TUNED_PID"
     (
-        # Longer than tuned's part of the schedule (lab/tuned.rs: 40 s from its start to
+        # Longer than tuned's part of the schedule (lab/tuned.rs: 50 s from its start to
         # its stop), so a profile applied after the stop still says when.
         for _ in $(seq 1 700); do
             if grep -q "static tuning from profile 'steerd-lab' applied" /tmp/tuned.log 2>/dev/null; then

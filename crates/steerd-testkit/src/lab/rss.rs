@@ -691,9 +691,9 @@ pub enum ElephantRps {
     /// [`ELEPHANT_SHARE`].
     Relieved,
     /// RPS went on for the elephant's queue and steerd undid it as harmful: its log line
-    /// (the trial's figures). On 2026-11-29's slower host the RPS targets' backlogs
-    /// dropped 1.7-7.8 % of the packets within a second and the trial undid it in every
-    /// run; on a host whose CPUs keep up it stays.
+    /// (the trial's figures). On 2026-11-29's slower host the trial undid it in every
+    /// run (the RPS targets' backlogs dropped 1.7-7.8 % of the packets within a second, or
+    /// the work done fell); on a host whose CPUs keep up it stays.
     UndoneAsHarmful(String),
     /// Neither: RPS never tried, or kept without relieving the IRQ CPU, or the run has no
     /// per-queue figures to tell the elephant's queue by.
