@@ -29,8 +29,8 @@ use super::scenario::{Scenario, base, udp};
 pub const ISOLATED: u32 = 3;
 /// When tuned starts, steerd doctor runs and tuned stops, seconds after the balancer
 /// starts. Python under TCG takes seconds to start tuned and apply the profile: its moves
-/// showed 4.9-6.0 s after the start on 2026-11-28's host, 13.4-27.3 s on 2026-11-29's
-/// slower one (four runs), where CI at 435bdbc saw none before the stop at 30 s (then the
+/// showed 4.9-6.0 s after the start on 2026-11-28's host, 13.4-27.7 s on 2026-11-29's
+/// slower one (six runs), where CI at 435bdbc saw none before the stop at 30 s (then the
 /// schedule's end). 46 s are left to the doctor now, and with `override` steerd's put-back
 /// (within `RECHECK_EVERY` + 4 s of tuned's move) must come before the stop.
 pub const START_AT: u32 = 4;
