@@ -222,6 +222,14 @@ impl Metrics {
 /// steerd's built-in high watermark: the irq+softirq share from which a CPU is hot.
 pub const HOT_SHARE: f64 = 0.6;
 
+/// steerd's applied `rps_cpus` writes for `reason` (`rps_on`, `rps_undo`, ...), from its
+/// log lines ("eth0 rx-1 rps_cpus: A -> B (REASON: ...) applied ...").
+pub fn rps_writes<'a>(log: &'a [String], reason: &str) -> impl Iterator<Item = &'a String> {
+    let tag = format!("({reason}: ");
+    log.iter()
+        .filter(move |l| l.contains(" rps_cpus: ") && l.contains(&tag) && l.contains(" applied "))
+}
+
 /// steerd's verdicts on its queue vector moves, by result, from its log lines (the
 /// `result` field of its "irq N (DEV queue Q): move A -> B ..." lines).
 pub fn move_checks(log: &[String]) -> BTreeMap<String, usize> {
@@ -395,16 +403,15 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             .map(|(_, v)| v.clone())
             .collect();
     }
-    m.longest_sample_gap = samples
+    // Each gap between two samples, with the uptime it ended at: the longest, then the
+    // median.
+    let mut gaps: Vec<(f64, f64)> = samples
         .windows(2)
         .map(|pair| (pair[1].up - pair[0].up, pair[1].up))
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    let mut gaps: Vec<f64> = samples
-        .windows(2)
-        .map(|pair| pair[1].up - pair[0].up)
         .collect();
-    gaps.sort_by(f64::total_cmp);
-    m.median_sample_gap = gaps.get(gaps.len() / 2).copied();
+    gaps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    m.longest_sample_gap = gaps.last().copied();
+    m.median_sample_gap = gaps.get(gaps.len() / 2).map(|&(gap, _)| gap);
     m.online_cpus = samples
         .first()
         .zip(samples.last())

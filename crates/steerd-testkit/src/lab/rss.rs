@@ -717,11 +717,8 @@ pub fn elephant_rps(m: &super::report::Metrics) -> ElephantRps {
     if on && m.irq_cpu_processed.is_some_and(|v| v <= ELEPHANT_SHARE) {
         return ElephantRps::Relieved;
     }
-    let undone = m.log.iter().find(|l| {
-        l.contains(&format!(" rx-{queue} rps_cpus: "))
-            && l.contains("(rps_undo: ")
-            && l.contains(" applied ")
-    });
+    let queue_write = format!(" rx-{queue} rps_cpus: ");
+    let undone = super::report::rps_writes(&m.log, "rps_undo").find(|l| l.contains(&queue_write));
     match undone {
         Some(line) if !on => ElephantRps::UndoneAsHarmful(line.clone()),
         _ => ElephantRps::Neither,

@@ -84,7 +84,7 @@ pub struct Scenario {
 
 impl Scenario {
     /// The same scenario offering `pps` UDP packets/s in every phase that sends UDP: a
-    /// placement scenario meant to leave the guest unsaturated, on a bed too slow to carry
+    /// scenario meant to leave the guest unsaturated, on a bed too slow to carry
     /// [`UDP_PPS`] (docs/lab.md, "A slower bed").
     pub fn offering(mut self, pps: u32) -> Scenario {
         for phase in &mut self.phases {
@@ -100,8 +100,8 @@ impl Scenario {
 /// under TCG without loss (docs/lab.md).
 pub const UDP_PPS: u32 = 60_000;
 
-/// The rate of the lab tests' unsaturated placement checks (`cpu0` against irqbalance, the
-/// VF's `cpu0`), packets/s: one whose work no guest CPU is near saturated by once the
+/// The rate of the lab tests' unsaturated checks (`cpu0` against irqbalance, the VF's
+/// `cpu0`, `threaded-cpu0`, the 5-minute soak's UDP), packets/s: one whose work no guest CPU is near saturated by once the
 /// vectors are spread, on a host slower than the one [`UDP_PPS`] was chosen on. On a 2-CPU
 /// EPYC VM (2026-11-29) `cpu0` at `UDP_PPS` saturated the guest's CPUs (time squeezes,
 /// steerd's RPS trial undone as harmful) and at this rate left the busiest CPU 0.16
