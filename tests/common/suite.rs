@@ -179,14 +179,52 @@ impl IntoTestResult for TestResult {
 /// One trial: runs `body`; a skip becomes "ignored, reason" (or, for a missing
 /// prerequisite under `CI=true`, a failure).
 pub fn trial<R: IntoTestResult + 'static>(name: &str, body: fn() -> R) -> Trial {
-    Trial::ignorable_test(name, move || match body().into_test_result() {
+    let timed = name.to_string();
+    Trial::ignorable_test(name, move || {
+        let _timer = SlowTrialTimer::start(timed);
+        verdict(body().into_test_result())
+    })
+}
+
+/// A trial's outcome in libtest-mimic's terms.
+fn verdict(result: TestResult) -> Result<Completion, Failed> {
+    match result {
         Ok(()) => Ok(Completion::Completed),
         Err(skip) if skip.prerequisite && in_ci() => Err(Failed::from(format!(
             "missing prerequisite under CI=true (a skip elsewhere): {}",
             skip.reason
         ))),
         Err(skip) => Ok(Completion::ignored_with(skip.reason)),
-    })
+    }
+}
+
+/// Prints how long a trial took when that was at least [`SLOW_TRIAL`], also when it
+/// panicked (on drop): CI has a time budget (`.ci/run`, under an hour), and the guest
+/// tests' times are what decide whether it is kept; libtest-mimic reports none.
+struct SlowTrialTimer {
+    name: String,
+    started: std::time::Instant,
+}
+
+/// Trials quicker than this are not timed aloud.
+const SLOW_TRIAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl SlowTrialTimer {
+    fn start(name: String) -> SlowTrialTimer {
+        SlowTrialTimer {
+            name,
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for SlowTrialTimer {
+    fn drop(&mut self) {
+        let took = self.started.elapsed();
+        if took >= SLOW_TRIAL {
+            eprintln!("trial time: {} took {:.0} s", self.name, took.as_secs_f64());
+        }
+    }
 }
 
 /// Runs the trials with the command line cargo test passed, and exits with their verdict.

@@ -101,7 +101,8 @@ impl Scenario {
 pub const UDP_PPS: u32 = 60_000;
 
 /// The rate of the lab tests' unsaturated checks (`cpu0` against irqbalance, the VF's
-/// `cpu0`, `threaded-cpu0`, the 5-minute soak's UDP), packets/s: one whose work no guest CPU is near saturated by once the
+/// `cpu0`, `kill9`, `hotplug` and `nic-remove` in the short form, `threaded-cpu0`, the
+/// 5-minute soak's UDP), packets/s: one whose work no guest CPU is near saturated by once the
 /// vectors are spread, on a host slower than the one [`UDP_PPS`] was chosen on. On a 2-CPU
 /// EPYC VM (2026-11-29) `cpu0` at `UDP_PPS` saturated the guest's CPUs (time squeezes,
 /// steerd's RPS trial undone as harmful) and at this rate left the busiest CPU 0.16
