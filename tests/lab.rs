@@ -42,7 +42,9 @@ impl GuestLab {
         if let Some(why) = lab::unavailable() {
             return Err(skip(why));
         }
+        let asked = std::time::Instant::now();
         let guest = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+        common::suite::waited(asked.elapsed());
         let work = tempfile::tempdir().expect("a temporary directory");
         let lab = build(work.path(), steerd_under_test()).expect("the guest image builds");
         Ok(GuestLab {

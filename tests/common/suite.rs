@@ -198,6 +198,19 @@ fn verdict(result: TestResult) -> Result<Completion, Failed> {
     }
 }
 
+thread_local! {
+    /// Time the running trial spent waiting for another test ([`waited`]).
+    static WAITED: std::cell::Cell<std::time::Duration> =
+        const { std::cell::Cell::new(std::time::Duration::ZERO) };
+}
+
+/// Counts `d` as time the running trial spent waiting for another test (a shared guest:
+/// tests/lab.rs's `ONE_GUEST`), which its timing line then gives apart: libtest-mimic runs
+/// trials on several threads, so a trial's wall time holds its neighbours' too.
+pub fn waited(d: std::time::Duration) {
+    WAITED.with(|w| w.set(w.get() + d));
+}
+
 /// Prints how long a trial took when that was at least [`SLOW_TRIAL`], also when it
 /// panicked (on drop): CI has a time budget (`.ci/run`, under an hour), and the guest
 /// tests' times are what decide whether it is kept; libtest-mimic reports none.
@@ -211,6 +224,7 @@ const SLOW_TRIAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl SlowTrialTimer {
     fn start(name: String) -> SlowTrialTimer {
+        WAITED.with(|w| w.set(std::time::Duration::ZERO));
         SlowTrialTimer {
             name,
             started: std::time::Instant::now(),
@@ -220,9 +234,15 @@ impl SlowTrialTimer {
 
 impl Drop for SlowTrialTimer {
     fn drop(&mut self) {
-        let took = self.started.elapsed();
+        let waited = WAITED.with(|w| w.get());
+        let took = self.started.elapsed().saturating_sub(waited);
         if took >= SLOW_TRIAL {
-            eprintln!("trial time: {} took {:.0} s", self.name, took.as_secs_f64());
+            eprintln!(
+                "trial time: {} took {:.0} s (and waited {:.0} s for another test)",
+                self.name,
+                took.as_secs_f64(),
+                waited.as_secs_f64()
+            );
         }
     }
 }

@@ -33,12 +33,27 @@ fn ours(p: &Planner, target: &Knob, value: u32) -> bool {
     !p.frozen(target) && p.state.written(target) == Some(&KnobValue::Count(value))
 }
 
-/// Sets the flow tables for queues whose RPS is being turned on.
+/// Sets the flow tables for queues whose RPS is being turned on. Where the global table
+/// does not exist (a network namespace other than the initial one: the sysctl is the
+/// initial namespace's alone) no queue's table is set either: without the global table the
+/// kernel never reads a queue's (`get_rps_cpu` needs both), so it would be memory and a
+/// finding of `doctor`'s (`rfs_tables`) for nothing. Seen on the veth bed, 2026-11-29:
+/// 8192 entries on each of four queues, RFS noted as off in the same tick.
 pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
     if !p.config.rfs.enabled {
         return;
     }
     let entries = p.config.rfs.sock_flow_entries;
+    let global = Knob::RpsSockFlowEntries;
+    let Some(global_now) = count(p, &global) else {
+        p.note(
+            NoteKind::RfsUnavailable,
+            Some(global),
+            "rps_sock_flow_entries".to_string(),
+            "rps_sock_flow_entries does not exist here (not the initial network namespace?): RFS stays off".to_string(),
+        );
+        return;
+    };
     let name = p.devices[d].dev.name.clone();
     let wanted = flow_cnt_for(entries, p.devices[d].dev.rx_queues.len());
     for (queue, _) in changes {
@@ -67,26 +82,18 @@ pub fn enable_for(p: &mut Planner, d: usize, changes: &[(u32, CpuSet)]) {
             "connected sockets' packets are steered to the CPU where the reader runs".to_string(),
         );
     }
-    let global = Knob::RpsSockFlowEntries;
-    match count(p, &global) {
-        None => p.note(
-            NoteKind::RfsUnavailable,
-            Some(global),
-            "rps_sock_flow_entries".to_string(),
-            "rps_sock_flow_entries does not exist here (not the initial network namespace?): RFS stays off".to_string(),
-        ),
-        Some(current) if current < entries && !p.frozen(&global) => p.push(
+    if global_now < entries && !p.frozen(&global) {
+        p.push(
             global,
             None,
-            KnobValue::Count(current),
+            KnobValue::Count(global_now),
             KnobValue::Count(entries),
             (
                 ReasonKind::RfsOn,
                 format!("RPS goes on for {name}; RFS needs the global socket flow table"),
             ),
             format!("a global table of {entries} socket flows"),
-        ),
-        Some(_) => {}
+        );
     }
 }
 

@@ -12,7 +12,8 @@
 //! least [`TRIAL_TICKS`] decisions (after [`EARLY_TICKS`] when the backlogs already lose
 //! [`EARLY_LOSS`] of the packets, or the work done already fell by [`EARLY_FALL`] while
 //! CPUs stay hot). The change made it worse when backlog drops appeared
-//! (at least [`DROPS_SHARE`] of the packets, and twice the share before), or when the
+//! (at least [`DROPS_SHARE`] of the packets, and twice the share before) and grew by more
+//! than the work done did, or when the
 //! work done fell by [`PROCESSED_FALL`] while CPUs stayed hot ([`Throughput`]'s
 //! `worse_than` says why that is not less traffic). Then the device's masks go back to what they
 //! were, in one action group (`rps_undo`), and RPS stays off that device for
@@ -68,9 +69,20 @@ impl Throughput {
         if all > 0.0 { self.dropped / all } else { 0.0 }
     }
 
+    /// Whether the backlogs' drops rose by more than the work done since `before`: the
+    /// spreading lost more packets than it took in. Drops alone are not harm where the
+    /// work done rose by more: on the veth bed, whose sender RPS unthrottles, turning RPS
+    /// on took the work done from 16k to 35k packets/s with 5k/s dropped in the same tick
+    /// (2026-11-29, `BED_STEERD_LOG=DIR examples/bed`), and an undo on the drops alone
+    /// gave back the 19k.
+    fn drops_outweigh_gain(&self, before: &Throughput) -> bool {
+        self.dropped - before.dropped > self.processed - before.processed
+    }
+
     /// Why `self` (after) is worse than `before`, if it is:
-    /// * backlog drops are at least [`DROPS_SHARE`] of the packets and their share at least
-    ///   doubled; or
+    /// * backlog drops are at least [`DROPS_SHARE`] of the packets, their share at least
+    ///   doubled, and they rose by more than the work done ([`Self::drops_outweigh_gain`]);
+    ///   or
     /// * the work done fell by [`PROCESSED_FALL`] or more, the share dropped did not fall,
     ///   and a CPU is still hot (`saturated`): less traffic would have cooled the CPUs
     ///   down, so it is the change that costs the work. Seen in the lab's `sat-cpu0`: 42k
@@ -78,7 +90,7 @@ impl Throughput {
     ///   host's side of the virtio queue, where the guest cannot count them).
     fn worse_than(&self, before: &Throughput, saturated: bool) -> Option<String> {
         let (was, is) = (before.loss(), self.loss());
-        let drops = is >= DROPS_SHARE && is > 2.0 * was;
+        let drops = is >= DROPS_SHARE && is > 2.0 * was && self.drops_outweigh_gain(before);
         let less =
             saturated && is >= was && self.processed <= (1.0 - PROCESSED_FALL) * before.processed;
         (drops || less).then(|| {
@@ -183,7 +195,9 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     // packets than the rest of the run.
     // The same for work that collapses with no backlog drop (docs/policy.md, "a trial").
     let blatant = ticks.saturating_sub(trial.made_at_tick) >= EARLY_TICKS
-        && ((after.loss() >= EARLY_LOSS && after.loss() > 2.0 * trial.before.loss())
+        && ((after.loss() >= EARLY_LOSS
+            && after.loss() > 2.0 * trial.before.loss()
+            && after.drops_outweigh_gain(&trial.before))
             || (saturated
                 && trial.before.processed > 0.0
                 && after.loss() >= trial.before.loss()
@@ -251,6 +265,19 @@ mod tests {
         // Less work and fewer drops (less traffic, in the fake-root channel test).
         let before = t(1_050_000.0, 260_000.0);
         assert!(t(859_000.0, 128_000.0).worse_than(&before, true).is_none());
+        // The veth bed (2026-11-29): 16k -> 35k, 0 -> 5k drops/s: the drops are fewer than
+        // the packets gained, so better.
+        assert!(
+            t(35_000.0, 5_000.0)
+                .worse_than(&t(16_000.0, 0.0), true)
+                .is_none()
+        );
+        // ... but the same drops with less gained than dropped: worse.
+        assert!(
+            t(19_000.0, 5_000.0)
+                .worse_than(&t(16_000.0, 0.0), true)
+                .is_some()
+        );
         // A few drops within the noise: not harm.
         assert!(
             t(42_000.0, 100.0)

@@ -27,6 +27,12 @@ pub fn softnet() -> Result<Vec<(u64, u64)>> {
     })))
 }
 
+/// A process's utime + stime, USER_HZ ticks, from steerd's own `/proc/PID/stat` reader;
+/// `None` once it is gone.
+pub fn process_ticks(pid: u32) -> Option<u64> {
+    steerd_kernel::kernel::napi_threads::read_time(&Root::new("/"), pid).map(|(ticks, _)| ticks)
+}
+
 /// A table indexed by CPU id (CPUs without a row read 0).
 fn by_cpu(rows: impl Iterator<Item = (u32, (u64, u64))>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();

@@ -117,6 +117,12 @@ pub struct BedRun {
     pub probe_lost: u32,
     /// The receiver's masks in the steady window, queue by queue.
     pub rps_cpus: Vec<String>,
+    /// steerd's own CPU time over the steady window, in CPUs (0.02: 2 % of one CPU);
+    /// `null` for `none` and `hand`. On a saturated bed it is taken from the packets.
+    pub balancer_cpu: Option<f64>,
+    /// steerd's undo of an RPS trial during the run, as its log gives it (masks and
+    /// reason), or `null`: an undone trial leaves the bed as `none` left it.
+    pub rps_undone: Option<String>,
 }
 
 /// Why the bed cannot run on this machine, or `None` when it can.
@@ -169,6 +175,7 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
     }
     let before_run = measure::softnet()?;
     let rcvbuf_before = net.udp_counter("RcvbufErrors")?;
+    let steerd_pid = daemon.as_ref().and_then(Steerd::pid);
     let traffic = Traffic::start(
         &net,
         config.flows,
@@ -196,11 +203,11 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
             last = masks;
         }
         if window.is_none() && at >= half {
-            window = Some(Reading::take(&traffic)?);
+            window = Some(Reading::take(&traffic, steerd_pid)?);
             steady_masks = last.clone();
         }
     }
-    let end = Reading::take(&traffic)?;
+    let end = Reading::take(&traffic, steerd_pid)?;
     let done = traffic.finish()?;
     let after_run = measure::softnet()?;
     let rcvbuf_errors = net
@@ -208,10 +215,13 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
         .saturating_sub(rcvbuf_before);
 
     // Stop the balancer and see what is left.
+    let mut steerd_log = Vec::new();
     match balancer {
         BedBalancer::Steerd => {
             if let Some(mut d) = daemon.take() {
                 d.stop()?;
+                steerd_log = d.log_lines();
+                d.keep_log(rep)?;
             }
         }
         BedBalancer::Hand => {
@@ -269,7 +279,27 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
         probe_p99_us: measure::quantile(&rtts, 0.99).map(|v| round(v, 0)),
         probe_lost: (steady_probes.len() - rtts.len()) as u32,
         rps_cpus: steady_masks,
+        balancer_cpu: match (start.steerd_ticks, end.steerd_ticks) {
+            (Some(a), Some(b)) => Some(round(b.saturating_sub(a) as f64 / clock_ticks() / secs, 3)),
+            _ => None,
+        },
+        rps_undone: crate::lab::report::rps_writes(&steerd_log, "rps_undo")
+            .next()
+            .map(|line| {
+                line.split_once(" INFO ")
+                    .map_or(line.as_str(), |(_, l)| l)
+                    .to_string()
+            }),
     })
+}
+
+/// USER_HZ, the unit of `/proc/PID/stat`'s times (100 where sysconf cannot say).
+fn clock_ticks() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|&t| t > 0)
+        .map_or(100.0, |t| t as f64)
 }
 
 /// The counters at one edge of the steady window.
@@ -278,15 +308,18 @@ struct Reading {
     delivered: u64,
     cpu_times: Vec<(u64, u64)>,
     softnet: Vec<(u64, u64)>,
+    /// steerd's utime + stime (USER_HZ ticks), when it runs.
+    steerd_ticks: Option<u64>,
 }
 
 impl Reading {
-    fn take(traffic: &Traffic) -> Result<Reading> {
+    fn take(traffic: &Traffic, steerd: Option<u32>) -> Result<Reading> {
         Ok(Reading {
             at: Instant::now(),
             delivered: traffic.delivered.load(std::sync::atomic::Ordering::Relaxed),
             cpu_times: measure::cpu_times()?,
             softnet: measure::softnet()?,
+            steerd_ticks: steerd.and_then(measure::process_ticks),
         })
     }
 }
@@ -336,6 +369,34 @@ impl Steerd {
             child: Some(child),
             log,
         })
+    }
+
+    /// steerd's PID: `ip netns exec` execs it in place, so the child is steerd.
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// steerd's log so far, line by line (empty when unreadable: the figures it gives are
+    /// extras, and a stop that failed has said why already).
+    fn log_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .map(|t| t.lines().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// Copies steerd's log to `$BED_STEERD_LOG/steerd-REP.log` when that is set (as
+    /// `LAB_CONSOLE` keeps the lab's consoles): every decision of the run, for a round
+    /// whose figures need explaining.
+    fn keep_log(&self, rep: u32) -> Result<()> {
+        let Some(dir) = std::env::var_os("BED_STEERD_LOG") else {
+            return Ok(());
+        };
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let kept = dir.join(format!("steerd-{rep}.log"));
+        std::fs::copy(&self.log, &kept)
+            .map_err(io(format!("copying steerd's log to {}", kept.display())))?;
+        Ok(())
     }
 
     /// SIGTERM, then up to 10 s for steerd to restore and exit.

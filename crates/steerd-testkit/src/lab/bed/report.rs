@@ -108,7 +108,7 @@ fn over_target(runs: &[BedRun]) -> Vec<f64> {
 /// Medians per balancer, ratios, and the targets.
 pub fn judge(runs: &[BedRun]) -> BedVerdict {
     let mut text = String::from(
-        "balancer  runs  delivered pkt/s  softnet drops  busiest si  probe p50/p99 us  first change s  changes after  restored\n",
+        "balancer  runs  delivered pkt/s  softnet drops  busiest si  probe p50/p99 us  first change s  changes after  restored  own cpu\n",
     );
     for balancer in ["none", "steerd", "hand"] {
         let these = of(runs, balancer);
@@ -122,8 +122,10 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
         let share = median(these.iter().map(|r| r.busiest_si_share).collect()).unwrap_or(0.0);
         let first = median(these.iter().filter_map(|r| r.first_change_s).collect())
             .map_or("-".to_string(), |v| format!("{v:.1}"));
+        let own_cpu = median(these.iter().filter_map(|r| r.balancer_cpu).collect())
+            .map_or("-".to_string(), |v| format!("{v:.3}"));
         text.push_str(&format!(
-            "{balancer:<8}  {:>4}  {:>15}  {:>13}  {:>10.2}  {:>16}  {:>14}  {:>13}  {}/{}\n",
+            "{balancer:<8}  {:>4}  {:>15}  {:>13}  {:>10.2}  {:>16}  {:>14}  {:>13}  {:>3}/{:<3}  {own_cpu:>7}\n",
             these.len(),
             m(&|r| Some(r.delivered_pps)),
             m(&|r| Some(r.softnet_drops as f64)),
@@ -137,6 +139,13 @@ pub fn judge(runs: &[BedRun]) -> BedVerdict {
                 .unwrap_or(0),
             these.iter().filter(|r| r.restored).count(),
             these.len()
+        ));
+    }
+    for undone in of(runs, "steerd").iter().filter(|r| r.rps_undone.is_some()) {
+        text.push_str(&format!(
+            "round {}: steerd undid its RPS trial: {}\n",
+            undone.rep,
+            undone.rps_undone.as_deref().unwrap_or_default()
         ));
     }
     let restored = runs.iter().all(|r| r.restored);
@@ -240,6 +249,8 @@ mod tests {
             probe_p99_us: Some(1_000.0),
             probe_lost: 0,
             rps_cpus: vec![],
+            balancer_cpu: None,
+            rps_undone: None,
         }
     }
 
