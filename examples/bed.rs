@@ -67,7 +67,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     }
     let mut runs = Vec::new();
     for rep in 1..=reps {
-        for &balancer in &balancers {
+        for balancer in bed::round_order(&balancers, rep) {
             let run = bed::run(&config, balancer, rep)?;
             if json {
                 println!("{}", serde_json::to_string(&run)?);
@@ -94,7 +94,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
 fn row(r: &BedRun) -> String {
     format!(
-        "rep {} {:<6} delivered {:>6.0} pkt/s (sent {:>6.0}) drops softnet {:>6} rcvbuf {:>5} busiest si {:.2} {:?} p50/p99 {:?}/{:?} us lost {} first change {:?} s after {} restored {} masks {:?}",
+        "rep {} {:<6} delivered {:>6.0} pkt/s (sent {:>6.0}) drops softnet {:>6} rcvbuf {:>5} busiest si {:.2} {:?} p50/p99 {:?}/{:?} us lost {} first change {:?} s after {} restored {} masks {:?} waited for quiet {} s",
         r.rep,
         r.balancer,
         r.delivered_pps,
@@ -109,6 +109,7 @@ fn row(r: &BedRun) -> String {
         r.first_change_s,
         r.changes_after_convergence,
         r.restored,
-        r.rps_cpus
+        r.rps_cpus,
+        r.waited_for_quiet_s
     )
 }

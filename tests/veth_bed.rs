@@ -38,10 +38,15 @@ fn steerd_delivers_what_the_hand_recipe_does_on_a_saturated_veth_bed() -> TestRe
     config.steerd = common::release::steerd_under_test().to_path_buf();
     let mut rounds = Vec::new();
     for rep in 1..=5 {
-        let runs: Vec<BedRun> = BedBalancer::ALL
-            .iter()
-            .map(|&b| bed::run(&config, b, rep).expect("a bed run"))
+        let runs: Vec<BedRun> = bed::round_order(&BedBalancer::ALL, rep)
+            .into_iter()
+            .map(|b| bed::run(&config, b, rep).expect("a bed run"))
             .collect();
+        let of = |name: &str| {
+            runs.iter()
+                .find(|r| r.balancer == name)
+                .expect("every balancer ran")
+        };
         for run in &runs {
             eprintln!("{}", serde_json::to_string(run).expect("JSON"));
             assert!(
@@ -50,14 +55,14 @@ fn steerd_delivers_what_the_hand_recipe_does_on_a_saturated_veth_bed() -> TestRe
                 run.balancer
             );
         }
-        let none = &runs[0];
+        let none = of("none");
         if none.busiest_si_share < 0.8 {
             return not_here(format!(
                 "this machine carries the bed's load on one CPU (busiest irq+softirq share {:.2} with no balancer): nothing to relieve",
                 none.busiest_si_share
             ));
         }
-        let steerd = &runs[1];
+        let steerd = of("steerd");
         let first = steerd.first_change_s.expect("steerd turned RPS on");
         assert!(first <= 5.0, "steerd's first change at {first} s");
         let verdict = bed::report::judge(&runs);

@@ -18,6 +18,44 @@ pub fn cpu_times() -> Result<Vec<(u64, u64)>> {
     ))
 }
 
+/// The whole machine's busy share (neither idle nor iowait) over `over`, from steerd's
+/// own `/proc/stat` reader.
+pub fn busy_share(over: std::time::Duration) -> Result<f64> {
+    let read = || -> Result<(u64, u64)> {
+        let stat = read_stat(&Root::new("/"))
+            .map_err(|e| io("reading /proc/stat")(std::io::Error::other(e.to_string())))?;
+        Ok(stat.cpu_times.iter().fold((0, 0), |(busy, all), t| {
+            let total = t.total();
+            (busy + total.saturating_sub(t.idle + t.iowait), all + total)
+        }))
+    };
+    let (busy0, all0) = read()?;
+    std::thread::sleep(over);
+    let (busy1, all1) = read()?;
+    let all = all1.saturating_sub(all0);
+    Ok(if all == 0 {
+        0.0
+    } else {
+        busy1.saturating_sub(busy0) as f64 / all as f64
+    })
+}
+
+/// Waits, up to `at_most`, for the machine to be [`QUIET`]: a run must not start while the
+/// kernel still tears down the previous run's namespaces (3,000 rules and a veth pair, in
+/// a kworker) or anything else of the bed's still runs. Returns how long it waited.
+pub fn wait_for_quiet(at_most: std::time::Duration) -> Result<std::time::Duration> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < at_most {
+        if busy_share(std::time::Duration::from_millis(500))? < QUIET {
+            break;
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// The busy share under which the machine counts as quiet.
+pub const QUIET: f64 = 0.15;
+
 /// Per CPU: softnet (`processed`, `dropped`), from steerd's own `softnet_stat` reader.
 pub fn softnet() -> Result<Vec<(u64, u64)>> {
     let rows = read_softnet(&Root::new("/"))

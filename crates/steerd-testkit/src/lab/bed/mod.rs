@@ -120,9 +120,28 @@ pub struct BedRun {
     /// steerd's own CPU time over the steady window, in CPUs (0.02: 2 % of one CPU);
     /// `null` for `none` and `hand`. On a saturated bed it is taken from the packets.
     pub balancer_cpu: Option<f64>,
+    /// How long the run waited, before making its namespaces, for the machine to be quiet
+    /// (`measure::wait_for_quiet`: at most 15 s).
+    pub waited_for_quiet_s: f64,
     /// steerd's undo of an RPS trial during the run, as its log gives it (masks and
     /// reason), or `null`: an undone trial leaves the bed as `none` left it.
     pub rps_undone: Option<String>,
+}
+
+/// `balancers` in the order round `rep` runs them: as given in odd rounds, with `steerd`
+/// and `hand` swapped in even ones. The bed has an order effect of its own: on 2026-11-29's
+/// host, three rounds in the order none, steerd, hand read steerd/hand 0.78, 0.88, 1.07,
+/// and three in the order none, hand, steerd 1.13, 1.11, 1.09 (`examples/bed --balancers`),
+/// so a comparison of the two always in one order measured the order.
+pub fn round_order(balancers: &[BedBalancer], rep: u32) -> Vec<BedBalancer> {
+    let mut order = balancers.to_vec();
+    if rep.is_multiple_of(2) {
+        let at = |b| order.iter().position(|&o| o == b);
+        if let (Some(s), Some(h)) = (at(BedBalancer::Steerd), at(BedBalancer::Hand)) {
+            order.swap(s, h);
+        }
+    }
+    order
 }
 
 /// Why the bed cannot run on this machine, or `None` when it can.
@@ -153,6 +172,7 @@ pub fn online_cpus() -> usize {
 
 /// Runs the bed once with `balancer`.
 pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun> {
+    let waited_for_quiet = measure::wait_for_quiet(Duration::from_secs(15))?;
     let net = BedNet::create(config.queues, config.rules)?;
     let originals = net.rps_masks()?;
     let work = tempfile::tempdir().map_err(io("making a temporary directory"))?;
@@ -283,6 +303,7 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
             (Some(a), Some(b)) => Some(round(b.saturating_sub(a) as f64 / clock_ticks() / secs, 3)),
             _ => None,
         },
+        waited_for_quiet_s: round(waited_for_quiet.as_secs_f64(), 1),
         rps_undone: crate::lab::report::rps_writes(&steerd_log, "rps_undo")
             .next()
             .map(|line| {
