@@ -7,6 +7,8 @@
 //! [--steerd PATH] [--format text|json] [--check]`; root needed. `--check` exits 1 when a
 //! target is not met (steerd at least 1.25x none's and 0.95x hand's delivered packets,
 //! probe p99 at most none's and at most 2x hand's, every run restored: `BedVerdict::met`).
+//! Runs go in `--balancers`' order in odd rounds and with steerd and hand swapped in even
+//! ones (`bed::round_order`). `BED_STEERD_LOG=DIR` keeps steerd's log of each round.
 //! `scripts/bed.sh` builds and runs it.
 
 use steerd_testkit::lab;

@@ -4,8 +4,8 @@
 //! configuration and with the hand recipe (RPS over every CPU). steerd must turn RPS on
 //! within 5 s of the load, deliver at least 1.25x no balancer's packets (or 0.97 of the
 //! offered rate where that is less: `bed::report`) and 0.70x the
-//! hand recipe's (issue 30's 0.95x is printed; a slower host's steerd read 0.72-1.10x with
-//! the same masks, a gap not yet explained: `bed::report::MIN_OVER_HAND_GUARD`), with a
+//! hand recipe's per round (issue 30's 0.95x is printed, and judged on the median of
+//! rounds: one round's ratio is two runs' noise, `bed::report::MIN_OVER_HAND_GUARD`), with a
 //! probe p99 at most 2x the hand recipe's, and leave every mask
 //! as it found it. Issue 30's latency target, p99 at most no balancer's, is printed with
 //! the verdict but is not a guard here: a slow 2-CPU host misses it by spreading at all,

@@ -88,8 +88,8 @@ impl Throughput {
 
     /// Why `self` (after) is worse than `before`, if it is:
     /// * backlog drops are at least [`DROPS_SHARE`] of the packets, their share at least
-    ///   doubled, and they rose by more than the work done ([`Self::drops_outweigh_gain`]);
-    ///   or
+    ///   doubled, and the work done rose by less than [`GAIN_OVER_DROPS`] times their rise
+    ///   ([`Self::drops_outweigh_gain`]); or
     /// * the work done fell by [`PROCESSED_FALL`] or more, the share dropped did not fall,
     ///   and a CPU is still hot (`saturated`): less traffic would have cooled the CPUs
     ///   down, so it is the change that costs the work. Seen in the lab's `sat-cpu0`: 42k

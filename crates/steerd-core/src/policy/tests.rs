@@ -995,7 +995,7 @@ fn an_rps_change_that_collapses_the_work_done_is_undone_early() {
 
 /// Harm for [`rps_undone_after`]: `drops` backlog drops per second on each CPU of the mask,
 /// and no more work done than the queue's 450k pkt/s before the change (drops that come
-/// with more work done than they lose are not harm: `rps_trial::Throughput`).
+/// with at least `rps_trial::GAIN_OVER_DROPS` times as much more work done are not harm).
 fn with_drops(drops: f64) -> impl Fn(&mut Load) {
     move |load: &mut Load| {
         let per_cpu = RPS_TRIAL_PPS / load.cpus.len() as f64;

@@ -692,8 +692,10 @@ pub enum ElephantRps {
     Relieved,
     /// RPS went on for the elephant's queue and steerd undid it as harmful: its log line
     /// (the trial's figures). On 2026-11-29's slower host the trial undid it in every
-    /// run (the RPS targets' backlogs dropped 1.7-7.8 % of the packets within a second, or
-    /// the work done fell); on a host whose CPUs keep up it stays.
+    /// run of five (the RPS targets' backlogs dropped 1.7-7.8 % of the packets within a
+    /// second, or the work done fell) until it weighed new drops against the work gained
+    /// (`rps_trial::GAIN_OVER_DROPS`); the CI-style run at 6394a30 then kept it and RPS
+    /// relieved the queue. On a host whose CPUs keep up it stays.
     UndoneAsHarmful(String),
     /// Neither: RPS never tried, or kept without relieving the IRQ CPU, or the run has no
     /// per-queue figures to tell the elephant's queue by.

@@ -3,28 +3,33 @@
 //! Both files are global, so the bed runs alone (nothing else of the project at once).
 
 use steerd_kernel::Root;
-use steerd_kernel::kernel::procfs::{softnet::read_softnet, stat::read_stat};
+use steerd_kernel::kernel::procfs::{
+    softnet::read_softnet,
+    stat::{Stat, read_stat},
+};
 
 use crate::lab::{Result, io};
 
-/// Per CPU: (irq+softirq jiffies, all jiffies), from steerd's own `/proc/stat` reader.
+/// `/proc/stat` through steerd's own reader.
+fn stat() -> Result<Stat> {
+    read_stat(&Root::new("/"))
+        .map_err(|e| io("reading /proc/stat")(std::io::Error::other(e.to_string())))
+}
+
+/// Per CPU: (irq+softirq jiffies, all jiffies).
 pub fn cpu_times() -> Result<Vec<(u64, u64)>> {
-    let stat = read_stat(&Root::new("/"))
-        .map_err(|e| io("reading /proc/stat")(std::io::Error::other(e.to_string())))?;
     Ok(by_cpu(
-        stat.cpu_times
+        stat()?
+            .cpu_times
             .iter()
             .map(|t| (t.cpu, (t.irq + t.softirq, t.total()))),
     ))
 }
 
-/// The whole machine's busy share (neither idle nor iowait) over `over`, from steerd's
-/// own `/proc/stat` reader.
+/// The whole machine's busy share (neither idle nor iowait) over `over`.
 pub fn busy_share(over: std::time::Duration) -> Result<f64> {
     let read = || -> Result<(u64, u64)> {
-        let stat = read_stat(&Root::new("/"))
-            .map_err(|e| io("reading /proc/stat")(std::io::Error::other(e.to_string())))?;
-        Ok(stat.cpu_times.iter().fold((0, 0), |(busy, all), t| {
+        Ok(stat()?.cpu_times.iter().fold((0, 0), |(busy, all), t| {
             let total = t.total();
             (busy + total.saturating_sub(t.idle + t.iowait), all + total)
         }))
