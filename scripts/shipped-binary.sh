@@ -4,6 +4,10 @@
 # (scripts/text-order.sh) all speak of one build.
 #
 # usage: scripts/shipped-binary.sh        (prints $CARGO_TARGET_DIR/<triple>/release/steerd)
+#        scripts/shipped-binary.sh --example NAME
+#                                        (an example program built the same way, its path:
+#                                        the lab's guests run the shipped steerd and the
+#                                        `rss` example beside it, from one build tree)
 #
 # How it differs from `cargo build --release`: glibc is linked into the program
 # (`-C target-feature=+crt-static`, a static-pie executable). The dynamic build maps pages of
@@ -22,8 +26,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+what=(--bin steerd)
+built=steerd
+case "${1:-}" in
+    "") ;;
+    --example)
+        [ -n "${2:-}" ] || { echo "shipped-binary.sh: --example needs a name" >&2; exit 2; }
+        what=(--example "$2")
+        built="examples/$2"
+        ;;
+    *) echo "usage: scripts/shipped-binary.sh [--example NAME]" >&2; exit 2 ;;
+esac
 triple=$(rustc -vV | sed -n 's/^host: //p')
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --release --locked --quiet --target "$triple" --bin steerd
+    cargo build --release --locked --quiet --target "$triple" "${what[@]}"
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-echo "$target_dir/$triple/release/steerd"
+echo "$target_dir/$triple/release/$built"

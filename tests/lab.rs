@@ -10,7 +10,6 @@ mod common;
 use steerd_testkit::lab;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -1125,22 +1124,9 @@ fn rss_example() -> PathBuf {
     example("rss")
 }
 
-/// An example program built with the profile of [`steerd_under_test`], for the guest.
+/// An example program built as [`steerd_under_test`] is, for the guest.
 fn example(name: &str) -> PathBuf {
-    let dir = steerd_under_test()
-        .parent()
-        .expect("the binary's directory");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .args(["build", "--quiet", "--example", name])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if dir.ends_with("release") {
-        build.arg("--release");
-    }
-    let status = build.status().expect("run cargo build --example");
-    assert!(status.success(), "cargo build --example {name}: {status}");
-    dir.join("examples").join(name)
+    common::release::example_under_test(name)
 }
 
 /// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
