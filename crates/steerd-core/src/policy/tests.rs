@@ -1010,7 +1010,7 @@ fn with_drops(drops: f64) -> impl Fn(&mut Load) {
 
 /// Harm for [`rps_undone_after`]: the CPUs together do `share` of the 450k pkt/s the
 /// queue receives, and its CPU stays hot (in the simulator RPS cools it: its CPUs are
-/// independent, and it counts a steered packet on both CPUs).
+/// independent cores, where the lab's vCPUs share the host's two).
 fn with_work_done(share: f64) -> impl Fn(&mut Load) {
     move |load: &mut Load| {
         let per_cpu = share * RPS_TRIAL_PPS / load.cpus.len() as f64;
