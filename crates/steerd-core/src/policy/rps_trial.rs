@@ -24,6 +24,7 @@ use std::collections::HashMap;
 
 use super::context::Planner;
 use super::hysteresis::kilo;
+use super::state::PolicyState;
 use crate::cpuset::CpuSet;
 
 /// How long a trial runs before it is judged.
@@ -139,14 +140,18 @@ pub struct TrialCounts {
     pub undone: u64,
 }
 
-/// Starts a trial for `device`'s change from `before_masks` (unless one runs: the first
-/// change's "before" is what an undo restores).
-pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
-    if p.state
+/// Whether `device` has an RPS change on trial: made and not yet judged.
+pub fn running(state: &PolicyState, device: &str) -> bool {
+    state
         .rps_trials
         .get(device)
         .is_some_and(|t| t.held_until_ns.is_none())
-    {
+}
+
+/// Starts a trial for `device`'s change from `before_masks` (unless one runs: the first
+/// change's "before" is what an undo restores).
+pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
+    if running(p.state, device) {
         return;
     }
     let trial = Trial {

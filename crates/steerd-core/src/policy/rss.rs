@@ -17,6 +17,11 @@
 //! is left alone and said so, as every other value (`on_external_change`). Entries only go
 //! to queues whose interrupt fires on an allowed, NUMA-local CPU.
 //!
+//! No step is proposed on a device while an RPS change there is on trial
+//! ([`super::rps_trial`]): the trial judges the whole machine's work done, which a table
+//! step in its window would change too. RPS, outside distress, waits for the lever in
+//! turn ([`holds_off_rps`]).
+//!
 //! `rss.mode: advise` runs the same arithmetic and puts the step in the plan as a note
 //! instead of an action; `off` skips the rule.
 
@@ -25,6 +30,7 @@ use std::collections::HashMap;
 use super::context::Planner;
 use super::hysteresis::kilo;
 use super::plan::{NoteKind, ReasonKind};
+use super::rps_trial;
 use super::rss_table::{self, Backoff, Proposal, StepRules, StepVerdict, TableStep};
 use crate::config::RssMode;
 use crate::knob::{Knob, KnobValue};
@@ -208,6 +214,17 @@ fn balance_device(p: &mut Planner, d: usize) {
                 }
             }
         }
+    }
+    if auto && rps_trial::running(p.state, &name) {
+        // The trial is judged on the whole machine's work done and drops: a table step in
+        // its window would be judged with it (the step's own verdict, on queue rates, is
+        // not blurred by RPS, so a step already made is still judged above).
+        lever.streak = 0;
+        p.waiting.push(format!(
+            "{name}: an RPS change is on trial; the RSS table takes no step until it is judged"
+        ));
+        p.state.rss.insert(name, lever);
+        return;
     }
     let hottest = pps.iter().copied().fold(0.0, f64::max);
     let floor = p.work_floor();

@@ -784,6 +784,51 @@ fn a_drivers_block_layout_table_is_not_a_foreign_one() {
     assert!(notes.iter().all(|t| !t.contains("left alone")), "{notes:?}");
 }
 
+/// An RPS trial and a table step never share a judging window: while an RPS change on
+/// eth0 is on trial (judged on the whole machine's work done) the table lever takes no
+/// step, and once the trial is judged it steps as it would have.
+#[test]
+fn a_table_step_waits_while_an_rps_change_is_on_trial() {
+    let mut sim = skewed_virtio([0.5, 0.5, 0.0, 0.0]);
+    sim.set_rate("eth0", 40_000.0);
+    let default_table: Vec<u32> = (0..128).map(|i| i % 4).collect();
+    let target = Knob::RssIndirection {
+        device: "eth0".into(),
+    };
+    let mut config = Config::default();
+    config.rss.mode = crate::config::RssMode::Auto;
+    let mut bench = Bench::new(sim, config);
+    let mut state = PolicyState::new();
+    // A change made before the first decision, as `rps::apply` starts its trial.
+    state
+        .rps_trials
+        .insert("eth0".to_string(), super::rps_trial::Trial::default());
+    let (mut trial_ticks, mut first_step) = (0, None);
+    for tick in 0..20 {
+        bench.run(1);
+        let on_trial = super::rps_trial::running(&state, "eth0");
+        let plan = bench.decide_with(&mut state, |placement| {
+            placement
+                .rss_tables
+                .insert("eth0".to_string(), default_table.clone());
+        });
+        let stepped = plan.actions.iter().any(|a| a.target == target);
+        if on_trial {
+            trial_ticks += 1;
+            assert!(!stepped, "a table step at tick {tick}, on trial: {plan}");
+        } else if stepped && first_step.is_none() {
+            first_step = Some(tick);
+        }
+        bench.apply(&plan, &mut state);
+    }
+    // The lever confirms in 3 decisions; the trial runs 5 s and 4 decisions.
+    assert!(trial_ticks >= 4, "the trial ran {trial_ticks} decisions");
+    assert!(
+        first_step.is_some(),
+        "no table step after the trial was judged"
+    );
+}
+
 /// The RSS table lever on a NIC whose hash fills 2 of 4 queues (the table is put in the
 /// placement by hand: this checks the rule, not a model of the hash). In `advise` mode
 /// the plan says what it would move and writes nothing; in `auto` mode the first step
