@@ -46,6 +46,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut steerd_config = None;
     let mut tuned: Option<PathBuf> = None;
     let mut pps: Option<u32> = None;
+    let mut rules: Option<u32> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or(format!("{arg} needs a value"));
@@ -58,6 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--queues" => queues = Some(value()?.parse::<u32>()?),
             "--rss" => rss = true,
             "--pps" => pps = Some(value()?.parse::<u32>()?),
+            "--rules" => rules = Some(value()?.parse::<u32>()?),
             "--format" => json = value()? == "json",
             "--nic" => {
                 let name = value()?;
@@ -77,11 +79,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "-h" | "--help" => {
                 println!(
                     "lab [--reps N] [--idle SECS] [--rss-secs SECS] [--balancers none,irqbalance,steerd,hand] [--steerd PATH] [--format text|json]\n    \
-                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [--pps N] [SCENARIO...]\n    \
-                     --pps N offers N UDP packets/s in every phase that sends UDP (default: each scenario's own, {} for cpu0 and most; a slower bed saturates at it)\n\
+                     [--nic {}] [--userland DIR] [--irqbalance VERSION] [--steerd-config FILE] [--tuned DIR] [--pps N] [--rules N] [SCENARIO...]\n    \
+                     --pps N offers N UDP packets/s in every phase that sends UDP (default: each scenario's own, {} for cpu0 and most; a slower bed saturates at it)\n    \
+                     --rules N puts N never-matching policy-routing rules in the sat- scenarios' receive path (default {}; a slower bed needs fewer)\n\
                      {SOAK_USAGE}",
                     nic_names("|"),
-                    scenario::UDP_PPS
+                    scenario::UDP_PPS,
+                    lab::saturation::RULES
                 );
                 for s in scenario::all(Duration::from_secs(idle)) {
                     println!("  {:<17} {}", s.name, s.what);
@@ -121,6 +125,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             s.vm.rss |= rss;
             if let Some(pps) = pps {
                 s = s.offering(pps);
+            }
+            if let Some(rules) = rules {
+                s = lab::saturation::with_rules(s, rules);
             }
             s
         })
