@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::release::steerd_under_test;
+use common::release::{example_under_test, steerd_under_test};
 use common::suite::{TestResult, skip};
 use lab::doctor::DoctorRun;
 use lab::report::{Metrics, analyse};
@@ -316,7 +316,7 @@ fn busy_polling_thread_on_6_19() -> TestResult {
         Err(skipped) => return skipped,
     };
     let mut lab = guest.lab;
-    lab.add_program(&example("napi_set"), "usr/sbin/napi_set")
+    lab.add_program(&example_under_test("napi_set"), "usr/sbin/napi_set")
         .expect("the napi_set example goes into the guest");
     let busy = run(&mut lab, &scenario("busy-poll"), Balancer::Steerd);
     let figures = busy.busy_poll.clone().unwrap_or_default();
@@ -1118,17 +1118,6 @@ fn inspect_json(lines: &[String], tag: &str) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{tag}: {e}: {}", text.join("\n")))
 }
 
-/// The `rss` example (examples/rss.rs: read, write and reset a table with `kernel::rss`),
-/// built beside the steerd binary under test (`cargo test --test lab` builds no examples).
-fn rss_example() -> PathBuf {
-    example("rss")
-}
-
-/// An example program built as [`steerd_under_test`] is, for the guest.
-fn example(name: &str) -> PathBuf {
-    common::release::example_under_test(name)
-}
-
 /// A NIC with a real RSS table: the lab's virtio-net with `rss=on` (QEMU's 128-entry
 /// table, 4 queue pairs) under the 6.1 guest kernel, which has no netlink `RSS_GET`, so
 /// the table comes from `ETHTOOL_GRSSH` (under a 6.2 or later kernel, from `RSS_GET`, and
@@ -1145,7 +1134,8 @@ fn rss_table_in_the_guest() -> TestResult {
         Err(skipped) => return skipped,
     };
     let mut lab = guest.lab;
-    lab.add_program(&rss_example(), "usr/sbin/rss")
+    // examples/rss.rs: reads, writes and resets a table with `kernel::rss`.
+    lab.add_program(&example_under_test("rss"), "usr/sbin/rss")
         .expect("the rss example goes into the guest");
     let inspect = "/usr/sbin/steerd inspect";
     // Entry i -> ring 3 - i % 4: every ring a quarter, but not the default spread.
