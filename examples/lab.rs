@@ -216,9 +216,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     let mut failures = 0;
     for s in &scenarios {
-        for &b in &balancers {
-            let mut runs = Vec::new();
-            for rep in 0..reps {
+        // Round by round: each round runs every balancer once, so a ratio taken within a
+        // round (scripts/sat-table.py pairs runs by `rep`) compares runs a few minutes apart
+        // on this shared host, not runs a whole scenario's length apart.
+        let mut runs_by_balancer: Vec<Vec<_>> = balancers.iter().map(|_| Vec::new()).collect();
+        for rep in 0..reps {
+            for (&b, runs) in balancers.iter().zip(runs_by_balancer.iter_mut()) {
                 let raw = match lab.run(s, b) {
                     Ok(raw) => raw,
                     Err(e) => {
@@ -357,6 +360,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 runs.push(m);
             }
+        }
+        for (&b, runs) in balancers.iter().zip(runs_by_balancer) {
             rows.push((s.clone(), b.name(), runs));
         }
     }
