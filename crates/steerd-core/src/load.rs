@@ -57,6 +57,11 @@ pub struct CpuLoad {
     pub warm: bool,
     /// Softnet `processed` per second (smoothed): the receive work done on this CPU.
     pub processed_pps: f64,
+    /// The same over the last interval alone, unsmoothed: what an RPS trial averages
+    /// (`policy::rps_trial`). A rate that rises at once and falls slowly holds the last
+    /// peak, so on a saturated CPU whose work swings from tick to tick it would compare a
+    /// peak before a change with a decay after it.
+    pub processed_last_pps: f64,
     /// Softnet `dropped` per second over the last interval (backlog full).
     pub dropped_per_sec: f64,
     /// Softnet `time_squeeze` per second over the last interval (budget exhausted).
@@ -304,6 +309,7 @@ impl Load {
             let cpu = &mut self.cpus[index];
             let processed = rate_u32(before.processed, now.processed, secs);
             smooth_rising_fast(&mut cpu.processed_pps, processed, alpha, cpu.warm);
+            cpu.processed_last_pps = processed;
             cpu.dropped_per_sec = rate_u32(before.dropped, now.dropped, secs);
             cpu.squeezed_per_sec = rate_u32(before.time_squeeze, now.time_squeeze, secs);
             if let (Some(b), Some(n)) = (before.received_rps, now.received_rps) {

@@ -8,7 +8,8 @@
 //! so there was no spare capacity behind them, only IPIs and queues. The same holds for a
 //! VM on an overcommitted host or two hyperthreads of one busy core. So steerd measures:
 //! the receive work done (softnet `processed`) and dropped (softnet `dropped`) per second
-//! on all CPUs when the change was decided, against the same after [`TRIAL_NS`] and at
+//! on all CPUs, the mean of the last [`BEFORE_TICKS`] decisions' intervals before the
+//! change, against the mean of the intervals since, after [`TRIAL_NS`] and at
 //! least [`TRIAL_TICKS`] decisions (after [`EARLY_TICKS`] when the backlogs already lose
 //! [`EARLY_LOSS`] of the packets, or the work done already fell by [`EARLY_FALL`] while
 //! CPUs stay hot). The change made it worse when backlog drops appeared
@@ -20,12 +21,13 @@
 //! [`HOLD_NS`]: the plan says so each tick. No other RPS change is made to a device while
 //! its trial runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::context::Planner;
 use super::hysteresis::kilo;
 use super::state::PolicyState;
 use crate::cpuset::CpuSet;
+use crate::load::Load;
 
 /// How long a trial runs before it is judged.
 pub const TRIAL_NS: u64 = 5_000_000_000;
@@ -51,10 +53,22 @@ pub const DROPS_SHARE: f64 = 0.01;
 /// the run (docs/policy.md, "a trial"), and `sat-elephant`'s 14k -> 25k with 37k/s
 /// dropped is harm by either measure.
 pub const GAIN_OVER_DROPS: f64 = 2.0;
-/// A fall of the work done that counts as harm while CPUs stay hot.
+/// A fall of the work done that counts as harm while CPUs stay hot ...
 pub const PROCESSED_FALL: f64 = 0.05;
+/// ... when it is also this many standard errors of the difference of the two means (the
+/// intervals' own spread before and since the change): a fall within the noise is not
+/// harm. Why: on the lab's saturated guests one CPU's work swings by a third from one
+/// second to the next with nothing changed (`sat-late`, 2026-11-29: 10.6-22.6k pkt/s in
+/// the four seconds before a change), so 5 % alone undid changes on noise.
+pub const NOISE_SE: f64 = 2.0;
 /// How long RPS stays off a device after an undo.
 pub const HOLD_NS: u64 = 300_000_000_000;
+/// How many decisions' intervals before a change its trial's "before" averages. One
+/// interval is not enough: on the lab's saturated guests the work done swings by a third
+/// from one second to the next (2026-11-29, `sat-late`: 17-37k pkt/s on one CPU pair
+/// with nothing changed), and a trial judged one such second against another undid RPS
+/// on "25k -> 17k" that was noise.
+pub const BEFORE_TICKS: u64 = 4;
 
 /// The machine's receive throughput, per second, as the load has it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -64,13 +78,13 @@ pub struct Throughput {
 }
 
 impl Throughput {
-    pub fn of(p: &Planner) -> Throughput {
-        p.load
-            .cpus
+    /// Over the load's last interval alone (unsmoothed), on every online CPU.
+    pub fn last(load: &Load) -> Throughput {
+        load.cpus
             .iter()
             .filter(|c| c.online)
             .fold(Throughput::default(), |t, c| Throughput {
-                processed: t.processed + c.processed_pps,
+                processed: t.processed + c.processed_last_pps,
                 dropped: t.dropped + c.dropped_per_sec,
             })
     }
@@ -87,20 +101,24 @@ impl Throughput {
         self.processed - before.processed < GAIN_OVER_DROPS * (self.dropped - before.dropped)
     }
 
-    /// Why `self` (after) is worse than `before`, if it is:
+    /// Why `self` (after) is worse than `before`, if it is (`noise`: the standard error
+    /// of the difference of the two mean work done figures, 0 for single figures):
     /// * backlog drops are at least [`DROPS_SHARE`] of the packets, their share at least
     ///   doubled, and the work done rose by less than [`GAIN_OVER_DROPS`] times their rise
     ///   ([`Self::drops_outweigh_gain`]); or
     /// * the work done fell by [`PROCESSED_FALL`] or more, the share dropped did not fall,
     ///   and a CPU is still hot (`saturated`): less traffic would have cooled the CPUs
-    ///   down, so it is the change that costs the work. Seen in the lab's `sat-cpu0`: 42k
+    ///   down, so it is the change that costs the work; and the fall is more than
+    ///   [`NOISE_SE`] times `noise`. Seen in the lab's `sat-cpu0`: 42k
     ///   -> 34k pkt/s with no softnet drop at all (the packets were lost at the NIC, on the
     ///   host's side of the virtio queue, where the guest cannot count them).
-    fn worse_than(&self, before: &Throughput, saturated: bool) -> Option<String> {
+    fn worse_than(&self, before: &Throughput, saturated: bool, noise: f64) -> Option<String> {
         let (was, is) = (before.loss(), self.loss());
         let drops = is >= DROPS_SHARE && is > 2.0 * was && self.drops_outweigh_gain(before);
-        let less =
-            saturated && is >= was && self.processed <= (1.0 - PROCESSED_FALL) * before.processed;
+        let less = saturated
+            && is >= was
+            && self.processed <= (1.0 - PROCESSED_FALL) * before.processed
+            && before.processed - self.processed > NOISE_SE * noise;
         (drops || less).then(|| {
             format!(
                 "receive work done {} -> {} pkt/s, backlog drops {} -> {}/s ({:.1}% -> {:.1}% of the packets){}",
@@ -116,12 +134,93 @@ impl Throughput {
     }
 }
 
+/// A running mean of throughputs, one per decision's interval, with the spread of the
+/// work done.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Mean {
+    sum: Throughput,
+    processed_squares: f64,
+    intervals: u32,
+}
+
+impl Mean {
+    fn add(&mut self, t: Throughput) {
+        self.sum.processed += t.processed;
+        self.sum.dropped += t.dropped;
+        self.processed_squares += t.processed * t.processed;
+        self.intervals += 1;
+    }
+
+    fn get(&self) -> Option<Throughput> {
+        (self.intervals > 0).then(|| Throughput {
+            processed: self.sum.processed / f64::from(self.intervals),
+            dropped: self.sum.dropped / f64::from(self.intervals),
+        })
+    }
+
+    /// The variance of the mean work done (the intervals' sample variance over their
+    /// number); 0 with fewer than two intervals.
+    fn variance_of_mean(&self) -> f64 {
+        if self.intervals < 2 {
+            return 0.0;
+        }
+        let n = f64::from(self.intervals);
+        let mean = self.sum.processed / n;
+        let variance = ((self.processed_squares - n * mean * mean) / (n - 1.0)).max(0.0);
+        variance / n
+    }
+}
+
+/// The machine's throughput over the last [`BEFORE_TICKS`] decisions, by decision number:
+/// what a new trial's "before" averages ([`observe`] adds one a decision).
+#[derive(Debug, Clone, Default)]
+pub struct Recent(VecDeque<(u64, Throughput)>);
+
+impl Recent {
+    fn push(&mut self, tick: u64, t: Throughput) {
+        self.0.push_back((tick, t));
+        self.0
+            .retain(|&(seen, _)| seen + BEFORE_TICKS > tick && seen <= tick);
+    }
+
+    /// The intervals of the last [`BEFORE_TICKS`] decisions up to `tick` (ticks skipped
+    /// while calm leave gaps: an interval from before them is not recent).
+    fn mean(&self, tick: u64) -> Mean {
+        let mut mean = Mean::default();
+        for &(_, t) in self
+            .0
+            .iter()
+            .filter(|&&(seen, _)| seen + BEFORE_TICKS > tick)
+        {
+            mean.add(t);
+        }
+        mean
+    }
+}
+
+/// Records this decision's interval (the load's last, unsmoothed): into the recent
+/// intervals a new trial's "before" averages, and into every running trial made before
+/// this decision (its intervals since the change). Called once a decision, before any rule.
+pub fn observe(state: &mut PolicyState, load: &Load) {
+    let tick = state.ticks;
+    let now = Throughput::last(load);
+    state.recent_throughput.push(tick, now);
+    for trial in state.rps_trials.values_mut() {
+        if trial.held_until_ns.is_none() && tick > trial.made_at_tick {
+            trial.since.add(now);
+        }
+    }
+}
+
 /// One device's trial.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trial {
     /// The masks before the change, by queue (what an undo writes back).
     before_masks: Vec<(u32, CpuSet)>,
-    before: Throughput,
+    /// The intervals of the [`BEFORE_TICKS`] decisions up to the change.
+    before: Mean,
+    /// The intervals since the change (each decision after it adds its own).
+    since: Mean,
     made_at_ns: u64,
     made_at_tick: u64,
     /// Judged and undone: RPS stays off the device until then.
@@ -154,9 +253,14 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
     if running(p.state, device) {
         return;
     }
+    let mut before = p.state.recent_throughput.mean(p.state.ticks);
+    if before.intervals == 0 {
+        before.add(Throughput::last(p.load));
+    }
     let trial = Trial {
         before_masks,
-        before: Throughput::of(p),
+        before,
+        since: Mean::default(),
         made_at_ns: p.now_ns,
         made_at_tick: p.state.ticks,
         held_until_ns: None,
@@ -185,7 +289,6 @@ pub enum Judgement {
 pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     let now = p.now_ns;
     let ticks = p.state.ticks;
-    let after = Throughput::of(p);
     let saturated = p.heat.iter().any(|h| h.signal.is_some());
     let Some(trial) = p.state.rps_trials.get_mut(device) else {
         return Judgement::Free;
@@ -200,6 +303,13 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
             left_s: (until - now).div_ceil(1_000_000_000),
         };
     }
+    // No interval since the change yet: nothing to judge it by.
+    let Some(after) = trial.since.get() else {
+        return Judgement::Running;
+    };
+    // `start` measures at least the change's own interval.
+    let before = trial.before.get().unwrap_or_default();
+    let noise = (trial.before.variance_of_mean() + trial.since.variance_of_mean()).sqrt();
     let due = now.saturating_sub(trial.made_at_ns) >= TRIAL_NS
         && ticks.saturating_sub(trial.made_at_tick) >= TRIAL_TICKS;
     // Plain harm does not wait for the whole trial: in the lab's sat-cpu0 the backlogs
@@ -208,16 +318,16 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     // The same for work that collapses with no backlog drop (docs/policy.md, "a trial").
     let blatant = ticks.saturating_sub(trial.made_at_tick) >= EARLY_TICKS
         && ((after.loss() >= EARLY_LOSS
-            && after.loss() > 2.0 * trial.before.loss()
-            && after.drops_outweigh_gain(&trial.before))
+            && after.loss() > 2.0 * before.loss()
+            && after.drops_outweigh_gain(&before))
             || (saturated
-                && trial.before.processed > 0.0
-                && after.loss() >= trial.before.loss()
-                && after.processed <= (1.0 - EARLY_FALL) * trial.before.processed));
+                && before.processed > 0.0
+                && after.loss() >= before.loss()
+                && after.processed <= (1.0 - EARLY_FALL) * before.processed));
     if !due && !blatant {
         return Judgement::Running;
     }
-    let worse = after.worse_than(&trial.before, saturated);
+    let worse = after.worse_than(&before, saturated, noise);
     // Early, only harm is judged: a trial is kept only once it has run its course.
     if !due && worse.is_none() {
         return Judgement::Running;
@@ -253,54 +363,106 @@ mod tests {
         // The lab's sat-defaults: 35k -> 43k processed, 0 -> 19k drops/s.
         assert!(
             t(43_000.0, 19_000.0)
-                .worse_than(&t(35_000.0, 0.0), true)
+                .worse_than(&t(35_000.0, 0.0), true, 0.0)
                 .is_some()
         );
         // The lab's sat-cpu0: 42k -> 34k processed, no drops, CPUs still hot.
         assert!(
             t(34_000.0, 0.0)
-                .worse_than(&t(42_000.0, 0.0), true)
+                .worse_than(&t(42_000.0, 0.0), true, 0.0)
                 .is_some()
         );
         // ... and with every CPU cool again: less traffic, as far as the counters tell.
         assert!(
             t(34_000.0, 0.0)
-                .worse_than(&t(42_000.0, 0.0), false)
+                .worse_than(&t(42_000.0, 0.0), false, 0.0)
                 .is_none()
         );
         // The veth bed: 22k -> 39k, no drops: better.
         assert!(
             t(39_000.0, 0.0)
-                .worse_than(&t(22_000.0, 0.0), true)
+                .worse_than(&t(22_000.0, 0.0), true, 0.0)
                 .is_none()
         );
         // Less work and fewer drops (less traffic, in the fake-root channel test).
         let before = t(1_050_000.0, 260_000.0);
-        assert!(t(859_000.0, 128_000.0).worse_than(&before, true).is_none());
+        assert!(
+            t(859_000.0, 128_000.0)
+                .worse_than(&before, true, 0.0)
+                .is_none()
+        );
         // The veth bed (2026-11-29): 16k -> 35k, 0 -> 5k drops/s: 3.8x as many packets
         // gained as dropped, so better.
         assert!(
             t(35_000.0, 5_000.0)
-                .worse_than(&t(16_000.0, 0.0), true)
+                .worse_than(&t(16_000.0, 0.0), true, 0.0)
                 .is_none()
         );
         // ... but the same drops with less than twice as much gained: worse (the lab's
         // sat-late, 2026-11-28: 24k -> 27k with 1.7k/s dropped).
         assert!(
             t(25_000.0, 5_000.0)
-                .worse_than(&t(16_000.0, 0.0), true)
+                .worse_than(&t(16_000.0, 0.0), true, 0.0)
                 .is_some()
         );
         assert!(
             t(27_000.0, 1_750.0)
-                .worse_than(&t(24_000.0, 0.0), true)
+                .worse_than(&t(24_000.0, 0.0), true, 0.0)
+                .is_some()
+        );
+        // A fall of 19 % within the intervals' own spread (a standard error of 5k pkt/s
+        // on the difference): not harm; the same fall measured steadily is.
+        assert!(
+            t(34_000.0, 0.0)
+                .worse_than(&t(42_000.0, 0.0), true, 5_000.0)
+                .is_none()
+        );
+        assert!(
+            t(34_000.0, 0.0)
+                .worse_than(&t(42_000.0, 0.0), true, 1_000.0)
                 .is_some()
         );
         // A few drops within the noise: not harm.
         assert!(
             t(42_000.0, 100.0)
-                .worse_than(&t(42_000.0, 0.0), true)
+                .worse_than(&t(42_000.0, 0.0), true, 0.0)
                 .is_none()
         );
+    }
+
+    fn mean_of(processed: &[f64]) -> Mean {
+        let mut mean = Mean::default();
+        for &p in processed {
+            mean.add(t(p, 0.0));
+        }
+        mean
+    }
+
+    /// A trial's "before" is the mean of the last BEFORE_TICKS intervals, with their
+    /// spread; an interval from before a gap (ticks skipped while calm) is not recent.
+    #[test]
+    fn the_intervals_before_a_change_are_averaged_with_their_spread() {
+        let mut recent = Recent::default();
+        // The lab's sat-late, the four seconds before a change (2026-11-29).
+        for (tick, p) in [(1, 22_600.0), (2, 20_500.0), (3, 10_600.0), (4, 15_900.0)] {
+            recent.push(tick, t(p, 0.0));
+        }
+        let before = recent.mean(4);
+        assert_eq!(before.intervals, 4);
+        let mean = before.get().map(|m| m.processed);
+        assert!(mean.is_some_and(|m| (m - 17_400.0).abs() < 1.0), "{mean:?}");
+        // Sample SD 5.3k over 4 intervals: a standard error of about 2.7k.
+        let se = before.variance_of_mean().sqrt();
+        assert!((2_500.0..2_900.0).contains(&se), "{se}");
+        // Five more intervals: only the last four count.
+        recent.push(5, t(30_000.0, 0.0));
+        assert_eq!(recent.mean(5).intervals, 4);
+        // After ticks skipped while calm, nothing from before them is recent.
+        recent.push(20, t(1_000.0, 0.0));
+        let after_gap = recent.mean(20);
+        assert_eq!(after_gap.intervals, 1);
+        assert_eq!(after_gap.variance_of_mean(), 0.0);
+        assert_eq!(mean_of(&[]).get(), None);
+        assert_eq!(mean_of(&[5.0, 5.0, 5.0]).variance_of_mean(), 0.0);
     }
 }

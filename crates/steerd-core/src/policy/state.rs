@@ -35,6 +35,8 @@ pub struct PolicyState {
     pub(crate) rps_trials: super::rps_trial::Trials,
     /// RPS trials kept and undone so far.
     pub(crate) rps_trial_counts: super::rps_trial::TrialCounts,
+    /// The machine's throughput over the last few decisions: a new trial's "before".
+    pub(crate) recent_throughput: super::rps_trial::Recent,
     /// The last decision had no action and nothing waiting (a dwell time, the action
     /// budget): deciding again on the same model could differ only through the load.
     pub(crate) settled: bool,

@@ -54,6 +54,7 @@ impl<'a> Planner<'a> {
             }
         }
         state.ticks += 1;
+        crate::policy::rps_trial::observe(state, input.load);
         state.note_allowed(&allowed, input.now_ns);
         let heat = hysteresis::classify(input.load, config, &allowed, &node_of, &mut state.streaks);
         let mut planner = Planner {
