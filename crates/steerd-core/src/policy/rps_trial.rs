@@ -171,15 +171,24 @@ impl Mean {
     }
 }
 
-/// The machine's throughput over the last [`BEFORE_TICKS`] decisions, by decision number:
-/// what a new trial's "before" averages ([`observe`] adds one a decision).
+/// The machine's throughput over the last [`BEFORE_TICKS`] decisions, by decision number,
+/// all with a CPU hot or all with none: what a new trial's "before" averages ([`observe`]
+/// adds one a decision). Why one state only: RPS goes on at the first hot decision of a
+/// burst, and a mean over the idle seconds before it would flatter any change.
 #[derive(Debug, Clone, Default)]
-pub struct Recent(VecDeque<(u64, Throughput)>);
+pub struct Recent {
+    intervals: VecDeque<(u64, Throughput)>,
+    hot: bool,
+}
 
 impl Recent {
-    fn push(&mut self, tick: u64, t: Throughput) {
-        self.0.push_back((tick, t));
-        self.0
+    fn push(&mut self, tick: u64, t: Throughput, hot: bool) {
+        if hot != self.hot {
+            self.intervals.clear();
+            self.hot = hot;
+        }
+        self.intervals.push_back((tick, t));
+        self.intervals
             .retain(|&(seen, _)| seen + BEFORE_TICKS > tick && seen <= tick);
     }
 
@@ -188,7 +197,7 @@ impl Recent {
     fn mean(&self, tick: u64) -> Mean {
         let mut mean = Mean::default();
         for &(_, t) in self
-            .0
+            .intervals
             .iter()
             .filter(|&&(seen, _)| seen + BEFORE_TICKS > tick)
         {
@@ -200,11 +209,12 @@ impl Recent {
 
 /// Records this decision's interval (the load's last, unsmoothed): into the recent
 /// intervals a new trial's "before" averages, and into every running trial made before
-/// this decision (its intervals since the change). Called once a decision, before any rule.
-pub fn observe(state: &mut PolicyState, load: &Load) {
+/// this decision (its intervals since the change). Called once a decision, before any rule,
+/// with whether some CPU shows a hot signal (`hot`).
+pub fn observe(state: &mut PolicyState, load: &Load, hot: bool) {
     let tick = state.ticks;
     let now = Throughput::last(load);
-    state.recent_throughput.push(tick, now);
+    state.recent_throughput.push(tick, now, hot);
     for trial in state.rps_trials.values_mut() {
         if trial.held_until_ns.is_none() && tick > trial.made_at_tick {
             trial.since.add(now);
@@ -445,7 +455,7 @@ mod tests {
         let mut recent = Recent::default();
         // The lab's sat-late, the four seconds before a change (2026-11-29).
         for (tick, p) in [(1, 22_600.0), (2, 20_500.0), (3, 10_600.0), (4, 15_900.0)] {
-            recent.push(tick, t(p, 0.0));
+            recent.push(tick, t(p, 0.0), true);
         }
         let before = recent.mean(4);
         assert_eq!(before.intervals, 4);
@@ -455,13 +465,20 @@ mod tests {
         let se = before.variance_of_mean().sqrt();
         assert!((2_500.0..2_900.0).contains(&se), "{se}");
         // Five more intervals: only the last four count.
-        recent.push(5, t(30_000.0, 0.0));
+        recent.push(5, t(30_000.0, 0.0), true);
         assert_eq!(recent.mean(5).intervals, 4);
         // After ticks skipped while calm, nothing from before them is recent.
-        recent.push(20, t(1_000.0, 0.0));
+        recent.push(20, t(1_000.0, 0.0), true);
         let after_gap = recent.mean(20);
         assert_eq!(after_gap.intervals, 1);
         assert_eq!(after_gap.variance_of_mean(), 0.0);
+        // The first hot decision after calm ones: only its own interval.
+        recent.push(21, t(0.0, 0.0), false);
+        recent.push(22, t(0.0, 0.0), false);
+        recent.push(23, t(20_000.0, 0.0), true);
+        let burst = recent.mean(23);
+        assert_eq!(burst.intervals, 1);
+        assert_eq!(burst.get().map(|m| m.processed), Some(20_000.0));
         assert_eq!(mean_of(&[]).get(), None);
         assert_eq!(mean_of(&[5.0, 5.0, 5.0]).variance_of_mean(), 0.0);
     }

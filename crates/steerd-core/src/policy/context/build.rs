@@ -54,9 +54,10 @@ impl<'a> Planner<'a> {
             }
         }
         state.ticks += 1;
-        crate::policy::rps_trial::observe(state, input.load);
         state.note_allowed(&allowed, input.now_ns);
         let heat = hysteresis::classify(input.load, config, &allowed, &node_of, &mut state.streaks);
+        let hot = heat.iter().any(|h| h.signal.is_some());
+        crate::policy::rps_trial::observe(state, input.load, hot);
         let mut planner = Planner {
             topology,
             inventory: input.inventory,
