@@ -984,6 +984,44 @@ fn a_cpu_saturated_by_costly_packets_under_busy_pps_gets_rps() {
     );
 }
 
+/// A hot queue's RPS mask leaves out every CPU already full of receive work, not only the
+/// queue's own: in the lab's `sat-late` (2026-11-29) CPU 0 was saturated by three queues'
+/// NAPIs, none carrying half of its work, when a fourth queue's CPU 1 got hot, and RPS
+/// for that queue over CPUs 0, 2 and 3 hashed its flows onto CPU 0 (every run ended with
+/// all the work there). Here CPU 0 reads 0.98 irq+softirq from other work.
+#[test]
+fn a_hot_queue_gets_no_rps_onto_a_cpu_that_is_already_saturated() {
+    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
+    sim.set_rate("eth0", 450_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut rps = None;
+    for tick in 0..10 {
+        bench.run(1);
+        bench.load.cpus[0].net_share = 0.98;
+        let plan = bench.decide(&mut state);
+        if let Some(a) = rps_actions(&plan).first() {
+            rps = Some(((*a).clone(), plan.clone()));
+            break;
+        }
+        bench.apply(&plan, &mut state);
+        assert!(tick < 9, "RPS turned on");
+    }
+    let (action, plan) = rps.expect("RPS turned on");
+    assert_eq!(
+        action.target,
+        Knob::RpsCpus {
+            device: "eth0".into(),
+            queue: 1
+        }
+    );
+    assert_eq!(
+        action.new,
+        KnobValue::Cpus(CpuSet::parse_list("2-3").unwrap()),
+        "{plan}"
+    );
+}
+
 /// The lab's `sat-cpu0` once the vectors have a CPU each (issue 30): every CPU of a
 /// 4-queue NIC is saturated by its own queue, so no CPU can take work and RPS would only
 /// queue packets on busy CPUs. steerd turns no RPS on and says why; before the headroom

@@ -285,7 +285,7 @@ fn per_core_relief(
         let Some((irq_cpu, pps)) = vector.and_then(|v| Some((v.cpu?, v.pps))) else {
             continue;
         };
-        let mask = per_core_mask(p, d, irq_cpu, hot_cpus);
+        let mask = per_core_mask(p, d, irq_cpu, &hot_cpus.union(&saturated_cpus(p)));
         if mask.len() < 2 || *current == mask || mask.is_subset(current) {
             continue;
         }
@@ -348,9 +348,29 @@ fn per_core_relief(
     apply(p, d, changes, kind, why, expected, true);
 }
 
+/// The CPUs already full of receive work: a hot signal this tick (confirmed or not) or
+/// an irq+softirq share at the high watermark. They are busy like the hot queue's own CPU,
+/// whatever fills them. Why they stay out of a hot queue's mask: RPS hashes each flow to
+/// one CPU of the mask, and a flow hashed onto a saturated CPU has its protocol work
+/// moved from a CPU of its own onto one that has none to give. Seen in the lab's
+/// `sat-late` (2026-11-29): CPU 1 carried one queue whose NAPI polled there, CPU 0 the
+/// three others' (irq+softirq 0.98), and RPS for the CPU 1 queue over CPUs 0, 2 and 3
+/// ended every run with all the work on CPU 0 and CPU 1 idle (steerd 0.73-0.81x no
+/// balancer's packets in 4 of 4 rounds).
+fn saturated_cpus(p: &Planner) -> CpuSet {
+    let high = p.config.watermarks.high;
+    p.allowed
+        .iter()
+        .filter(|&cpu| {
+            p.heat_of(cpu).signal.is_some() || p.load.cpu(cpu).is_some_and(|l| l.net_share >= high)
+        })
+        .collect()
+}
+
 /// One allowed NUMA-local CPU per physical core of device `d` (the lowest of each core),
-/// leaving out the cores of the hot interrupting CPUs when `rps.exclude_busy_irq_cpus`
-/// is on and at least two cores remain (else only `irq_cpu`'s core, else none).
+/// leaving out the cores of the `busy` CPUs (the hot queues' interrupting CPUs and every
+/// [`saturated_cpus`] one) when `rps.exclude_busy_irq_cpus` is on and at least two cores
+/// remain (else only `irq_cpu`'s core, else none).
 fn per_core_mask(p: &Planner, d: usize, irq_cpu: u32, busy: &CpuSet) -> CpuSet {
     let pick = |skip: &dyn Fn(u32) -> bool| {
         let mut cores = std::collections::HashSet::new();
