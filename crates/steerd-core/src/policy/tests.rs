@@ -678,10 +678,7 @@ fn where_an_irq_fires_trusts_a_single_mask_then_measurement_then_effective() {
 /// other cores by RPS (with RFS), and nothing more happens while the load stays.
 #[test]
 fn a_hot_queue_on_a_nic_with_a_queue_per_core_gets_rps_over_the_other_cores() {
-    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
-    sim.set_rate("eth0", 450_000.0);
-    let mut bench = Bench::new(sim, Config::default());
-    let mut state = PolicyState::new();
+    let (mut bench, mut state) = one_hot_queue();
     let mut first = None;
     // Past rps_dwell and calm_ticks: the load stays, so nothing narrows either.
     for tick in 0..90 {
@@ -991,10 +988,7 @@ fn a_cpu_saturated_by_costly_packets_under_busy_pps_gets_rps() {
 /// all the work there). Here CPU 0 reads 0.98 irq+softirq from other work.
 #[test]
 fn a_hot_queue_gets_no_rps_onto_a_cpu_that_is_already_saturated() {
-    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
-    sim.set_rate("eth0", 450_000.0);
-    let mut bench = Bench::new(sim, Config::default());
-    let mut state = PolicyState::new();
+    let (mut bench, mut state) = one_hot_queue();
     let mut rps = None;
     for tick in 0..10 {
         bench.run(1);
@@ -1109,6 +1103,14 @@ fn with_work_done(share: f64) -> impl Fn(&mut Load) {
 /// What the queue of [`rps_undone_after`] receives.
 const RPS_TRIAL_PPS: f64 = 450_000.0;
 
+/// A 4-queue virtio NIC on 4 CPUs whose queue 1 alone receives [`RPS_TRIAL_PPS`] (one
+/// heavy flow), with the default config and a fresh policy state.
+fn one_hot_queue() -> (Bench, PolicyState) {
+    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
+    sim.set_rate("eth0", RPS_TRIAL_PPS);
+    (Bench::new(sim, Config::default()), PolicyState::new())
+}
+
 /// A trial is judged on the mean work done before and since the change, and a fall
 /// within the intervals' own spread is not harm (`rps_trial::NOISE_SE`): here the work
 /// done swings by 30-40 % from one decision to the next, as one CPU's did in the lab's
@@ -1116,10 +1118,7 @@ const RPS_TRIAL_PPS: f64 = 450_000.0;
 /// for `PROCESSED_FALL` alone), with a CPU hot throughout. The change is kept.
 #[test]
 fn an_rps_change_is_not_undone_on_noise() {
-    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
-    sim.set_rate("eth0", RPS_TRIAL_PPS);
-    let mut bench = Bench::new(sim, Config::default());
-    let mut state = PolicyState::new();
+    let (mut bench, mut state) = one_hot_queue();
     let rx1 = Knob::RpsCpus {
         device: "eth0".into(),
         queue: 1,
@@ -1164,10 +1163,7 @@ fn an_rps_change_is_not_undone_on_noise() {
 /// Turns RPS on for a hot queue, then does `harm` to the load each decision; returns the
 /// decision (after the change) that undid it, saying `why`, and the state.
 fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
-    let mut sim = skewed_virtio([0.0, 1.0, 0.0, 0.0]);
-    sim.set_rate("eth0", RPS_TRIAL_PPS);
-    let mut bench = Bench::new(sim, Config::default());
-    let mut state = PolicyState::new();
+    let (mut bench, mut state) = one_hot_queue();
     let rx1 = Knob::RpsCpus {
         device: "eth0".into(),
         queue: 1,
