@@ -192,15 +192,11 @@ impl Recent {
             .retain(|&(seen, _)| seen + BEFORE_TICKS > tick && seen <= tick);
     }
 
-    /// The intervals of the last [`BEFORE_TICKS`] decisions up to `tick` (ticks skipped
-    /// while calm leave gaps: an interval from before them is not recent).
-    fn mean(&self, tick: u64) -> Mean {
+    /// The intervals kept: those of the last [`BEFORE_TICKS`] decisions up to the latest
+    /// ([`Self::push`] drops older ones, and those from before ticks skipped while calm).
+    fn mean(&self) -> Mean {
         let mut mean = Mean::default();
-        for &(_, t) in self
-            .intervals
-            .iter()
-            .filter(|&&(seen, _)| seen + BEFORE_TICKS > tick)
-        {
+        for &(_, t) in &self.intervals {
             mean.add(t);
         }
         mean
@@ -263,7 +259,7 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
     if running(p.state, device) {
         return;
     }
-    let mut before = p.state.recent_throughput.mean(p.state.ticks);
+    let mut before = p.state.recent_throughput.mean();
     if before.intervals == 0 {
         before.add(Throughput::last(p.load));
     }
@@ -457,7 +453,7 @@ mod tests {
         for (tick, p) in [(1, 22_600.0), (2, 20_500.0), (3, 10_600.0), (4, 15_900.0)] {
             recent.push(tick, t(p, 0.0), true);
         }
-        let before = recent.mean(4);
+        let before = recent.mean();
         assert_eq!(before.intervals, 4);
         let mean = before.get().map(|m| m.processed);
         assert!(mean.is_some_and(|m| (m - 17_400.0).abs() < 1.0), "{mean:?}");
@@ -466,17 +462,17 @@ mod tests {
         assert!((2_500.0..2_900.0).contains(&se), "{se}");
         // Five more intervals: only the last four count.
         recent.push(5, t(30_000.0, 0.0), true);
-        assert_eq!(recent.mean(5).intervals, 4);
+        assert_eq!(recent.mean().intervals, 4);
         // After ticks skipped while calm, nothing from before them is recent.
         recent.push(20, t(1_000.0, 0.0), true);
-        let after_gap = recent.mean(20);
+        let after_gap = recent.mean();
         assert_eq!(after_gap.intervals, 1);
         assert_eq!(after_gap.variance_of_mean(), 0.0);
         // The first hot decision after calm ones: only its own interval.
         recent.push(21, t(0.0, 0.0), false);
         recent.push(22, t(0.0, 0.0), false);
         recent.push(23, t(20_000.0, 0.0), true);
-        let burst = recent.mean(23);
+        let burst = recent.mean();
         assert_eq!(burst.intervals, 1);
         assert_eq!(burst.get().map(|m| m.processed), Some(20_000.0));
         assert_eq!(mean_of(&[]).get(), None);

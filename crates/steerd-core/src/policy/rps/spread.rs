@@ -196,11 +196,9 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
 /// packets were dropped from the backlogs. When none can, the plan says so.
 fn has_headroom(p: &mut Planner, name: &str, mask: &CpuSet, hot: &CpuSet) -> bool {
     let high = p.config.watermarks.high;
-    let cool = mask.iter().any(|cpu| {
-        !hot.contains(cpu)
-            && p.heat_of(cpu).signal.is_none()
-            && p.load.cpu(cpu).is_some_and(|l| l.net_share < high)
-    });
+    let cool = mask
+        .iter()
+        .any(|cpu| !hot.contains(cpu) && p.load.cpu(cpu).is_some() && !is_full(p, cpu));
     if cool {
         return true;
     }
@@ -358,13 +356,17 @@ fn per_core_relief(
 /// ended every run with all the work on CPU 0 and CPU 1 idle (steerd 0.73-0.81x no
 /// balancer's packets in 4 of 4 rounds).
 fn saturated_cpus(p: &Planner) -> CpuSet {
-    let high = p.config.watermarks.high;
-    p.allowed
-        .iter()
-        .filter(|&cpu| {
-            p.heat_of(cpu).signal.is_some() || p.load.cpu(cpu).is_some_and(|l| l.net_share >= high)
-        })
-        .collect()
+    p.allowed.iter().filter(|&cpu| is_full(p, cpu)).collect()
+}
+
+/// Whether `cpu` is full of receive work: a hot signal this tick (confirmed or not), or an
+/// irq+softirq share at the high watermark. The one test of [`has_headroom`] and
+/// [`saturated_cpus`].
+fn is_full(p: &Planner, cpu: u32) -> bool {
+    p.heat_of(cpu).signal.is_some()
+        || p.load
+            .cpu(cpu)
+            .is_some_and(|l| l.net_share >= p.config.watermarks.high)
 }
 
 /// One allowed NUMA-local CPU per physical core of device `d` (the lowest of each core),
