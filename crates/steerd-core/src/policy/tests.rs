@@ -1016,6 +1016,37 @@ fn a_hot_queue_gets_no_rps_onto_a_cpu_that_is_already_saturated() {
     );
 }
 
+/// Two hot queues turned to RPS in one decision: each write's reason names both, not only
+/// the queue that decided (the lab's journals once read "rx-1 alone brings 19k pkt/s
+/// there" on rx-2's write too).
+#[test]
+fn rps_for_two_hot_queues_names_both_in_each_reason() {
+    let mut sim = skewed_virtio([0.0, 1.0, 1.0, 0.0]);
+    sim.set_rate("eth0", 2.0 * RPS_TRIAL_PPS);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    let mut found = None;
+    for _ in 0..10 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        if !rps_actions(&plan).is_empty() {
+            found = Some(plan);
+            break;
+        }
+        bench.apply(&plan, &mut state);
+    }
+    let plan = found.expect("RPS turned on");
+    let rps = rps_actions(&plan);
+    assert_eq!(rps.len(), 2, "{plan}");
+    for action in rps {
+        let text = &action.reason.text;
+        assert!(
+            text.contains("hot queues rx-1, rx-2 (on CPUs 1-2)"),
+            "{text}"
+        );
+    }
+}
+
 /// The lab's `sat-cpu0` once the vectors have a CPU each (issue 30): every CPU of a
 /// 4-queue NIC is saturated by its own queue, so no CPU can take work and RPS would only
 /// queue packets on busy CPUs. steerd turns no RPS on and says why; before the headroom

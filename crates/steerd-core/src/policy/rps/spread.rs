@@ -271,6 +271,7 @@ fn per_core_relief(
     let mut changes = Vec::new();
     let mut all_off = true;
     let mut spread = CpuSet::new();
+    let mut irq_cpus = CpuSet::new();
     for &queue in hot_queues {
         let Some((_, current)) = dev_queues.iter().find(|(q, _)| *q == queue) else {
             continue;
@@ -322,6 +323,7 @@ fn per_core_relief(
             continue;
         }
         all_off &= current.is_empty();
+        irq_cpus.insert(irq_cpu);
         spread = spread.union(&mask);
         changes.push((queue, mask));
     }
@@ -329,9 +331,18 @@ fn per_core_relief(
         return;
     }
     let list: Vec<String> = changes.iter().map(|(q, _)| format!("rx-{q}")).collect();
-    let why = format!(
-        "{why}; {name} has a hardware queue per local core, so its hot queue's protocol work spreads over the other cores (until the RSS table can be evened out)"
-    );
+    // `why` names the queue that decided; one group may carry more, each named here so
+    // that every change's reason says which queues moved together.
+    let why = match list.as_slice() {
+        [_] => format!(
+            "{why}; {name} has a hardware queue per local core, so its hot queue's protocol work spreads over the other cores (until the RSS table can be evened out)"
+        ),
+        _ => format!(
+            "{why}; {name} has a hardware queue per local core, so the protocol work of its hot queues {} (on CPUs {}) spreads over the other cores (until the RSS table can be evened out)",
+            list.join(", "),
+            irq_cpus.to_list()
+        ),
+    };
     let expected = format!(
         "protocol work of {name} {} spread over CPUs {}, one per core; the interrupting CPU keeps about {:.0}% of the per-packet cost plus an IPI per batch",
         list.join(", "),
