@@ -31,7 +31,7 @@ struct PlannedMove {
 
 /// The plan as it stood before a hot CPU's batch: where to roll back to when the batch
 /// does not pay.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Checkpoint {
     /// The hot CPU's work before the batch.
     work_before: f64,
@@ -39,6 +39,10 @@ struct Checkpoint {
     budget_before: u32,
     /// Whether an earlier rule of this tick already moved work off the hot CPU.
     was_relieved: bool,
+    /// The CPUs whose streaks this plan restarts, before the batch: an abandoned batch
+    /// changes no CPU's work, so it must not restart any streak (it did, and a CPU whose
+    /// moves were abandoned tick after tick never had a hot spell longer than one tick).
+    touched_before: CpuSet,
 }
 
 impl Checkpoint {
@@ -48,6 +52,7 @@ impl Checkpoint {
             actions_before: planner.actions.len(),
             budget_before: planner.budget,
             was_relieved: planner.relieved.contains(hot_cpu),
+            touched_before: planner.touched.clone(),
         }
     }
 }
@@ -244,6 +249,7 @@ fn undo_moves(planner: &mut Planner, batch: &[PlannedMove], checkpoint: &Checkpo
     }
     planner.actions.truncate(checkpoint.actions_before);
     planner.budget = checkpoint.budget_before;
+    planner.touched = checkpoint.touched_before.clone();
 }
 
 /// Appends to the reason of each action of a kept batch what the batch as a whole is
