@@ -153,7 +153,13 @@ fn s4_isolated_banned_and_reserved_cpus_are_never_targets_in_any_scenario() {
     let eth1 = mask(&result.machine, "eth1", 0);
     assert!(eth1.len() >= 4, "eth1 rps_cpus {eth1:?}");
     assert!(!eth1.intersects(&scenarios::forbidden_set()));
-    assert!(result.reaction().is_some_and(|r| r <= 2));
+    // Distress at the event, RPS at its second interval (`spread::MIN_SPELL`), relief at
+    // the next.
+    assert!(
+        result.reaction().is_some_and(|r| r <= 3),
+        "reaction {:?}",
+        result.reaction()
+    );
 }
 
 #[test]

@@ -40,6 +40,8 @@ pub struct Heat {
     pub calm: bool,
     /// Hot right now, with the ticks still needed before it counts (0 when confirmed).
     pub ticks_to_confirm: u32,
+    /// Ticks in a row with a signal, this one included (0 without one).
+    pub spell: u32,
 }
 
 impl Heat {
@@ -167,6 +169,7 @@ pub fn classify(
             } else {
                 0
             },
+            spell: streak.hot,
         };
     }
     heat

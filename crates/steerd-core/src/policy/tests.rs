@@ -263,8 +263,9 @@ fn rfs_without_its_global_table_is_a_note_and_no_queue_table() {
     let mut sim = eight_cpus(vec![NicSpec::physical("eth0", 0, 1)]);
     sim.set_rate("eth0", 700_000.0);
     let mut bench = Bench::new(sim, Config::default());
-    bench.run(1);
-    let plan = bench.decide_with(&mut PolicyState::new(), |placement| {
+    let mut state = PolicyState::new();
+    past_the_onset(&mut bench, &mut state);
+    let plan = bench.decide_with(&mut state, |placement| {
         placement.rps_sock_flow_entries = None;
     });
     assert!(
@@ -294,6 +295,45 @@ fn rfs_without_its_global_table_is_a_note_and_no_queue_table() {
     );
 }
 
+/// Runs the bench one interval and decides once, without applying: a CPU in distress from
+/// the first interval is in its second hot interval at the next decision, when RPS may go
+/// on (`spread::MIN_SPELL`).
+fn past_the_onset(bench: &mut Bench, state: &mut PolicyState) {
+    bench.run(1);
+    let onset = bench.decide(state);
+    assert!(rps_actions(&onset).is_empty(), "{onset}");
+    bench.run(1);
+}
+
+/// At a load's onset RPS waits one interval (issue 30, the lab's `sat-burst`): the first
+/// hot interval of a CPU in distress turns nothing on and says why, the second does.
+#[test]
+fn rps_waits_for_the_second_hot_interval() {
+    let mut sim = eight_cpus(vec![NicSpec::physical("eth0", 0, 1)]);
+    sim.set_rate("eth0", 700_000.0);
+    let mut bench = Bench::new(sim, Config::default());
+    let mut state = PolicyState::new();
+    bench.run(1);
+    let onset = bench.decide(&mut state);
+    assert!(rps_actions(&onset).is_empty(), "{onset}");
+    assert!(
+        onset
+            .idle_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("second hot interval")),
+        "{onset}"
+    );
+    bench.apply(&onset, &mut state);
+    bench.run(1);
+    let plan = bench.decide(&mut state);
+    assert!(
+        plan.actions
+            .iter()
+            .any(|a| a.reason.kind == ReasonKind::RpsOn),
+        "{plan}"
+    );
+}
+
 #[test]
 fn the_action_budget_caps_load_driven_changes() {
     let mut sim = eight_cpus(vec![
@@ -306,8 +346,9 @@ fn the_action_budget_caps_load_driven_changes() {
     let mut config = Config::default();
     config.hysteresis.max_actions_per_tick = 1;
     let mut bench = Bench::new(sim, config);
-    bench.run(1);
-    let plan = bench.decide(&mut PolicyState::new());
+    let mut state = PolicyState::new();
+    past_the_onset(&mut bench, &mut state);
+    let plan = bench.decide(&mut state);
     let devices: std::collections::HashSet<String> = plan
         .actions
         .iter()

@@ -26,6 +26,7 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
         let mut hot_cpus = CpuSet::new();
         let mut hot_queues = Vec::new();
         let mut why = String::new();
+        let mut first_interval = None;
         for &slot in &p.devices[d].vectors {
             let view = &p.irqs[slot];
             let (Some(cpu), Some(queue)) = (view.cpu, view.irq.queue) else {
@@ -48,6 +49,10 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
                 continue;
             }
             let decides = heat.under_pressure() && (!distress || heat.distress);
+            if decides && heat.spell < MIN_SPELL {
+                first_interval = Some(cpu);
+                continue;
+            }
             if decides && why.is_empty() {
                 why = match stuck {
                     Some(mask_cpu) => format!(
@@ -66,6 +71,9 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
             hot_queues.push(queue);
         }
         if why.is_empty() {
+            if let Some(cpu) = first_interval {
+                p.waiting.push(spell_too_short(&name, cpu));
+            }
             return;
         }
         if hot_queues.is_empty() {
@@ -114,6 +122,10 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
         let Some(cpu) = best else {
             return;
         };
+        if p.heat_of(cpu).spell < MIN_SPELL {
+            p.waiting.push(spell_too_short(&name, cpu));
+            return;
+        }
         let why = format!(
             "{}; {} pkt/s there come from no queue IRQ, and {name} has none: only RPS can spread it",
             p.heat_of(cpu).describe(cpu, p.config),
@@ -355,6 +367,22 @@ fn per_core_relief(
         ReasonKind::RpsWiden
     };
     apply(p, d, changes, kind, why, expected, true);
+}
+
+/// Intervals in a row a CPU must show its hot signal before RPS is turned on for it.
+/// Why not at the first: that interval is a spell's onset, where the other CPUs' work has
+/// not risen yet (their queues' NAPIs are still starting to poll), so they look as if
+/// they had room, and a trial's "before" is that one partial interval. In the lab's
+/// `sat-burst` (2026-11-29) RPS went on at a burst's first interval of distress in every
+/// run, onto CPUs that were full a second later, and steerd delivered 0.70x no
+/// balancer. Pressure is confirmed over `hysteresis.confirm_ticks` anyway; this delays
+/// only distress, by one interval.
+const MIN_SPELL: u32 = 2;
+
+fn spell_too_short(name: &str, cpu: u32) -> String {
+    format!(
+        "{name}: RPS waits for CPU {cpu}'s second hot interval in a row (the first is the load's onset, when the other CPUs' work has not risen yet)"
+    )
 }
 
 /// The CPUs already full of receive work: a hot signal this tick (confirmed or not) or
