@@ -514,6 +514,20 @@ add_rules() { # $1 never-matching policy-routing rules: a per-packet cost in the
         i=$((i + 1))
     done
 }
+rps_flip() { # every 0.2 s, RPS and RFS on every rx queue on, then off: the kernel's rps_needed and rfs_needed keys flip each time
+    n=0
+    while :; do
+        for on in 1 0; do
+            for q in /sys/class/net/eth0/queues/rx-*; do
+                if [ "$on" = 1 ]; then echo f > "$q/rps_cpus"; echo 4096 > "$q/rps_flow_cnt"; else echo 0 > "$q/rps_cpus"; echo 0 > "$q/rps_flow_cnt"; fi
+            done
+            if [ "$on" = 1 ]; then echo 32768 > /proc/sys/net/core/rps_sock_flow_entries; else echo 0 > /proc/sys/net/core/rps_sock_flow_entries; fi
+            sleep 0.2
+        done
+        n=$((n + 1))
+        [ $((n % 25)) = 0 ] && echo "LAB RPS_FLIPS $n"
+    done
+}
 hand_rps() { # RPS over every online CPU on every rx queue, RFS sized (the seeds' recipe)
     cpus=$(grep -c '^processor' /proc/cpuinfo)
     mask=$(printf '%x' $(( (1 << cpus) - 1 )))

@@ -118,6 +118,18 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
                 )
             },
         ),
+        // Not one of issue 30's: a probe of the lab itself. Three steerd runs of 99 were
+        // lost on 2026-11-29 to guest crashes suspected of live kernel text patching under
+        // TCG, which RPS on and off does (the `rps_needed` static key); this flips it five
+        // times a second under the same load, with no balancer (docs/lab.md, "Guest
+        // failures").
+        sat(
+            "pin_inputs 0; rps_flip &",
+            base(
+                "rps-flip",
+                "every input vector on CPU0, 8 UDP flows, saturating rules, RPS and RFS on and off every 0.2 s",
+            ),
+        ),
         sat(
             &format!("{THREADED_ON}; pin_inputs 0"),
             Scenario {
