@@ -352,8 +352,13 @@ fn judge(
                 m.from,
                 m.to,
                 match v {
-                    StepVerdict::RevertMovedHot => "the load moved with the entries",
-                    _ => "the entries carried almost nothing",
+                    StepVerdict::RevertMovedHot => "the load moved with the entries".to_string(),
+                    StepVerdict::RevertDeviceFell => format!(
+                        "the device's queues received {} pkt/s after the step, {} before",
+                        kilo(pps.iter().sum::<f64>()),
+                        kilo(pending.before_pps.iter().sum::<f64>())
+                    ),
+                    _ => "the entries carried almost nothing".to_string(),
                 }
             )
         })
