@@ -139,11 +139,18 @@ pub fn flows_per_queue(wanted: &[(u32, usize)], queues: u32) -> Vec<(u16, u16)> 
 /// The guest's set-up: the fixed key, UDP hashed on ports too, `rxhash` on (which sends the
 /// first RSS command: from then on QEMU steers by the table), and steerd's configuration.
 pub fn setup(config: &str) -> String {
+    format!(
+        "{}; mkdir -p /etc/steerd; echo '{config}' > /etc/steerd/steerd.yaml",
+        hash_setup()
+    )
+}
+
+/// The hash of every `rss-` scenario (UDP on ports, the lab's key), without a steerd
+/// configuration: `sat-skew` runs steerd on its built-in one.
+pub fn hash_setup() -> String {
     let key: Vec<String> = KEY.iter().map(|b| format!("{b:02x}")).collect();
     format!(
-        "ethtool -K eth0 rxhash on; ethtool -N eth0 rx-flow-hash udp4 sdfn; \
-         ethtool -X eth0 hkey {}; mkdir -p /etc/steerd; \
-         echo '{config}' > /etc/steerd/steerd.yaml",
+        "ethtool -K eth0 rxhash on; ethtool -N eth0 rx-flow-hash udp4 sdfn; ethtool -X eth0 hkey {}",
         key.join(":")
     )
 }
