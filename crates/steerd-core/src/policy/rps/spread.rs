@@ -49,7 +49,7 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
                 continue;
             }
             let decides = heat.under_pressure() && (!distress || heat.distress);
-            if decides && heat.spell < MIN_SPELL {
+            if decides && heat.spell < min_spell(p) {
                 first_interval = Some(cpu);
                 continue;
             }
@@ -122,7 +122,7 @@ pub(super) fn turn_on(p: &mut Planner, d: usize, distress: bool, unexplained: &[
         let Some(cpu) = best else {
             return;
         };
-        if p.heat_of(cpu).spell < MIN_SPELL {
+        if p.heat_of(cpu).spell < min_spell(p) {
             p.waiting.push(spell_too_short(&name, cpu));
             return;
         }
@@ -378,6 +378,13 @@ fn per_core_relief(
 /// balancer. Pressure is confirmed over `hysteresis.confirm_ticks` anyway; this delays
 /// only distress, by one interval.
 const MIN_SPELL: u32 = 2;
+
+/// [`MIN_SPELL`], or `hysteresis.confirm_ticks` where that is less: with confirmation
+/// set to one tick (`steerd plan`'s one-shot decision, "what would steerd do if this load
+/// persisted", or an operator who wants the fastest reaction) RPS does not wait either.
+fn min_spell(p: &Planner) -> u32 {
+    MIN_SPELL.min(p.config.hysteresis.confirm_ticks)
+}
 
 fn spell_too_short(name: &str, cpu: u32) -> String {
     format!(
