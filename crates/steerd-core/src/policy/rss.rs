@@ -340,29 +340,33 @@ fn judge(
         return Judged::Deferred;
     }
     record(p, lever, pending, &verdicts, dwell_ns);
-    let what: Vec<String> = pending
-        .step
-        .moves
-        .iter()
-        .zip(&verdicts)
-        .filter(|(_, v)| **v != StepVerdict::Keep)
-        .map(|(m, v)| {
-            format!(
-                "rx-{} -> rx-{} ({})",
-                m.from,
-                m.to,
-                match v {
-                    StepVerdict::RevertMovedHot => "the load moved with the entries".to_string(),
-                    StepVerdict::RevertDeviceFell => format!(
-                        "the device's queues received {} pkt/s after the step, {} before",
-                        kilo(pps.iter().sum::<f64>()),
-                        kilo(pending.before_pps.iter().sum::<f64>())
-                    ),
-                    _ => "the entries carried almost nothing".to_string(),
-                }
-            )
-        })
-        .collect();
+    let moved = |m: &rss_table::Move| format!("rx-{} -> rx-{}", m.from, m.to);
+    // The device's total is one fact for the whole step: said once, not per move.
+    let why = if verdicts.contains(&StepVerdict::RevertDeviceFell) {
+        let all: Vec<String> = pending.step.moves.iter().map(moved).collect();
+        format!(
+            "RSS table step did not help: the device's queues received {} pkt/s after it, {} before ({})",
+            kilo(pps.iter().sum::<f64>()),
+            kilo(pending.before_pps.iter().sum::<f64>()),
+            all.join(", ")
+        )
+    } else {
+        let what: Vec<String> = pending
+            .step
+            .moves
+            .iter()
+            .zip(&verdicts)
+            .filter(|(_, v)| **v != StepVerdict::Keep)
+            .map(|(m, v)| {
+                let cause = match v {
+                    StepVerdict::RevertMovedHot => "the load moved with the entries",
+                    _ => "the entries carried almost nothing",
+                };
+                format!("{} ({cause})", moved(m))
+            })
+            .collect();
+        format!("RSS table step did not help: {}", what.join(", "))
+    };
     p.push(
         target.clone(),
         Some(format!("{device} rss")),
@@ -372,10 +376,7 @@ fn judge(
         KnobValue::Table {
             indirection: undone.clone(),
         },
-        (
-            ReasonKind::RssRevert,
-            format!("RSS table step did not help: {}", what.join(", ")),
-        ),
+        (ReasonKind::RssRevert, why),
         format!("{device}'s undone entries go back to their queues; the queue waits longer before another step"),
     );
     Judged::Undone(undone)
