@@ -66,7 +66,7 @@ pub struct BusyPollFigures {
     pub threads_moved: usize,
     /// When the balancer made the CPU free, from its log on the guest's clock: seconds
     /// from the pin to its last placement write before the sample that first saw the CPU
-    /// free (`emptied` is when that sample came: seconds later on a loaded host, CI at
+    /// free had read its files (the next sample's start) (`emptied` is when that sample came: seconds later on a loaded host, CI at
     /// bfdf58e: 2.76 s seen, the writes 0.9 s after steerd noticed the pin). `None`
     /// without the daemon's log times, or when no write came between the two.
     pub emptied_made: Option<f64>,
@@ -79,14 +79,27 @@ impl BusyPollFigures {
     }
 }
 
-/// [`BusyPollFigures::emptied_made`] from the figures, the guest's events and the uptimes of
-/// the balancer's placement writes.
-pub fn emptied_made(f: &BusyPollFigures, events: &[String], writes: &[f64]) -> Option<f64> {
+/// [`BusyPollFigures::emptied_made`] from the figures, the guest's events, the uptimes of
+/// the samples and those of the balancer's placement writes. A sample's uptime is read
+/// when it starts and its files over the next second or two, so the write that made the
+/// CPU free may come after the uptime of the sample that first saw it free, up to the
+/// next sample's (CI at 6da45dd: steerd's writes 0.2 s after that sample's uptime).
+pub fn emptied_made(
+    f: &BusyPollFigures,
+    events: &[String],
+    samples: &[f64],
+    writes: &[f64],
+) -> Option<f64> {
     let pinned = event_at(events, PIN)?;
     let seen = pinned + f.emptied?;
+    let seen_by = samples
+        .iter()
+        .copied()
+        .find(|&up| up > seen)
+        .unwrap_or(seen);
     writes
         .iter()
-        .filter(|&&up| up >= pinned && up <= seen)
+        .filter(|&&up| up >= pinned && up <= seen_by)
         .map(|up| up - pinned)
         .reduce(f64::max)
 }
@@ -190,5 +203,19 @@ mod tests {
         let moved = masks(&["0-3", "3", "2"], &[]);
         assert_eq!(figures(&timeline, &moved, &events).threads_moved, 1);
         assert_eq!(figures(&timeline, &pinned_only, &[]).emptied, None);
+    }
+
+    #[test]
+    fn the_write_that_freed_the_cpu_may_come_while_the_sample_that_saw_it_reads() {
+        let events = vec!["20.0 pin_busy_thread 3".to_string()];
+        let f = BusyPollFigures {
+            emptied: Some(2.0),
+            ..BusyPollFigures::default()
+        };
+        let samples = [19.0, 20.5, 22.0, 23.9];
+        // The sample at 22.0 saw the CPU free; steerd wrote at 20.6 and 22.3.
+        let made = emptied_made(&f, &events, &samples, &[19.5, 20.6, 22.3, 24.5]);
+        assert!((made.expect("a write") - 2.3).abs() < 1e-9, "{made:?}");
+        assert_eq!(emptied_made(&f, &events, &samples, &[19.5, 24.5]), None);
     }
 }

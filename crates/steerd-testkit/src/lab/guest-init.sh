@@ -579,7 +579,11 @@ while :; do
             case " $done_events " in *" $k "*) IFS=$NL; continue ;; esac
             if awk -v e="$elapsed" -v a="$at" 'BEGIN { exit !(e + 0 >= a + 0) }'; then
                 done_events="$done_events $k"
-                echo "LAB EVENT $now $cmd"
+                # Stamped when it runs, not with the loop's `now`: the sample before it
+                # takes 0.5-1.9 s under load, and an event stamped early made every
+                # reaction to it look that much slower (busy-poll, CI at 6da45dd).
+                read -r fired _ < /proc/uptime
+                echo "LAB EVENT $fired $cmd"
                 eval "$cmd"
             fi
             IFS=$NL

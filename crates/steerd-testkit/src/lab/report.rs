@@ -63,7 +63,9 @@ pub struct Metrics {
     /// backlog drops).
     pub nic_dropped: Option<u64>,
     /// Value changes over the run by lever: `irq` (a vector's affinity), `rps` (a
-    /// receive queue's mask), `napi` (a NAPI thread's allowed CPUs).
+    /// receive queue's mask), `napi` (a NAPI thread's allowed CPUs), from the samples;
+    /// `rss` (the NIC's RSS table) from the balancer's log, its applied table writes
+    /// ([`rss_table_writes`]): the guest reads the table in the RSS scenarios only.
     pub changes_by_lever: BTreeMap<String, usize>,
     /// Packets processed per second in the steady window (all CPUs).
     pub processed_pps: f64,
@@ -170,6 +172,23 @@ fn is_placement_write(line: &str) -> bool {
         || knob.ends_with(" rps_cpus")
         || (knob.starts_with("napi/") && knob.ends_with(" affinity"));
     placing && rest.contains(") applied")
+}
+
+/// Whether a daemon log line is an applied write of a NIC's RSS table (`eth0 rss
+/// indirection: 0 1 -> 0 1 2 3 (rss_step: ...) applied`). Only steerd logs them;
+/// irqbalance never writes the table.
+pub(super) fn is_table_write(line: &str) -> bool {
+    line.split_once(" INFO ").is_some_and(|(_, rest)| {
+        rest.split(": ")
+            .next()
+            .is_some_and(|knob| knob.ends_with(" rss indirection"))
+            && rest.contains(") applied")
+    })
+}
+
+/// How many RSS table writes a daemon log reports applied.
+fn rss_table_writes(log: &[String]) -> usize {
+    log.iter().filter(|l| is_table_write(l)).count()
 }
 
 /// A gap between two samples at least this long is the guest stalling, not the balancer:
@@ -334,6 +353,10 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         if b.up > start && b.up <= end + 0.5 {
             m.late_changes += changed;
         }
+    }
+    let table_writes = rss_table_writes(&m.log);
+    if table_writes > 0 {
+        m.changes_by_lever.insert("rss".into(), table_writes);
     }
     let window_start = samples.iter().find(|x| x.up >= start);
     let window_end = samples.iter().rev().find(|x| x.up <= end + 0.5);
@@ -543,7 +566,8 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         }
         let events = other.get("event").map_or(&[][..], |v| v);
         let mut figures = super::busy_poll::figures(&timeline, &thread_masks, events);
-        figures.emptied_made = super::busy_poll::emptied_made(&figures, events, &written);
+        let sampled: Vec<f64> = timeline.iter().map(|(up, _)| *up).collect();
+        figures.emptied_made = super::busy_poll::emptied_made(&figures, events, &sampled, &written);
         m.busy_poll = Some(figures);
     }
     threads(&mut m, &samples, &queues, ready, start, end);
@@ -664,5 +688,8 @@ mod tests {
         assert!(is_placement_write(
             "2026-11-28T10:02:21Z  INFO napi/eth0-8193 (pid 301) affinity: 0-3 -> 1 (napi_thread: x) applied"
         ));
+        let table = "2026-11-28T10:02:03.1Z  INFO eth0 rss indirection: 0 1 -> 0 1 2 3 (rss_step: x) applied serves=\"\"";
+        let note = "2026-11-28T10:02:20.4Z  INFO policy note (external_change): eth0 rss indirection: steerd wrote 0 1 2 3, now 0 1: changed by someone else; left alone";
+        assert_eq!(rss_table_writes(&[table.into(), note.into()]), 1);
     }
 }

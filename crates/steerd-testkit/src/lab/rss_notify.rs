@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::guest_clock::{epoch_to_day, log_time, since};
-use super::report::Metrics;
+use super::report::{Metrics, is_table_write};
 use super::rss::by_label;
 use super::run::RawRun;
 use super::scenario::Scenario;
@@ -101,11 +101,6 @@ pub fn only_queues_0_and_1(table: &str) -> bool {
         .split_whitespace()
         .collect();
     !entries.is_empty() && entries.iter().all(|e| *e == "0" || *e == "1")
-}
-
-/// Whether a log line is steerd writing the table (`eth0 rss indirection: ... applied`).
-fn is_table_write(line: &str) -> bool {
-    line.contains("rss indirection:") && line.contains(" applied")
 }
 
 /// The figures of a run of [`scenario`].

@@ -108,9 +108,10 @@ pub struct TunedRun {
 /// (`LOG ...`).
 pub fn figures(lines: &[String]) -> TunedRun {
     /// Where a sample falls, by the order of the console's lines: the guest prints a
-    /// sample and then the events that fell due (`LAB EVENT` carries the uptime read
-    /// before that sample), so the uptimes alone would misplace the sample taken just
-    /// before tuned starts.
+    /// sample and then the events that fell due. The order is what counts: consoles
+    /// recorded before 2026-11-29 stamped `LAB EVENT` with the uptime read before that
+    /// sample, so their uptimes alone would misplace the sample taken just before tuned
+    /// starts.
     #[derive(Clone, Copy, PartialEq)]
     enum Phase {
         Before,
