@@ -4,7 +4,9 @@ per scenario and balancer the medians of delivered, lost and processed pkt/s, dr
 CPU's irq+softirq share, the first change and the first relief (from a CPU reaching 0.6),
 the writes by lever and steerd's checks of its vector moves, the most changes after
 convergence and the runs restored; then steerd's delivered packets over no balancer's and
-irqbalance's, per round and their median (docs/lab.md, "Saturation")."""
+irqbalance's, per round and their median (docs/lab.md, "Saturation"), and again over the
+rounds in which no queue stalled (`stalled_queues`: a queue that stopped receiving mid-run
+while the others went on, a fault of the lab's QEMU 7.2 under saturation, lab/queue_stall.rs)."""
 import json
 import statistics
 import sys
@@ -58,10 +60,26 @@ print()
 for scenario in dict.fromkeys(r["scenario"] for r in runs):
     for other in ["none", "irqbalance"]:
         ratios = []
+        sound = []
         for s in by.get((scenario, "steerd"), []):
             o = [r for r in by.get((scenario, other), []) if r["rep"] == s["rep"]]
             if o and o[0]["delivered_pps"] and s["delivered_pps"] is not None:
-                ratios.append(s["delivered_pps"] / o[0]["delivered_pps"])
+                ratio = s["delivered_pps"] / o[0]["delivered_pps"]
+                ratios.append(ratio)
+                if not (s.get("stalled_queues") or o[0].get("stalled_queues")):
+                    sound.append(ratio)
         if ratios:
             per = ", ".join(f"{x:.2f}" for x in ratios)
-            print(f"- {scenario}: steerd/{other} delivered {statistics.median(ratios):.2f} (rounds: {per})")
+            line = f"- {scenario}: steerd/{other} delivered {statistics.median(ratios):.2f} (rounds: {per})"
+            if len(sound) < len(ratios):
+                kept = ", ".join(f"{x:.2f}" for x in sound)
+                median = f"{statistics.median(sound):.2f}" if sound else "-"
+                line += f"; {median} over the {len(sound)} rounds without a stalled queue ({kept or 'none'})"
+            print(line)
+    stalled = [
+        f"{b} {sum(bool(r.get('stalled_queues')) for r in by[(scenario, b)])}/{len(by[(scenario, b)])}"
+        for b in order
+        if (scenario, b) in by
+    ]
+    if any(r.get("stalled_queues") for r in runs if r["scenario"] == scenario):
+        print(f"- {scenario}: runs with a queue stalled mid-run: {', '.join(stalled)}")

@@ -66,6 +66,11 @@ pub struct RunLine {
     /// of an even share (`Metrics::silent_queues`).
     pub queue_packets: Vec<u64>,
     pub silent_queues: Option<usize>,
+    /// Queues that stopped receiving mid-run while the others went on (`lab::queue_stall`,
+    /// a fault of the lab's QEMU): `rx-N from UPTIME s for SECS s`; only where the guest
+    /// samples per-queue counters (the RSS scenarios, `sat-skew`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stalled_queues: Vec<String>,
     /// The RSS table ("entries... key KEY") at the start and the end of the run.
     pub rss_table_start: Option<String>,
     pub rss_table_end: Option<String>,
@@ -159,6 +164,11 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         irqbalance: None,
         queue_packets: m.queue_run_packets.clone(),
         silent_queues: m.silent_queues(),
+        stalled_queues: m
+            .queue_stalls
+            .iter()
+            .map(|s| format!("rx-{} from {:.1} s for {:.0} s", s.queue, s.from, s.secs))
+            .collect(),
         rss_table_start: m.rss_table_start.clone(),
         rss_table_end: m.rss_table_end.clone(),
         partition: m.partition.as_ref().and_then(|p| p.state.clone()),

@@ -23,6 +23,7 @@ pub mod isolation;
 pub mod json;
 pub mod netns;
 pub mod platform;
+pub mod queue_stall;
 pub mod report;
 pub mod rss;
 pub mod rss_notify;

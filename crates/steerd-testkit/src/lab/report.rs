@@ -122,6 +122,9 @@ pub struct Metrics {
     pub rps_masks: Vec<String>,
     /// The input vectors' `smp_affinity_list` at the end of the run, by IRQ number.
     pub input_masks: Vec<String>,
+    /// Queues that stopped receiving mid-run while the others went on: the lab's fault
+    /// (`lab::queue_stall`; scenarios with `rss_watch`, where queues are sampled).
+    pub queue_stalls: Vec<super::queue_stall::Stall>,
     /// The RSS lever's figures (scenarios with `rss_watch`).
     pub rss: Option<super::rss::RssFigures>,
     /// Packets each rx queue received from the balancer's start to the end (`ethtool -S`;
@@ -582,6 +585,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             .filter_map(|x| Some((x.up, x.table.clone()?)))
             .collect();
         let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
+        m.queue_stalls = super::queue_stall::stalls(&counts, &tables, (traffic, f64::INFINITY));
         m.rss = Some(super::rss::figures(
             &counts,
             &tables,
