@@ -95,8 +95,9 @@ fn a_sick_machine_gets_every_finding_with_its_fix_and_exits_2() {
         "info: [coalescing] not checked: interrupt coalescing of all devices",
         "info: [gro] not checked: GRO of all devices",
         "info: [udp_hash] not checked: UDP hash fields of all devices",
+        "info: [silent_queues] not checked: receive queue rates of all devices",
         "info: [ntuple] not checked: ntuple filters (aRFS) of all devices",
-        "1 error(s), 3 warning(s), 7 note(s) from 17 checks",
+        "1 error(s), 3 warning(s), 8 note(s) from 18 checks",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
@@ -116,7 +117,7 @@ fn a_well_set_machine_exits_0_with_notes_only() {
     let (code, text, stderr) = doctor(&tree.root, &["--metrics-listen", NO_DAEMON]);
     assert_eq!(code, 0, "{text}\n{stderr}");
     assert!(
-        text.contains("0 error(s), 0 warning(s), 6 note(s)"),
+        text.contains("0 error(s), 0 warning(s), 7 note(s)"),
         "{text}"
     );
 }

@@ -24,6 +24,7 @@ pub mod report;
 pub mod rfs_tables;
 pub mod rings;
 pub mod sample;
+pub mod silent_queues;
 pub mod softirq_share;
 pub mod softnet;
 pub mod steerd_daemons;
@@ -70,6 +71,7 @@ pub const CHECKS: &[(&str, Check)] = &[
     ("coalescing", coalescing::check),
     ("gro", gro::check),
     ("udp_hash", udp_hash::check),
+    ("silent_queues", silent_queues::check),
     ("ntuple", ntuple::check),
     ("napi_threads", napi_threads::check),
     ("napi_deferral", napi_deferral::check),

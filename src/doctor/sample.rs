@@ -6,7 +6,8 @@
 //! rises while we watch is happening now.
 //!
 //! Why the daemon's pipeline: both readings go through the daemon's own sampler
-//! ([`Sampling`], the one `steerd plan` uses, without per-queue counters) and the interval
+//! ([`Sampling`], the one `steerd plan` uses, with per-queue counters where the host has
+//! them, for `silent_queues`) and the interval
 //! is folded into its load model ([`Load::update`], unsmoothed, as `steerd top` does). So a
 //! CPU's share here is the daemon's irq+softirq share (with the threaded NAPI time the
 //! daemon counts, busy-polling threads left out), and its drops and squeezes are the
@@ -48,9 +49,7 @@ impl Samples {
     /// Reads the counters of `machine` under `root`, waits `window`, reads again; the
     /// error names the file that could not be read.
     pub fn take(root: &Root, machine: &Machine, window: Duration) -> Result<Samples, SamplesError> {
-        let mut sampling = Sampling::open(root)
-            .map_err(SamplesError::Open)?
-            .without_queue_counters();
+        let mut sampling = Sampling::open(root).map_err(SamplesError::Open)?;
         sampling.follow(machine);
         let mut before = Snapshot::default();
         sampling

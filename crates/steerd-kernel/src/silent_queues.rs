@@ -31,6 +31,43 @@ impl SilentQueues {
     }
 }
 
+impl SilentQueues {
+    /// Why they are silent, as far as the device's RSS table tells (`table`: the table
+    /// steerd read, `None` when the device has none it can read): no entry points at some
+    /// of them (someone's `ethtool -X`, or a table left from fewer channels), or entries
+    /// do and the flows' hash misses them. One text for the policy's note and `doctor`.
+    pub fn why(&self, device: &str, table: Option<&[u32]>) -> String {
+        let Some(table) = table else {
+            return "the NIC's hash sends them no flow (no RSS table to read)".to_string();
+        };
+        let empty: Vec<String> = self
+            .queues
+            .iter()
+            .filter(|&&q| !table.contains(&q))
+            .map(|q| format!("rx-{q}"))
+            .collect();
+        if empty.is_empty() {
+            format!(
+                "its RSS table points at them ({} of {} entries), so the flows' hash \
+                 misses them: few flows, or a hash key that puts them elsewhere",
+                table.iter().filter(|q| self.queues.contains(q)).count(),
+                table.len()
+            )
+        } else {
+            format!(
+                "its RSS table gives {} no entry (`ethtool -X {device} default` spreads \
+                 it over every queue again)",
+                empty.join(", ")
+            )
+        }
+    }
+
+    /// Whether some silent queue has no entry in `table`.
+    pub fn left_out_of(&self, table: &[u32]) -> bool {
+        self.queues.iter().any(|q| !table.contains(q))
+    }
+}
+
 /// The silent queues of a device from its per-queue packets/s (`None`: no counter), when
 /// an even share of its total would reach `floor` (the work a queue must carry to count as
 /// measured work); `None` when there are none, or too few queues or packets to say.
@@ -81,5 +118,27 @@ mod tests {
         assert_eq!(find(&[Some(40_000.0), None], 5_000.0), None);
         let some = [Some(30_000.0), None, Some(100.0)];
         assert_eq!(find(&some, 5_000.0).unwrap().queues, vec![2]);
+    }
+
+    #[test]
+    fn why_says_what_the_table_shows() {
+        let rates = [Some(25_000.0), Some(10_000.0), Some(5_000.0), Some(0.0)];
+        let silent = find(&rates, 5_000.0).unwrap();
+        let none = silent.why("eth0", None);
+        assert!(none.contains("no RSS table to read"), "{none}");
+        let left_out: Vec<u32> = (0..128).map(|i| i % 3).collect();
+        assert!(silent.left_out_of(&left_out));
+        let text = silent.why("eth0", Some(&left_out));
+        assert!(
+            text.contains("gives rx-3 no entry (`ethtool -X eth0 default`"),
+            "{text}"
+        );
+        let default: Vec<u32> = (0..128).map(|i| i % 4).collect();
+        assert!(!silent.left_out_of(&default));
+        let text = silent.why("eth0", Some(&default));
+        assert!(
+            text.contains("points at them (32 of 128 entries)"),
+            "{text}"
+        );
     }
 }

@@ -68,7 +68,8 @@ impl Sampling {
     }
 
     /// Reads the per-CPU counters and NAPI threads only, never per-queue counters (no
-    /// netlink socket, no `ethtool -S`): what `steerd doctor` needs for its rates.
+    /// netlink socket, no `ethtool -S`): for tests of the per-CPU pipeline alone on the
+    /// host's root.
     pub fn without_queue_counters(mut self) -> Self {
         self.queue_counters = false;
         self.queue_source = None;

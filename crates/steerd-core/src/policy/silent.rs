@@ -25,31 +25,7 @@ pub fn notice(p: &mut Planner) {
         let Some(silent) = silent_queues::find(rates, floor) else {
             continue;
         };
-        let why = match p.placement.rss_tables.get(name) {
-            Some(table) => {
-                let empty: Vec<String> = silent
-                    .queues
-                    .iter()
-                    .filter(|&&q| !table.contains(&q))
-                    .map(|q| format!("rx-{q}"))
-                    .collect();
-                if empty.is_empty() {
-                    format!(
-                        "its RSS table points at them ({} of {} entries), so the flows' hash \
-                         misses them: few flows, or a hash key that puts them elsewhere",
-                        table.iter().filter(|q| silent.queues.contains(q)).count(),
-                        table.len()
-                    )
-                } else {
-                    format!(
-                        "its RSS table gives {} no entry (`ethtool -X {name} default` spreads \
-                         it over every queue again)",
-                        empty.join(", ")
-                    )
-                }
-            }
-            None => "the NIC's hash sends them no flow (no RSS table to read)".to_string(),
-        };
+        let why = silent.why(name, p.placement.rss_tables.get(name).map(Vec::as_slice));
         found.push((
             note_key(name, &silent),
             format!(
