@@ -696,4 +696,30 @@ mod tests {
         let note = "2026-11-28T10:02:20.4Z  INFO policy note (external_change): eth0 rss indirection: steerd wrote 0 1 2 3, now 0 1: changed by someone else; left alone";
         assert_eq!(rss_table_writes(&[table.into(), note.into()]), 1);
     }
+    /// Two real `sat-skew` consoles at 400 rules on QEMU 7.2 (2026-11-29, no balancer;
+    /// their samples' `S`, `QS` and `E` lines and the first `X`): in one, rx-0 received
+    /// nothing from 29 s to the end while rx-1 went on; the other ran sound to the end.
+    #[test]
+    fn a_real_stalled_queue_is_found_and_a_sound_run_has_none() {
+        let stalls = |text: &str| {
+            let lines: Vec<String> = text.lines().map(String::from).collect();
+            let (samples, _) = parse::parse(&lines);
+            let counts: Vec<(f64, Vec<u64>)> = samples
+                .iter()
+                .filter_map(|x| Some((x.up, x.queue_packets.clone()?)))
+                .collect();
+            let tables: Vec<(f64, Vec<u32>)> = samples
+                .iter()
+                .filter_map(|x| Some((x.up, x.table.clone()?)))
+                .collect();
+            super::super::queue_stall::stalls(&counts, &tables, (12.0, f64::INFINITY))
+        };
+        let stalled = stalls(include_str!("report/sat-skew-stalled.console"));
+        assert_eq!(stalled.len(), 1, "{stalled:?}");
+        assert_eq!(stalled[0].queue, 0);
+        assert!((27.0..31.0).contains(&stalled[0].from), "{stalled:?}");
+        assert!(stalled[0].secs > 20.0, "{stalled:?}");
+        let sound = stalls(include_str!("report/sat-skew-sound.console"));
+        assert!(sound.is_empty(), "{sound:?}");
+    }
 }
