@@ -2,9 +2,10 @@
 //! go on: a fault of the lab, not of a balancer. Under saturation, QEMU 7.2's virtio-net
 //! (Debian 12's, the lab's default) leaves one queue with no packet at all for the rest of
 //! the run in about a third of the saturated `sat-skew` runs, whatever runs in the guest
-//! (2026-11-29: 8 of 27 runs at 400 rules, with no balancer, irqbalance, steerd and the
+//! (2026-11-29: 9 of 27 runs at 400 rules, with no balancer, irqbalance, steerd and the
 //! hand recipe alike, always rx-0, 13-36 s into the run; none in 11 unsaturated runs, none
-//! in 12 on QEMU 10). That queue's CPU then sits idle and its flows are lost at the tap, so
+//! in 12 `sat-skew` runs on QEMU 10, whose `sat-burst` had a CPU processing nothing for 8 s
+//! or more in 4 of 6 runs: docs/lab.md). That queue's CPU then sits idle and its flows are lost at the tap, so
 //! such a run halves what a balancer delivers for reasons of its own, and a comparison of
 //! balancers must know which runs had it.
 //!
