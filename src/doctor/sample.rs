@@ -7,10 +7,10 @@
 //!
 //! Why the daemon's pipeline: both readings go through the daemon's own sampler
 //! ([`Sampling`], the one `steerd plan` uses, with per-queue counters where the host has
-//! them, for `silent_queues`) and the interval
-//! is folded into its load model ([`Load::update`], unsmoothed, as `steerd top` does). So a
-//! CPU's share here is the daemon's irq+softirq share (with the threaded NAPI time the
-//! daemon counts, busy-polling threads left out), and its drops and squeezes are the
+//! them, for `silent_queues`) and the interval is folded into its load model
+//! ([`Load::update`], unsmoothed, as `steerd top` does). So a CPU's share here is the
+//! daemon's irq+softirq share (with the threaded NAPI time the daemon counts,
+//! busy-polling threads left out), and its drops and squeezes are the
 //! daemon's: `doctor` cannot call a CPU fine that the daemon calls hot, or the reverse,
 //! for want of the same arithmetic.
 

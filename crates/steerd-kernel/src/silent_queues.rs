@@ -29,9 +29,7 @@ impl SilentQueues {
             .collect::<Vec<_>>()
             .join(", ")
     }
-}
 
-impl SilentQueues {
     /// Why they are silent, as far as the device's RSS table tells (`table`: the table
     /// steerd read, `None` when the device has none it can read): no entry points at some
     /// of them (someone's `ethtool -X`, or a table left from fewer channels), or entries

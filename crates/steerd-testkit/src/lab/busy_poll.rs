@@ -66,8 +66,9 @@ pub struct BusyPollFigures {
     pub threads_moved: usize,
     /// When the balancer made the CPU free, from its log on the guest's clock: seconds
     /// from the pin to its last placement write before the sample that first saw the CPU
-    /// free had read its files (the next sample's start) (`emptied` is when that sample came: seconds later on a loaded host, CI at
-    /// bfdf58e: 2.76 s seen, the writes 0.9 s after steerd noticed the pin). `None`
+    /// free had read its files, that is before the next sample started. (`emptied` is
+    /// when that sample came: seconds later on a loaded host, CI at bfdf58e: 2.76 s seen,
+    /// the writes 0.9 s after steerd noticed the pin.) `None`
     /// without the daemon's log times, or when no write came between the two.
     pub emptied_made: Option<f64>,
 }

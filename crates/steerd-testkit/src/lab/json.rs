@@ -164,11 +164,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         irqbalance: None,
         queue_packets: m.queue_run_packets.clone(),
         silent_queues: m.silent_queues(),
-        stalled_queues: m
-            .queue_stalls
-            .iter()
-            .map(|s| format!("rx-{} from {:.1} s for {:.0} s", s.queue, s.from, s.secs))
-            .collect(),
+        stalled_queues: m.queue_stalls.iter().map(|s| s.describe()).collect(),
         rss_table_start: m.rss_table_start.clone(),
         rss_table_end: m.rss_table_end.clone(),
         partition: m.partition.as_ref().and_then(|p| p.state.clone()),

@@ -29,10 +29,11 @@ pub struct Stall {
 }
 
 impl Stall {
+    /// As the lab's JSON lines give it: `rx-0 from 27.9 s for 26 s`.
     pub fn describe(&self) -> String {
         format!(
-            "rx-{} received nothing for {:.0} s from uptime {:.1} s while the other queues received",
-            self.queue, self.secs, self.from
+            "rx-{} from {:.1} s for {:.0} s",
+            self.queue, self.from, self.secs
         )
     }
 }
@@ -62,12 +63,10 @@ pub fn stalls(
         .collect();
     let queues = rates.first().map_or(0, |(_, _, r)| r.len());
     let pointed_at = |queue: usize, from: f64, to: f64| {
-        let seen: Vec<&Vec<u32>> = tables
+        tables
             .iter()
             .filter(|(up, _)| *up >= from && *up <= to)
-            .map(|(_, t)| t)
-            .collect();
-        seen.iter().all(|t| t.contains(&(queue as u32)))
+            .all(|(_, t)| t.contains(&(queue as u32)))
     };
     let mut out = Vec::new();
     for queue in 0..queues {

@@ -575,15 +575,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     }
     threads(&mut m, &samples, &queues, ready, start, end);
     if s.rss_watch {
-        let counts: Vec<(f64, Vec<u64>)> = samples
-            .iter()
-            .filter_map(|x| Some((x.up, x.queue_packets.clone()?)))
-            .filter(|(_, q)| !q.is_empty())
-            .collect();
-        let tables: Vec<(f64, Vec<u32>)> = samples
-            .iter()
-            .filter_map(|x| Some((x.up, x.table.clone()?)))
-            .collect();
+        let (counts, tables) = queue_samples(&samples);
         let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
         m.queue_stalls = super::queue_stall::stalls(&counts, &tables, (traffic, f64::INFINITY));
         m.rss = Some(super::rss::figures(
@@ -596,6 +588,24 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     }
     m
 }
+
+/// Each sample's uptime with its per-queue packet counts (`QS`), and with the RSS table
+/// (`X`), for the samples that carry them (the RSS scenarios').
+fn queue_samples(samples: &[GuestSample]) -> QueueSamples {
+    let counts = samples
+        .iter()
+        .filter_map(|x| Some((x.up, x.queue_packets.clone()?)))
+        .filter(|(_, q)| !q.is_empty())
+        .collect();
+    let tables = samples
+        .iter()
+        .filter_map(|x| Some((x.up, x.table.clone()?)))
+        .collect();
+    (counts, tables)
+}
+
+/// Per-queue counts and RSS tables by sample uptime ([`queue_samples`]).
+type QueueSamples = (Vec<(f64, Vec<u64>)>, Vec<(f64, Vec<u32>)>);
 
 /// The longest time after a timed event until every NIC input vector is pinned to a
 /// single online CPU. Events that only look (`run_doctor`) change nothing to settle after.
@@ -704,14 +714,7 @@ mod tests {
         let stalls = |text: &str| {
             let lines: Vec<String> = text.lines().map(String::from).collect();
             let (samples, _) = parse::parse(&lines);
-            let counts: Vec<(f64, Vec<u64>)> = samples
-                .iter()
-                .filter_map(|x| Some((x.up, x.queue_packets.clone()?)))
-                .collect();
-            let tables: Vec<(f64, Vec<u32>)> = samples
-                .iter()
-                .filter_map(|x| Some((x.up, x.table.clone()?)))
-                .collect();
+            let (counts, tables) = queue_samples(&samples);
             super::super::queue_stall::stalls(&counts, &tables, (12.0, f64::INFINITY))
         };
         let stalled = stalls(include_str!("report/sat-skew-stalled.console"));
