@@ -12,9 +12,10 @@
 #   XP dev queue xps_cpus (each sample) / TXB, TXE queue tx_packets (start, end) /
 #   LAB HELD strace line (the in-flight fault scenarios: the write strace holds) /
 #   LAB PARTITION state isolated-cpus (the cgroup scenario: the partition as the kernel took it)
-# With RSS_WATCH=1 (the RSS lever's scenarios) each sample also carries the NIC's packets
-# per rx queue and its RSS table, the snapshot holds the table, and the end adds steerd's
-# steerd_rss_* metrics (scraped before SIGTERM) and the table before and after:
+# With QUEUE_WATCH=1 (the RSS lever's and the saturated scenarios) each sample also carries
+# the NIC's packets per rx queue and its RSS table; with RSS_WATCH=1 (the RSS lever's) the
+# end adds steerd's steerd_rss_* metrics (scraped before SIGTERM); every run has the table
+# before and after:
 #   QS q0_packets q1_packets ... / X entry0 entry1 ... / M metric line /
 #   XB entries... key KEY (before the balancer) / XA entries... key KEY (after SIGTERM)
 # With DAEMON_STATS=1 (the soak) each sample is followed by the daemon's own figures:
@@ -238,7 +239,7 @@ sample() {
         echo "XP eth0 $q $v"
     done
     napi_lines T
-    [ "$RSS_WATCH" = 1 ] && rss_lines
+    [ "$QUEUE_WATCH" = 1 ] && rss_lines
     echo E
 }
 

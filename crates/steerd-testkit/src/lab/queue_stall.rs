@@ -5,12 +5,12 @@
 //! (2026-11-29: 9 of 27 runs at 400 rules, with no balancer, irqbalance, steerd and the
 //! hand recipe alike, always rx-0, 13-36 s into the run; none in 11 unsaturated runs, none
 //! in 12 `sat-skew` runs on QEMU 10, whose `sat-burst` had a CPU processing nothing for 8 s
-//! or more in 4 of 6 runs: docs/lab.md). That queue's CPU then sits idle and its flows are lost at the tap, so
-//! such a run halves what a balancer delivers for reasons of its own, and a comparison of
-//! balancers must know which runs had it.
+//! or more in 4 of 6 runs: docs/lab.md). That queue's CPU then sits idle and its flows are
+//! lost at the tap, so such a run halves what a balancer delivers for reasons of its own,
+//! and a comparison of balancers must know which runs had it.
 //!
-//! Read from the per-queue packet counters the guest samples (`QS`, the RSS scenarios'
-//! `rss_watch`), with the RSS table where it is sampled: a queue the table no longer points
+//! Read from the per-queue packet counters the guest samples (`QS`: the RSS scenarios'
+//! `rss_watch` and the saturated scenarios' `queue_watch`), with the RSS table where it is sampled: a queue the table no longer points
 //! at is silent by the table's choice (the RSS lever's steps), not stalled.
 
 /// A queue that received at least this many packets per second between two samples is

@@ -123,7 +123,8 @@ pub struct Metrics {
     /// The input vectors' `smp_affinity_list` at the end of the run, by IRQ number.
     pub input_masks: Vec<String>,
     /// Queues that stopped receiving mid-run while the others went on: the lab's fault
-    /// (`lab::queue_stall`; scenarios with `rss_watch`, where queues are sampled).
+    /// (`lab::queue_stall`; scenarios with `rss_watch` or `queue_watch`, where queues are
+    /// sampled).
     pub queue_stalls: Vec<super::queue_stall::Stall>,
     /// The RSS lever's figures (scenarios with `rss_watch`).
     pub rss: Option<super::rss::RssFigures>,
@@ -574,10 +575,12 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         m.busy_poll = Some(figures);
     }
     threads(&mut m, &samples, &queues, ready, start, end);
-    if s.rss_watch {
-        let (counts, tables) = queue_samples(&samples);
-        let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
+    let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
+    let (counts, tables) = queue_samples(&samples);
+    if s.rss_watch || s.queue_watch {
         m.queue_stalls = super::queue_stall::stalls(&counts, &tables, (traffic, f64::INFINITY));
+    }
+    if s.rss_watch {
         m.rss = Some(super::rss::figures(
             &counts,
             &tables,

@@ -64,6 +64,7 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
             format!("{}; {setup}", add_rules())
         },
         hand_rps: true,
+        queue_watch: true,
         ..s
     };
     let mut skew = super::rss::skew(rss_length);
@@ -152,6 +153,8 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::platform::Nic;
+    use crate::lab::scenario::Balancer;
 
     #[test]
     fn rules_are_set_in_the_saturated_scenarios_only() {
@@ -165,5 +168,18 @@ mod tests {
             .find(|s| s.name == "cpu0")
             .expect("cpu0");
         assert_eq!(with_rules(plain.clone(), 150).setup, plain.setup);
+    }
+
+    #[test]
+    fn every_saturated_scenario_samples_its_queues_so_a_stalled_run_is_seen() {
+        for s in all(Duration::from_secs(1), Duration::from_secs(1)) {
+            assert!(s.queue_watch, "{}", s.name);
+            assert!(
+                super::super::scenario::guest_env(&s, Balancer::None, &[], Nic::Virtio)
+                    .contains("QUEUE_WATCH=1"),
+                "{}",
+                s.name
+            );
+        }
     }
 }

@@ -77,6 +77,12 @@ pub struct Scenario {
     /// scraped before SIGTERM: the RSS lever's scenarios (`lab/rss.rs`), whose figures go to
     /// their own table.
     pub rss_watch: bool,
+    /// Whether each sample carries the NIC's per-queue packet counters and its RSS table
+    /// (`QS`, `X`) without the RSS lever's steering and metrics: the saturated scenarios,
+    /// where a virtio queue that stops receiving mid-run (QEMU's fault, not a balancer's:
+    /// docs/lab.md, "A queue that stops") must be seen so the run can be set aside
+    /// (`lab::queue_stall`).
+    pub queue_watch: bool,
     /// Whether the hand placement also turns RPS on over every CPU with RFS sized
     /// (`hand_rps`): the seeds' recipe, the hand row of the saturated scenarios.
     pub hand_rps: bool,
@@ -139,6 +145,7 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
         daemon_stats: false,
         threaded: false,
         rss_watch: false,
+        queue_watch: false,
         hand_rps: false,
     }
 }
@@ -409,7 +416,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic)
     format!(
         "MODULES={}\nGUEST_ADDR={}\nHOST_ADDR={}\nHOST_MAC={}\nTCP_PORTS={}\nBALANCER={daemon}\n\
          SETUP={}\nEVENTS={}\nHAND_CPUS={}\nDURATION={}\nPERIOD={}\nSTEERD_ARGS={}\n\
-         DAEMON_STATS={}\nRSS_WATCH={}\nNIC={}\nNIC_SETUP={}\nNIC_PREPARE={}\nGUEST_MAC={}\n",
+         DAEMON_STATS={}\nRSS_WATCH={}\nQUEUE_WATCH={}\nNIC={}\nNIC_SETUP={}\nNIC_PREPARE={}\nGUEST_MAC={}\n",
         quote(&modules.join(" ")),
         super::netns::GUEST_ADDR,
         super::netns::HOST_ADDR,
@@ -423,6 +430,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic)
         quote(&s.steerd_args),
         u8::from(s.daemon_stats),
         u8::from(s.rss_watch),
+        u8::from(s.rss_watch || s.queue_watch),
         nic.name(),
         quote(nic.guest_setup()),
         quote(nic.guest_prepare()),
