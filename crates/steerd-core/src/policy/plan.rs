@@ -48,7 +48,7 @@ pub enum ReasonKind {
     /// RPS set to the configured static mask.
     RpsStatic,
     /// An RPS change that made the machine worse (less receive work done, or backlog
-    /// drops), undone after its trial.
+    /// drops) or moved no work to the CPUs it added, undone after its trial.
     RpsUndo,
     /// RFS flow tables set up alongside RPS.
     RfsOn,

@@ -188,7 +188,8 @@ fn apply(
         .map(|(queue, _)| (*queue, p.rps_mask(&name, *queue).unwrap_or_default()))
         .collect();
     if matches!(kind, ReasonKind::RpsOn | ReasonKind::RpsWiden) {
-        rps_trial::start(p, &name, olds.clone());
+        let targets = trial_targets(p, &name, &changes, &olds);
+        rps_trial::start(p, &name, olds.clone(), targets);
     }
     for ((queue, new), (_, old)) in changes.iter().zip(olds) {
         p.touched = p.touched.union(&old).union(new);
@@ -220,8 +221,35 @@ fn apply(
     true
 }
 
-/// Writes back the masks from before a trial that made the machine worse, where they are
-/// still steerd's, in one action group outside the budget (it takes a harm away).
+/// Where a spreading change of `name`'s masks from `olds` to `changes` is expected to send
+/// work (`rps_trial::Targets`): the CPUs it adds that are not hot now, and its queues' rate.
+fn trial_targets(
+    p: &Planner,
+    name: &str,
+    changes: &[(u32, CpuSet)],
+    olds: &[(u32, CpuSet)],
+) -> rps_trial::Targets {
+    let added = changes
+        .iter()
+        .fold(CpuSet::new(), |all, (_, new)| all.union(new));
+    let had = olds
+        .iter()
+        .fold(CpuSet::new(), |all, (_, old)| all.union(old));
+    let cpus: CpuSet = added
+        .difference(&had)
+        .iter()
+        .filter(|&cpu| p.heat.get(cpu as usize).is_none_or(|h| h.signal.is_none()))
+        .collect();
+    let queues_pps = changes
+        .iter()
+        .map(|(queue, _)| p.load.rx_queue_pps(name, *queue))
+        .sum::<Option<f64>>();
+    rps_trial::Targets { cpus, queues_pps }
+}
+
+/// Writes back the masks from before a trial that made the machine worse (or moved no
+/// work), where they are still steerd's, in one action group outside the budget (it takes
+/// a harm away).
 fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String) {
     let name = p.devices[d].dev.name.clone();
     let current: std::collections::HashMap<u32, CpuSet> = queues(p, d).into_iter().collect();
@@ -234,7 +262,7 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String) {
         })
         .collect();
     let why = format!(
-        "the RPS change on {name} made the machine worse: {why}; undone, RPS held off {name} for {} s",
+        "the RPS change on {name} {why}; undone, RPS held off {name} for {} s",
         rps_trial::HOLD_NS / 1_000_000_000
     );
     let expected = format!("{name}'s masks as they were before the change");

@@ -20,6 +20,15 @@
 //! were, in one action group (`rps_undo`), and RPS stays off that device for
 //! [`HOLD_NS`]: the plan says so each tick. No other RPS change is made to a device while
 //! its trial runs.
+//!
+//! A change that did no harm is still undone, the same way, when it moved no work: the
+//! CPUs it added to the masks (those that were not hot when it was made) processed less
+//! than [`MOVED_SHARE`] of its queues' packets more than before, over the whole trial. Why:
+//! in the lab's `sat-burst` on QEMU 10 (2026-11-29) rx-0 got `0,2` and CPU 2 processed
+//! nothing more for the rest of the run (its two flows hashed to CPU 0), while CPU 0 now
+//! handed its own packets to its own backlog; both runs whose mask was kept so delivered
+//! the least of their nine (24k pkt/s, no balancer's median 28.6k). A mask that sends no
+//! packet where it says costs that hop and promises what it does not do.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -61,6 +70,9 @@ pub const PROCESSED_FALL: f64 = 0.05;
 /// second to the next with nothing changed (`sat-late`, 2026-11-29: 10.6-22.6k pkt/s in
 /// the four seconds before a change), so 5 % alone undid changes on noise.
 pub const NOISE_SE: f64 = 2.0;
+/// The share of the changed queues' packets that the CPUs a change added must process
+/// more than before it, over its trial, for it to count as having moved work.
+pub const MOVED_SHARE: f64 = 0.1;
 /// How long RPS stays off a device after an undo.
 pub const HOLD_NS: u64 = 300_000_000_000;
 /// How many decisions' intervals before a change its trial's "before" averages. One
@@ -214,6 +226,10 @@ pub fn observe(state: &mut PolicyState, load: &Load, hot: bool) {
     for trial in state.rps_trials.values_mut() {
         if trial.held_until_ns.is_none() && tick > trial.made_at_tick {
             trial.since.add(now);
+            trial.targets_since.add(Throughput {
+                processed: processed_on(load, &trial.targets.cpus),
+                dropped: 0.0,
+            });
         }
     }
 }
@@ -227,12 +243,56 @@ pub struct Trial {
     before: Mean,
     /// The intervals since the change (each decision after it adds its own).
     since: Mean,
+    /// Where the change is expected to send work ([`Targets`]), what those CPUs processed
+    /// in the change's interval, and their work done in each decision's interval since.
+    targets: Targets,
+    targets_before: f64,
+    targets_since: Mean,
     made_at_ns: u64,
     made_at_tick: u64,
     /// Judged and undone: RPS stays off the device until then.
     held_until_ns: Option<u64>,
     /// Why it was undone.
     why: String,
+}
+
+/// Where a spreading change is expected to send work.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Targets {
+    /// The CPUs it adds to the masks that were not hot when it was made (a hot CPU in the
+    /// new masks is where the work comes from, or will not take more).
+    pub cpus: CpuSet,
+    /// The changed queues' receive rate when it was made, packets/s (`None` where the
+    /// driver counts no packets per queue: whether work moved is then not judged).
+    pub queues_pps: Option<f64>,
+}
+
+/// The work done, packets/s, by `cpus` over the load's last interval.
+fn processed_on(load: &Load, cpus: &CpuSet) -> f64 {
+    cpus.iter()
+        .filter_map(|cpu| load.cpu(cpu))
+        .map(|c| c.processed_last_pps)
+        .sum()
+}
+
+impl Trial {
+    /// Why the change moved no work, if it did not ([`MOVED_SHARE`]).
+    fn moved_nothing(&self) -> Option<String> {
+        let queues_pps = self.targets.queues_pps.filter(|&pps| pps > 0.0)?;
+        if self.targets.cpus.is_empty() {
+            return None;
+        }
+        let since = self.targets_since.get()?.processed;
+        (since - self.targets_before < MOVED_SHARE * queues_pps).then(|| {
+            format!(
+                "moved no work: CPUs {} processed {} -> {} pkt/s of the {} pkt/s its queues bring",
+                self.targets.cpus.to_list(),
+                kilo(self.targets_before),
+                kilo(since),
+                kilo(queues_pps)
+            )
+        })
+    }
 }
 
 /// Trials by device name.
@@ -253,9 +313,9 @@ pub fn running(state: &PolicyState, device: &str) -> bool {
         .is_some_and(|t| t.held_until_ns.is_none())
 }
 
-/// Starts a trial for `device`'s change from `before_masks` (unless one runs: the first
-/// change's "before" is what an undo restores).
-pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
+/// Starts a trial for `device`'s change from `before_masks`, expected to send work to
+/// `targets` (unless one runs: the first change's "before" is what an undo restores).
+pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>, targets: Targets) {
     if running(p.state, device) {
         return;
     }
@@ -263,10 +323,14 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>) {
     if before.intervals == 0 {
         before.add(Throughput::last(p.load));
     }
+    let targets_before = processed_on(p.load, &targets.cpus);
     let trial = Trial {
         before_masks,
         before,
         since: Mean::default(),
+        targets,
+        targets_before,
+        targets_since: Mean::default(),
         made_at_ns: p.now_ns,
         made_at_tick: p.state.ticks,
         held_until_ns: None,
@@ -333,11 +397,14 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     if !due && !blatant {
         return Judgement::Running;
     }
-    let worse = after.worse_than(&before, saturated, noise);
+    let worse = after
+        .worse_than(&before, saturated, noise)
+        .map(|why| format!("made the machine worse: {why}"));
     // Early, only harm is judged: a trial is kept only once it has run its course.
     if !due && worse.is_none() {
         return Judgement::Running;
     }
+    let worse = worse.or_else(|| trial.moved_nothing());
     match worse {
         Some(why) => {
             trial.held_until_ns = Some(now.saturating_add(HOLD_NS));

@@ -68,9 +68,14 @@ pub struct RunLine {
     pub silent_queues: Option<usize>,
     /// Queues that stopped receiving mid-run while the others went on (`lab::queue_stall`,
     /// a fault of the lab's QEMU): `rx-N from UPTIME s for SECS s`; only where the guest
-    /// samples per-queue counters (the RSS scenarios, `sat-skew`).
+    /// samples per-queue counters (the RSS and the saturated scenarios).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stalled_queues: Vec<String>,
+    /// Input vectors whose first interrupt once the traffic began arrived outside their
+    /// mask (`report::first_interrupt`): `irq N (NAME): mask M, first interrupt at UPTIME s
+    /// on CPU C, K after it`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub first_interrupts_off_mask: Vec<String>,
     /// The RSS table ("entries... key KEY") at the start and the end of the run.
     pub rss_table_start: Option<String>,
     pub rss_table_end: Option<String>,
@@ -165,6 +170,11 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         queue_packets: m.queue_run_packets.clone(),
         silent_queues: m.silent_queues(),
         stalled_queues: m.queue_stalls.iter().map(|s| s.describe()).collect(),
+        first_interrupts_off_mask: m
+            .first_interrupts_off_mask
+            .iter()
+            .map(|f| f.describe())
+            .collect(),
         rss_table_start: m.rss_table_start.clone(),
         rss_table_end: m.rss_table_end.clone(),
         partition: m.partition.as_ref().and_then(|p| p.state.clone()),

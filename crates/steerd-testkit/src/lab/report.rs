@@ -3,6 +3,7 @@
 //! the side-by-side tables and their verdicts (medians over repetitions) are in `tables`,
 //! re-exported here.
 
+pub mod first_interrupt;
 mod parse;
 mod tables;
 mod threaded;
@@ -126,6 +127,9 @@ pub struct Metrics {
     /// (`lab::queue_stall`; scenarios with `rss_watch` or `queue_watch`, where queues are
     /// sampled).
     pub queue_stalls: Vec<super::queue_stall::Stall>,
+    /// Input vectors whose first interrupt in the traffic arrived outside their mask, so
+    /// their queue's work stayed where no placement put it (`report::first_interrupt`).
+    pub first_interrupts_off_mask: Vec<first_interrupt::OffMask>,
     /// The RSS lever's figures (scenarios with `rss_watch`).
     pub rss: Option<super::rss::RssFigures>,
     /// Packets each rx queue received from the balancer's start to the end (`ethtool -S`;
@@ -577,6 +581,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     threads(&mut m, &samples, &queues, ready, start, end);
     let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
     let (counts, tables) = queue_samples(&samples);
+    m.first_interrupts_off_mask = first_interrupt::off_mask(&samples, traffic);
     if s.rss_watch || s.queue_watch {
         m.queue_stalls = super::queue_stall::stalls(&counts, &tables, (traffic, f64::INFINITY));
     }
