@@ -4,10 +4,10 @@
 //! the run in about a third of the saturated `sat-skew` runs, whatever runs in the guest
 //! (2026-11-29: 9 of 27 runs at 400 rules, with no balancer, irqbalance, steerd and the
 //! hand recipe alike, always rx-0, 13-36 s into the run; none in 11 unsaturated runs, none
-//! in 12 `sat-skew` runs on QEMU 10, whose `sat-burst` had a CPU processing nothing for 8 s
-//! or more in 4 of 6 runs: docs/lab.md). That queue's CPU then sits idle and its flows are
-//! lost at the tap, so such a run halves what a balancer delivers for reasons of its own,
-//! and a comparison of balancers must know which runs had it.
+//! in 12 `sat-skew` runs and 30 `sat-burst` runs on QEMU 10: docs/lab.md). That queue's
+//! CPU then sits idle and its flows are lost at the tap, so such a run halves what a
+//! balancer delivers for reasons of its own, and a comparison of balancers must know which
+//! runs had it.
 //!
 //! Read from the per-queue packet counters the guest samples (`QS`: the RSS scenarios'
 //! `rss_watch` and the saturated scenarios' `queue_watch`), with the RSS table where it is sampled: a queue the table no longer points
