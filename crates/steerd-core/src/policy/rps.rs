@@ -222,7 +222,8 @@ fn apply(
 }
 
 /// Where a spreading change of `name`'s masks from `olds` to `changes` is expected to send
-/// work (`rps_trial::Targets`): the CPUs it adds that are not hot now, and its queues' rate.
+/// work (`rps_trial::Targets`): the CPUs it adds that are not hot now, and how many packets
+/// the new masks send them (RPS hashes a queue's flows evenly over its mask).
 fn trial_targets(
     p: &Planner,
     name: &str,
@@ -240,11 +241,14 @@ fn trial_targets(
         .iter()
         .filter(|&cpu| p.heat.get(cpu as usize).is_none_or(|h| h.signal.is_none()))
         .collect();
-    let queues_pps = changes
+    let expected_pps = changes
         .iter()
-        .map(|(queue, _)| p.load.rx_queue_pps(name, *queue))
+        .map(|(queue, new)| {
+            let share = new.intersection(&cpus).len() as f64 / new.len().max(1) as f64;
+            p.load.rx_queue_pps(name, *queue).map(|pps| pps * share)
+        })
         .sum::<Option<f64>>();
-    rps_trial::Targets { cpus, queues_pps }
+    rps_trial::Targets { cpus, expected_pps }
 }
 
 /// Writes back the masks from before a trial that made the machine worse (or moved no

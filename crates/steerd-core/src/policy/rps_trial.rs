@@ -23,7 +23,8 @@
 //!
 //! A change that did no harm is still undone, the same way, when it moved no work: the
 //! CPUs it added to the masks (those that were not hot when it was made) processed less
-//! than [`MOVED_SHARE`] of its queues' packets more than before, over the whole trial. Why:
+//! than [`MOVED_SHARE`] of what the masks send them (each changed queue's packets times the
+//! share of its mask they make up) more than before, over the whole trial. Why:
 //! in the lab's `sat-burst` on QEMU 10 (2026-11-29) rx-0 got `0,2` and CPU 2 processed
 //! nothing more for the rest of the run (its two flows hashed to CPU 0), while CPU 0 now
 //! handed its own packets to its own backlog; both runs whose mask was kept so delivered
@@ -70,9 +71,12 @@ pub const PROCESSED_FALL: f64 = 0.05;
 /// second to the next with nothing changed (`sat-late`, 2026-11-29: 10.6-22.6k pkt/s in
 /// the four seconds before a change), so 5 % alone undid changes on noise.
 pub const NOISE_SE: f64 = 2.0;
-/// The share of the changed queues' packets that the CPUs a change added must process
-/// more than before it, over its trial, for it to count as having moved work.
-pub const MOVED_SHARE: f64 = 0.1;
+/// The share of what a change's masks send the CPUs it added (each changed queue's packets
+/// times the share of its new mask those CPUs make up: RPS hashes flows evenly over a
+/// mask) that they must process more than before it, over its trial, for it to count as
+/// having moved work. A share of the expected, not of the queue's packets, so that widening
+/// a mask of ten CPUs by one is judged like turning RPS on over two.
+pub const MOVED_SHARE: f64 = 0.2;
 /// How long RPS stays off a device after an undo.
 pub const HOLD_NS: u64 = 300_000_000_000;
 /// How many decisions' intervals before a change its trial's "before" averages. One
@@ -262,9 +266,10 @@ pub struct Targets {
     /// The CPUs it adds to the masks that were not hot when it was made (a hot CPU in the
     /// new masks is where the work comes from, or will not take more).
     pub cpus: CpuSet,
-    /// The changed queues' receive rate when it was made, packets/s (`None` where the
+    /// What the new masks send them, packets/s: each changed queue's receive rate when the
+    /// change was made times the share of its new mask they make up (`None` where the
     /// driver counts no packets per queue: whether work moved is then not judged).
-    pub queues_pps: Option<f64>,
+    pub expected_pps: Option<f64>,
 }
 
 /// The work done, packets/s, by `cpus` over the load's last interval.
@@ -278,18 +283,18 @@ fn processed_on(load: &Load, cpus: &CpuSet) -> f64 {
 impl Trial {
     /// Why the change moved no work, if it did not ([`MOVED_SHARE`]).
     fn moved_nothing(&self) -> Option<String> {
-        let queues_pps = self.targets.queues_pps.filter(|&pps| pps > 0.0)?;
+        let expected = self.targets.expected_pps.filter(|&pps| pps > 0.0)?;
         if self.targets.cpus.is_empty() {
             return None;
         }
         let since = self.targets_since.get()?.processed;
-        (since - self.targets_before < MOVED_SHARE * queues_pps).then(|| {
+        (since - self.targets_before < MOVED_SHARE * expected).then(|| {
             format!(
-                "moved no work: CPUs {} processed {} -> {} pkt/s of the {} pkt/s its queues bring",
+                "moved no work: CPUs {} processed {} -> {} pkt/s, where the masks send them {} pkt/s",
                 self.targets.cpus.to_list(),
                 kilo(self.targets_before),
                 kilo(since),
-                kilo(queues_pps)
+                kilo(expected)
             )
         })
     }
@@ -429,6 +434,35 @@ mod tests {
 
     fn t(processed: f64, dropped: f64) -> Throughput {
         Throughput { processed, dropped }
+    }
+
+    /// A trial whose added CPUs processed `before` then `since` (one interval each), the
+    /// masks sending them `expected`.
+    fn trial(before: f64, since: f64, expected: f64) -> Trial {
+        let mut trial = Trial {
+            targets: Targets {
+                cpus: [10].into_iter().collect(),
+                expected_pps: Some(expected),
+            },
+            targets_before: before,
+            ..Trial::default()
+        };
+        trial.targets_since.add(t(since, 0.0));
+        trial
+    }
+
+    #[test]
+    fn work_moved_is_judged_against_what_the_masks_send_the_added_cpus() {
+        // sat-burst on QEMU 10: rx-0's `0,2` sent CPU 2 half of 8k pkt/s; it processed none.
+        let why = trial(30.0, 40.0, 4_000.0).moved_nothing();
+        assert!(why.is_some_and(|w| w.starts_with("moved no work: CPUs 10 processed 30 -> 40")));
+        // A mask of ten CPUs widened by one sends the eleventh a tenth of a 45k pkt/s
+        // queue: 4k there is work moved, though it is under a tenth of the queue.
+        assert_eq!(trial(0.0, 4_000.0, 45_000.0 / 11.0).moved_nothing(), None);
+        // No per-queue counters: not judged.
+        let mut blind = trial(0.0, 0.0, 1.0);
+        blind.targets.expected_pps = None;
+        assert_eq!(blind.moved_nothing(), None);
     }
 
     #[test]
