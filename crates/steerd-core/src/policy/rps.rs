@@ -230,15 +230,11 @@ fn trial_targets(
     changes: &[(u32, CpuSet)],
     olds: &[(u32, CpuSet)],
 ) -> rps_trial::Targets {
-    let added = changes
+    let had: CpuSet = olds.iter().flat_map(|(_, old)| old.iter()).collect();
+    let cpus: CpuSet = changes
         .iter()
-        .fold(CpuSet::new(), |all, (_, new)| all.union(new));
-    let had = olds
-        .iter()
-        .fold(CpuSet::new(), |all, (_, old)| all.union(old));
-    let cpus: CpuSet = added
-        .difference(&had)
-        .iter()
+        .flat_map(|(_, new)| new.iter())
+        .filter(|&cpu| !had.contains(cpu))
         .filter(|&cpu| p.heat.get(cpu as usize).is_none_or(|h| h.signal.is_none()))
         .collect();
     let expected_pps = changes

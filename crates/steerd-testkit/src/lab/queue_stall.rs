@@ -10,8 +10,9 @@
 //! runs had it.
 //!
 //! Read from the per-queue packet counters the guest samples (`QS`: the RSS scenarios'
-//! `rss_watch` and the saturated scenarios' `queue_watch`), with the RSS table where it is sampled: a queue the table no longer points
-//! at is silent by the table's choice (the RSS lever's steps), not stalled.
+//! `rss_watch` and the saturated scenarios' `queue_watch`), with the RSS table where it is
+//! sampled: a queue the table no longer points at is silent by the table's choice (the RSS
+//! lever's steps), not stalled.
 
 /// A queue that received at least this many packets per second between two samples is
 /// carrying flows.

@@ -393,12 +393,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
                 continue;
             }
             for (cpu, n) in counts {
-                let before = a
-                    .interrupts
-                    .get(irq)
-                    .and_then(|(_, c)| c.get(cpu))
-                    .copied()
-                    .unwrap_or(0);
+                let before = a.interrupts_on(*irq, *cpu);
                 *per_cpu.entry(*cpu).or_default() += n.saturating_sub(before);
             }
         }
@@ -582,7 +577,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
     let traffic = ready + s.phases.first().map_or(0.0, |p| p.start.as_secs_f64());
     let (counts, tables) = queue_samples(&samples);
     m.first_interrupts_off_mask = first_interrupt::off_mask(&samples, traffic);
-    if s.rss_watch || s.queue_watch {
+    if s.samples_queues() {
         m.queue_stalls = super::queue_stall::stalls(&counts, &tables, (traffic, f64::INFINITY));
     }
     if s.rss_watch {
@@ -598,7 +593,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
 }
 
 /// Each sample's uptime with its per-queue packet counts (`QS`), and with the RSS table
-/// (`X`), for the samples that carry them (the RSS scenarios').
+/// (`X`), for the samples that carry them (scenarios with `rss_watch` or `queue_watch`).
 fn queue_samples(samples: &[GuestSample]) -> QueueSamples {
     let counts = samples
         .iter()
@@ -714,6 +709,7 @@ mod tests {
         let note = "2026-11-28T10:02:20.4Z  INFO policy note (external_change): eth0 rss indirection: steerd wrote 0 1 2 3, now 0 1: changed by someone else; left alone";
         assert_eq!(rss_table_writes(&[table.into(), note.into()]), 1);
     }
+
     /// Two real `sat-skew` consoles at 400 rules on QEMU 7.2 (2026-11-29, no balancer;
     /// their samples' `S`, `QS` and `E` lines and the first `X`): in one, rx-0 received
     /// nothing from 29 s to the end while rx-1 went on; the other ran sound to the end.

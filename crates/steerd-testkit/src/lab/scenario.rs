@@ -89,6 +89,12 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Whether the guest samples the NIC's per-queue counters and RSS table (`QS`, `X`):
+    /// the RSS lever's scenarios and those with `queue_watch`.
+    pub fn samples_queues(&self) -> bool {
+        self.rss_watch || self.queue_watch
+    }
+
     /// The same scenario offering `pps` UDP packets/s in every phase that sends UDP: a
     /// scenario meant to leave the guest unsaturated, on a bed too slow to carry
     /// [`UDP_PPS`] (docs/lab.md, "A slower bed").
@@ -430,7 +436,7 @@ pub fn guest_env(s: &Scenario, balancer: Balancer, modules: &[String], nic: Nic)
         quote(&s.steerd_args),
         u8::from(s.daemon_stats),
         u8::from(s.rss_watch),
-        u8::from(s.rss_watch || s.queue_watch),
+        u8::from(s.samples_queues()),
         nic.name(),
         quote(nic.guest_setup()),
         quote(nic.guest_prepare()),

@@ -69,17 +69,9 @@ pub(super) fn off_mask(samples: &[GuestSample], traffic: f64) -> Vec<OffMask> {
             if vector_kind(name) != Some("input") || judged.contains(irq) {
                 continue;
             }
-            let had = |cpu: &u32| {
-                before
-                    .interrupts
-                    .get(irq)
-                    .and_then(|(_, c)| c.get(cpu))
-                    .copied()
-                    .unwrap_or(0)
-            };
             let rose: Vec<u32> = counts
                 .iter()
-                .filter(|(cpu, n)| **n > had(cpu))
+                .filter(|&(&cpu, &n)| n > before.interrupts_on(*irq, cpu))
                 .map(|(cpu, _)| *cpu)
                 .collect();
             if rose.is_empty() {

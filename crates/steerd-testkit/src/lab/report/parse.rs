@@ -31,6 +31,17 @@ pub(super) struct GuestSample {
     pub(super) table: Option<Vec<u32>>,
 }
 
+impl GuestSample {
+    /// `irq`'s interrupt count on `cpu` (0 where the sample has none).
+    pub(super) fn interrupts_on(&self, irq: u32, cpu: u32) -> u64 {
+        self.interrupts
+            .get(&irq)
+            .and_then(|(_, c)| c.get(&cpu))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
 /// A NAPI kernel thread in one sample (a `T` line).
 #[derive(Debug, Default, Clone)]
 pub(super) struct NapiThread {
