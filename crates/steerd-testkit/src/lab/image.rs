@@ -1,6 +1,7 @@
 //! The guest's root: an initramfs built on the host from Debian's packages (busybox-static,
-//! the cloud kernel's virtio modules, irqbalance, ethtool, strace and the libraries they link) and
-//! the steerd binary under test, plus a small per-run archive with the scenario.
+//! the cloud kernel's virtio modules, irqbalance, ethtool, strace, iproute2's tc and the
+//! libraries they link) and the steerd binary under test, plus a small per-run archive with
+//! the scenario.
 //!
 //! An initramfs boots in seconds and needs no disk image; the kernel unpacks concatenated
 //! newc archives in order, so the per-run part is appended rather than rebuilding the base.
@@ -173,9 +174,12 @@ pub fn build_base(
     copy_exec(&busybox, &stage.join("bin/busybox"))?;
     for (program, to) in [
         (steerd.to_path_buf(), "usr/sbin/steerd"),
-        (find_tool("ethtool")?, "usr/sbin/ethtool"),
+        (find_tool("ethtool", "ethtool")?, "usr/sbin/ethtool"),
         // Holds a write in the in-flight fault scenarios (lab/faults.rs).
-        (find_tool("strace")?, "usr/bin/strace"),
+        (find_tool("strace", "strace")?, "usr/bin/strace"),
+        // The transmit queues' qdisc statistics (`tc -s`, which busybox's tc lacks): the
+        // guest runs it by this path, past busybox's applet on PATH.
+        (find_tool("tc", "iproute2")?, "usr/sbin/tc"),
     ] {
         install(&program, &stage, to)?;
     }
@@ -288,8 +292,9 @@ pub fn add_tree(work: &Path, base: &Path, tree: &Path, to: &str) -> Result<()> {
     cpio(&stage, base)
 }
 
-fn find_tool(name: &str) -> Result<PathBuf> {
-    which(name).ok_or_else(|| LabError::Missing(name.into(), format!("apt-get install {name}")))
+/// A host program to copy into the guest, or which Debian package installs it.
+fn find_tool(name: &str, package: &str) -> Result<PathBuf> {
+    which(name).ok_or_else(|| LabError::Missing(name.into(), format!("apt-get install {package}")))
 }
 
 fn copy_exec(from: &Path, to: &Path) -> Result<()> {

@@ -106,10 +106,12 @@ pub fn unavailable() -> Option<String> {
         "ip",
         "irqbalance",
         "ethtool",
+        "strace",
+        "tc",
     ] {
         if which(tool).is_none() {
             return Some(format!(
-                "{tool} not found (apt-get install qemu-system-x86 busybox-static cpio iproute2 irqbalance ethtool)"
+                "{tool} not found (apt-get install qemu-system-x86 busybox-static cpio iproute2 irqbalance ethtool strace)"
             ));
         }
     }
