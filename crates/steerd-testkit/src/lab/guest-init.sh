@@ -10,6 +10,8 @@
 #   LAB KERNEL release / T pid comm cpus_allowed_list last_cpu run_ticks (one per NAPI thread) /
 #   Q queue rx_packets (at the end) / DOC doctor json line, DOCERR, DOCTOR EXIT status /
 #   XP dev queue xps_cpus (each sample) / TXB, TXE queue tx_packets (start, end) /
+#   TCB, TCE line (start, end: each line of `tc -s qdisc show dev eth0`, the transmit
+#     queues' qdiscs with their requeues; none when tc fails) /
 #   LAB HELD strace line (the in-flight fault scenarios: the write strace holds) /
 #   LAB PARTITION state isolated-cpus (the cgroup scenario: the partition as the kernel took it)
 # With QUEUE_WATCH=1 (the RSS lever's and the saturated scenarios) each sample also carries
@@ -195,6 +197,15 @@ nic_drops() { # tag
 # The same for transmitted packets.
 tx_packets() { # tag
     per_queue_packets "$1" tx
+}
+# Each transmit queue's qdisc with its statistics (the root mq's children, "parent X:N" for
+# queue N-1, each with "requeues R": packets it dequeued and had to put back because the
+# driver's queue was stopped, its ring full), every line as tc prints it; the host reads
+# the requeues (report::qdisc). Debian's tc by its path: busybox's own tc applet, first on
+# PATH, has no statistics (-s). Nothing when tc fails: a run without the figure is still
+# a run.
+tx_qdiscs() { # tag
+    /usr/sbin/tc -s qdisc show dev eth0 2>/dev/null | sed "s/^/$1 /"
 }
 
 snapshot() {
@@ -550,6 +561,7 @@ echo "XB $(rss_table)"
 queue_packets QB
 nic_drops NDB
 tx_packets TXB
+tx_qdiscs TCB
 sample
 start_balancer
 read -r START _ < /proc/uptime
@@ -607,6 +619,7 @@ grep -E '^(Ip|Udp):' /proc/net/snmp | sed 's/^/P /'
 queue_packets Q
 nic_drops NDE
 tx_packets TXE
+tx_qdiscs TCE
 if [ "$RSS_WATCH" = 1 ] && [ "$BALANCER" = steerd ]; then
     timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep -E '^steerd_(rss|rediscoveries)' | sed 's/^/M /'
 fi

@@ -104,13 +104,16 @@ pub struct RunLine {
     pub partition_quiet_before: Option<String>,
     /// The transmit steering scenario (`lab/xps.rs`): queues whose transmit vector and XPS
     /// mask agree with the receive placement, of how many; the XPS masks at the end; the
-    /// packets each transmit queue sent.
+    /// packets each transmit queue sent; its qdisc's requeues (`tc -s qdisc`; empty when
+    /// the guest's tc printed none), both over the run in queue order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xps_agreeing: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xps_masks: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tx_packets: Option<Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_requeues_by_queue: Option<Vec<u64>>,
 }
 
 fn round(v: f64, digits: i32) -> f64 {
@@ -194,6 +197,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
             .map(|x| format!("{}/{}", x.agreeing, x.queues)),
         xps_masks: m.xps.as_ref().map(|x| x.masks.clone()),
         tx_packets: m.xps.as_ref().map(|x| x.tx_packets.clone()),
+        tx_requeues_by_queue: m.xps.as_ref().map(|x| x.tx_requeues.clone()),
         partition_refilled_s: m
             .partition
             .as_ref()
@@ -262,5 +266,53 @@ mod tests {
             ..raw
         };
         assert_eq!(line(&s, "none", 1, &analyse(&s, &raw)).nic_drops, None);
+    }
+
+    /// An XPS run's transmit figures: packets from `TXB`/`TXE`, requeues from the tc dumps
+    /// at both ends (`TCB`/`TCE`), each queue's over the run; none without the dumps.
+    #[test]
+    fn an_xps_run_carries_each_tx_queues_packets_and_requeues() {
+        let s = scenario::named("xps-tcp", Duration::from_secs(30)).expect("xps-tcp is a scenario");
+        let dump = |tag: &str, requeues: [u64; 2]| {
+            vec![
+                format!("{tag} qdisc mq 0: root "),
+                format!("{tag}  Sent 9 bytes 2 pkt (dropped 0, overlimits 0 requeues 0) "),
+                format!("{tag} qdisc fq_codel 0: parent :2 limit 10240p flows 1024 "),
+                format!(
+                    "{tag}  Sent 9 bytes 1 pkt (dropped 0, overlimits 0 requeues {}) ",
+                    requeues[1]
+                ),
+                format!("{tag}  backlog 0b 0p requeues {}", requeues[1]),
+                format!("{tag} qdisc fq_codel 0: parent :1 limit 10240p flows 1024 "),
+                format!(
+                    "{tag}  Sent 0 bytes 1 pkt (dropped 0, overlimits 0 requeues {}) ",
+                    requeues[0]
+                ),
+                format!("{tag}  backlog 0b 0p requeues {}", requeues[0]),
+            ]
+        };
+        let mut lines: Vec<String> = ["TXB 0 10", "TXB 1 20", "S 1.0", "E", "TXE 0 15", "TXE 1 40"]
+            .map(String::from)
+            .to_vec();
+        lines.extend(dump("TCB", [1, 2]));
+        lines.extend(dump("TCE", [1, 9]));
+        let raw = RawRun {
+            lines,
+            sent: Sent::default(),
+            tap_dropped: 0,
+        };
+        let run = line(&s, "steerd", 1, &analyse(&s, &raw));
+        assert_eq!(run.tx_packets, Some(vec![5, 20]));
+        assert_eq!(run.tx_requeues_by_queue, Some(vec![0, 7]));
+        let raw = RawRun {
+            lines: raw
+                .lines
+                .into_iter()
+                .filter(|l| !l.starts_with("TCB"))
+                .collect(),
+            ..raw
+        };
+        let run = line(&s, "steerd", 1, &analyse(&s, &raw));
+        assert_eq!(run.tx_requeues_by_queue, Some(vec![]));
     }
 }

@@ -1,10 +1,11 @@
 //! Turns a guest's console into the figures of one run (`Metrics`, `analyse`). The console
-//! itself is read in `parse`, the threaded-NAPI figures are worked out in `threaded`, and
+//! itself is read in `parse` (tc's qdisc statistics in `qdisc`), the threaded-NAPI figures are worked out in `threaded`, and
 //! the side-by-side tables and their verdicts (medians over repetitions) are in `tables`,
 //! re-exported here.
 
 pub mod first_interrupt;
 mod parse;
+mod qdisc;
 mod tables;
 mod threaded;
 
@@ -529,6 +530,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         m.xps = Some(super::xps::figures(
             &queues,
             run_packets(&list("tx start"), &list("tx end")),
+            qdisc::run_requeues(&list("qdisc start"), &list("qdisc end")),
         ));
     }
     if super::isolation::is_cgroup(s) {

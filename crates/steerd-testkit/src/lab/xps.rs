@@ -5,8 +5,9 @@
 //!
 //! Figures, from the guest's last sample and its `ethtool -S` counters: how many queues
 //! agree with the receive placement (the transmit vector fires on the receive vector's
-//! CPU, and that CPU is in the transmit queue's XPS mask), the XPS masks at the end, and
-//! the packets each transmit queue sent over the run.
+//! CPU, and that CPU is in the transmit queue's XPS mask), the XPS masks at the end, the
+//! packets each transmit queue sent over the run and its qdisc's requeues over the run
+//! (`tc -s qdisc`, `report::qdisc`): where ACKs went, and whether any queue pushed back.
 
 use std::collections::BTreeMap;
 
@@ -73,11 +74,18 @@ pub struct XpsFigures {
     pub masks: Vec<String>,
     /// Packets each transmit queue sent over the run.
     pub tx_packets: Vec<u64>,
+    /// Requeues of each transmit queue's qdisc over the run (empty: the guest's tc
+    /// printed none).
+    pub tx_requeues: Vec<u64>,
 }
 
-/// The figures from the last sample's queues and the packets each transmit queue sent
-/// over the run.
-pub fn figures(queues: &BTreeMap<u32, QueueSides>, tx_packets: Vec<u64>) -> XpsFigures {
+/// The figures from the last sample's queues, and the packets each transmit queue sent and
+/// its qdisc's requeues over the run.
+pub fn figures(
+    queues: &BTreeMap<u32, QueueSides>,
+    tx_packets: Vec<u64>,
+    tx_requeues: Vec<u64>,
+) -> XpsFigures {
     let agreeing = queues
         .values()
         .filter(|q| match (q.rx_cpu, q.tx_cpu, &q.xps) {
@@ -102,5 +110,6 @@ pub fn figures(queues: &BTreeMap<u32, QueueSides>, tx_packets: Vec<u64>) -> XpsF
         queues: queues.len(),
         masks,
         tx_packets,
+        tx_requeues,
     }
 }

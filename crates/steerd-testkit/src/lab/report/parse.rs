@@ -68,10 +68,14 @@ fn queue_counts(lines: &[String]) -> BTreeMap<u32, u64> {
 
 /// Packets each queue counted between the `start` and `end` lines, in queue order.
 pub(super) fn run_packets(start: &[String], end: &[String]) -> Vec<u64> {
-    let at_start = queue_counts(start);
-    queue_counts(end)
-        .iter()
-        .map(|(q, end)| end.saturating_sub(at_start.get(q).copied().unwrap_or(0)))
+    run_delta(&queue_counts(start), &queue_counts(end))
+}
+
+/// What each queue's counter added from `start` to `end`, in queue order (a queue missing
+/// at the start counts from 0).
+pub(super) fn run_delta(start: &BTreeMap<u32, u64>, end: &BTreeMap<u32, u64>) -> Vec<u64> {
+    end.iter()
+        .map(|(q, end)| end.saturating_sub(start.get(q).copied().unwrap_or(0)))
         .collect()
 }
 
@@ -217,6 +221,12 @@ pub(super) fn parse(lines: &[String]) -> (Vec<GuestSample>, HashMap<&'static str
                 .push(rest.to_string()),
             "TXB" => other.entry("tx start").or_default().push(rest.to_string()),
             "TXE" => other.entry("tx end").or_default().push(rest.to_string()),
+            // tc's lines as printed (`report::qdisc` reads them).
+            "TCB" => other
+                .entry("qdisc start")
+                .or_default()
+                .push(rest.to_string()),
+            "TCE" => other.entry("qdisc end").or_default().push(rest.to_string()),
             "LAB" => {
                 let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
                 let key = match kind {
