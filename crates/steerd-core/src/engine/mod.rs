@@ -98,7 +98,7 @@ impl Engine {
     /// (`policy`, from the state file after a crash).
     pub fn new(config: Config, machine: Machine, policy: PolicyState) -> Self {
         let placement = Placement::from_inventory(&machine.inventory);
-        Engine {
+        let mut engine = Engine {
             config,
             machine,
             placement,
@@ -113,7 +113,9 @@ impl Engine {
             moves: MoveChecks::default(),
             writing_stopped: None,
             skip_idle: true,
-        }
+        };
+        engine.watch_pending_placements();
+        engine
     }
 
     pub fn config(&self) -> &Config {
@@ -144,7 +146,34 @@ impl Engine {
         self.policy
             .retain_targets(|knob| placement.value(knob).is_some());
         self.decide_needed = true;
-        std::mem::replace(&mut self.machine, machine)
+        let old = std::mem::replace(&mut self.machine, machine);
+        self.watch_pending_placements();
+        old
+    }
+
+    /// Starts checking every queue vector whose placement is pending in the model just
+    /// read (`move_check`): its mask is a single online CPU and its effective affinity
+    /// another, so its next interrupt, and under saturation its work, goes to the latter.
+    fn watch_pending_placements(&mut self) {
+        let online = &self.machine.topology.online;
+        let single = |cpus: &Option<CpuSet>| {
+            cpus.as_ref()
+                .filter(|c| c.len() == 1)
+                .and_then(CpuSet::first)
+                .filter(|&c| online.contains(c))
+        };
+        let now_ns = self.current.taken_at_ns;
+        let inventory = &self.machine.inventory;
+        for irq in &inventory.irqs {
+            let (Some(to), Some(from)) = (single(&irq.affinity), single(&irq.effective_affinity))
+            else {
+                continue;
+            };
+            if let (true, Some((device, queue))) = (from != to, queue_vector(inventory, irq.irq)) {
+                self.moves
+                    .start_pending(irq.irq, device, queue, from, to, now_ns);
+            }
+        }
     }
 
     /// The CPUs of isolated cgroup partitions as just read; a change makes the next tick
@@ -386,11 +415,15 @@ impl Engine {
         }
     }
 
-    /// A queue vector's number and the CPU its work is on now, for a write to its mask.
+    /// A queue vector's number and the CPU its work is on now, for a write to its mask:
+    /// where its next interrupt arrives while its placement was found pending.
     fn queue_vector_cpu(&self, knob: &Knob) -> Option<(u32, u32)> {
         let Knob::IrqAffinity { irq } = knob else {
             return None;
         };
+        if let Some(from) = self.moves.pending_from(*irq) {
+            return Some((*irq, from));
+        }
         let cpu = self
             .placement
             .irqs
@@ -405,27 +438,12 @@ impl Engine {
         let KnobValue::Cpus(cpus) = value else {
             return;
         };
-        let inventory = &self.machine.inventory;
-        let vector = inventory.irq(irq);
-        let (Some(to), Some(vector)) = (cpus.first().filter(|_| cpus.len() == 1), vector) else {
+        let Some(to) = cpus.first().filter(|_| cpus.len() == 1) else {
             return;
         };
-        let (Some(device), Some(queue), true) = (
-            vector.device.as_deref(),
-            vector.queue,
-            matches!(vector.role, IrqRole::Rx | IrqRole::Rxtx),
-        ) else {
+        let Some((device, queue)) = queue_vector(&self.machine.inventory, irq) else {
             return;
         };
-        // A threaded NAPI's work runs in its thread, which follows the vector in the same
-        // plan (or spins where the operator pinned it): a silent vector says nothing there.
-        let threaded = inventory
-            .device(device)
-            .and_then(|d| d.rx_queues.iter().find(|q| q.index == queue))
-            .is_some_and(|q| q.napi_thread.is_some());
-        if threaded {
-            return;
-        }
         let floor = policy::work_floor(&self.config);
         // With per-queue counters every move is checked, an idle queue's once it receives
         // (move_check.rs). Without them: while its interrupts, or the work of the CPU it
@@ -534,6 +552,24 @@ fn decide_input<'a>(
         placement,
         now_ns,
     }
+}
+
+/// The device and rx queue of `irq` when a move of it moves receive work, so that its
+/// move can be checked: an rx (or rx/tx) vector of a known queue without a NAPI thread. A
+/// threaded NAPI's work runs in its thread, which follows the vector in the same plan (or
+/// spins where the operator pinned it): a silent vector says nothing there.
+fn queue_vector(inventory: &Inventory, irq: u32) -> Option<(&str, u32)> {
+    let vector = inventory.irq(irq)?;
+    let device = vector.device.as_deref()?;
+    let queue = vector.queue?;
+    if !matches!(vector.role, IrqRole::Rx | IrqRole::Rxtx) {
+        return None;
+    }
+    let threaded = inventory
+        .device(device)
+        .and_then(|d| d.rx_queues.iter().find(|q| q.index == queue))
+        .is_some_and(|q| q.napi_thread.is_some());
+    (!threaded).then_some((device, queue))
 }
 
 fn rx_queue_mut<'a>(

@@ -25,6 +25,17 @@
 //! spread what it brings. The mark goes when its interrupts come back (the move took
 //! effect late), when its queue falls idle (its NAPI completes and re-arms on the new
 //! CPU), or when anyone writes its mask again.
+//!
+//! A move steerd did not write is checked the same way when it is found pending at
+//! discovery: a queue vector whose single-CPU mask is not the single CPU of its
+//! `effective_affinity` has not fired since someone (the driver at probe, another tool)
+//! wrote that mask, and its next interrupt still arrives on the effective CPU (lab,
+//! virtio-net on 6.1, `sat-burst`: `input.2` with mask 2 and effective CPU 3 in 36 of 36
+//! runs; the burst's first interrupts landed on CPU 3 and the saturated NAPI stayed there,
+//! so CPU 1 polled two queues while CPU 2 idled). Such a check waits for its queue to
+//! receive however long that takes, is dropped without a verdict once the vector fires
+//! while its queue is idle (its NAPI re-armed on the new CPU), and is not judged where the
+//! driver counts no packets per queue.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -99,6 +110,8 @@ struct Move {
     /// The vector's interrupt count in the first sample read after the write (`None`
     /// until then): interrupts counted earlier may predate the write.
     count_at: Option<u64>,
+    /// Found pending at discovery, not written by steerd (see the module's doc).
+    pending: bool,
 }
 
 /// What a check found, for the driver to log and count.
@@ -110,6 +123,8 @@ pub struct MoveVerdict {
     pub from: u32,
     pub to: u32,
     pub effect: MoveEffect,
+    /// A placement found pending at discovery, not a move steerd wrote.
+    pub pending: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -172,8 +187,47 @@ impl MoveChecks {
                 to,
                 written_ns: now_ns,
                 count_at: None,
+                pending: false,
             },
         );
+    }
+
+    /// Starts checking a placement found pending at `now_ns`: `irq`'s mask is the single
+    /// CPU `to` while its next interrupt still arrives on `from` (its effective affinity).
+    /// A vector already being checked or marked keeps what was learnt of it.
+    pub fn start_pending(
+        &mut self,
+        irq: u32,
+        device: &str,
+        queue: u32,
+        from: u32,
+        to: u32,
+        now_ns: u64,
+    ) {
+        if self.checking.contains_key(&irq) || self.no_effect.contains_key(&irq) {
+            return;
+        }
+        self.checking.insert(
+            irq,
+            Move {
+                device: device.to_string(),
+                queue,
+                from,
+                to,
+                written_ns: now_ns,
+                count_at: None,
+                pending: true,
+            },
+        );
+    }
+
+    /// Where `irq`'s next interrupt arrives when its placement was found pending and has
+    /// not settled: a new write to its mask moves its work from there, not from its mask.
+    pub fn pending_from(&self, irq: u32) -> Option<u32> {
+        self.checking
+            .get(&irq)
+            .filter(|m| m.pending)
+            .map(|m| m.from)
     }
 
     /// Forgets `irq` (its mask was written or found changed): what it was checked for no
@@ -221,11 +275,20 @@ impl MoveChecks {
                 m.count_at = Some(count);
                 continue;
             };
-            let idle = load
-                .rx_queue_pps(&m.device, m.queue)
-                .is_some_and(|pps| pps < floor);
+            let rate = load.rx_queue_pps(&m.device, m.queue);
+            let idle = rate.is_some_and(|pps| pps < floor);
             let effect = if count < count_at {
                 None
+            } else if m.pending && (idle || rate.is_none()) {
+                // Interrupts while it is not saturated: the first arrived on the old CPU
+                // and moved the vector, its NAPI completed, and the next came under the
+                // mask. Settled, nothing to report. Else its 2 s start with the traffic.
+                if count - count_at >= MIN_INTERRUPTS {
+                    judged.push((irq, None));
+                } else {
+                    m.written_ns = read_at;
+                }
+                continue;
             } else if idle {
                 // An idle queue says nothing (a few interrupts, no work to follow): the
                 // check starts again from this sample, and its first packets will show
@@ -327,23 +390,47 @@ impl fmt::Display for MoveVerdict {
             from,
             to,
             effect,
+            pending,
         } = self;
         write!(
             f,
             "irq {irq} ({device} queue {queue}): move {from} -> {to} "
         )?;
+        if *pending {
+            write!(
+                f,
+                "(found pending at discovery: mask {to}, effective CPU {from}) "
+            )?;
+        }
+        // A pending placement's clock starts when its queue begins to receive: it says
+        // nothing of when the mask was written.
+        let (since, late_since) = if *pending {
+            (
+                "after its queue began to receive",
+                "after its queue began to receive",
+            )
+        } else {
+            (
+                "after the write (or after its queue began to receive)",
+                "after the write",
+            )
+        };
         match effect {
+            MoveEffect::TookEffect { .. } if *pending => write!(
+                f,
+                "took effect, its interrupts arrive on CPU {to}"
+            ),
             MoveEffect::TookEffect { after_s } => write!(
                 f,
                 "took effect, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
             ),
             MoveEffect::NoEffect { queue_pps } => write!(
                 f,
-                "did not take effect: in the 2 s after the write (or after its queue began to receive) its work did not arrive on CPU {to} while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until its work follows, and RPS may spread it"
+                "did not take effect: in the 2 s {since} its work did not arrive on CPU {to} while the queue received {queue_pps:.0} pkt/s, its NAPI keeps polling on CPU {from} (saturated); its work is counted on CPU {from}, it is not moved again until its work follows, and RPS may spread it"
             ),
             MoveEffect::TookEffectLate { after_s } => write!(
                 f,
-                "took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s after the write)"
+                "took effect late, its interrupts arrive on CPU {to} ({after_s:.1} s {late_since})"
             ),
             MoveEffect::Unknown => f.write_str(
                 "not verified: under 2 interrupts in the 2 s after the write, and the driver counts no packets per queue",
@@ -368,6 +455,7 @@ fn verdict(irq: u32, m: &Move, effect: MoveEffect) -> MoveVerdict {
         from: m.from,
         to: m.to,
         effect,
+        pending: m.pending,
     }
 }
 
@@ -499,6 +587,102 @@ mod tests {
             })
         );
         assert_eq!(placement.irqs[&2].work_stays_on, Some(0));
+    }
+
+    /// Runs samples (seconds after discovery at 0 s, interrupt count, load) through a
+    /// check of IRQ 2's placement found pending: mask CPU 1, effective CPU 0.
+    fn run_pending(
+        checks: &mut MoveChecks,
+        samples: &[(f64, u64, &Load)],
+        placement: &mut Placement,
+    ) -> Vec<MoveVerdict> {
+        samples
+            .iter()
+            .flat_map(|&(after, count, load)| {
+                let at = (after * 1e9) as u64;
+                checks
+                    .check(&sample(at, count), load, 1000.0, placement)
+                    .verdicts
+            })
+            .collect()
+    }
+
+    /// The driver's placement of an idle queue, found pending: the burst's first
+    /// interrupt lands on the effective CPU and a saturated NAPI stays there.
+    #[test]
+    fn a_placement_found_pending_is_judged_once_its_queue_receives() {
+        let mut placement = placement_on(1);
+        let mut checks = MoveChecks::default();
+        checks.start_pending(2, "eth0", 0, 0, 1, 0);
+        assert_eq!(checks.pending_from(2), Some(0));
+        let (idle, busy) = (load_with(Some(0.0)), load_with(Some(40_000.0)));
+        let quiet = run_pending(
+            &mut checks,
+            &[
+                (0.25, 7, &idle),
+                (30.0, 7, &idle),
+                (30.25, 8, &busy),
+                (31.5, 8, &busy),
+            ],
+            &mut placement,
+        );
+        assert!(quiet.is_empty(), "{quiet:?}");
+        let verdicts = run_pending(&mut checks, &[(32.5, 8, &busy)], &mut placement);
+        assert_eq!(
+            verdicts
+                .iter()
+                .map(|v| (v.effect, v.pending, v.from))
+                .collect::<Vec<_>>(),
+            vec![(
+                MoveEffect::NoEffect {
+                    queue_pps: 40_000.0
+                },
+                true,
+                0
+            )]
+        );
+        assert_eq!(placement.irqs[&2].work_stays_on, Some(0));
+        let line = verdicts[0].to_string();
+        assert!(
+            line.contains("move 0 -> 1 (found pending at discovery: mask 1, effective CPU 0) did not take effect: in the 2 s after its queue began to receive"),
+            "{line}"
+        );
+        // Marked now: a new write moves its work from where the mark says.
+        assert_eq!(checks.pending_from(2), None);
+    }
+
+    #[test]
+    fn a_placement_found_pending_that_fires_unsaturated_settles_without_a_verdict() {
+        let mut placement = placement_on(1);
+        let (idle, light) = (load_with(Some(0.0)), load_with(Some(500.0)));
+        let mut checks = MoveChecks::default();
+        checks.start_pending(2, "eth0", 0, 0, 1, 0);
+        // Two interrupts while the queue is light: the first moved the vector, the NAPI
+        // re-armed and the second came under the mask.
+        let verdicts = run_pending(
+            &mut checks,
+            &[(0.25, 7, &idle), (5.0, 8, &light), (6.0, 9, &light)],
+            &mut placement,
+        );
+        assert!(verdicts.is_empty() && checks.is_empty(), "{verdicts:?}");
+        // Without per-queue counters it is never called unknown: it waits, and settles
+        // the same way.
+        let uncounted = load_with(None);
+        let mut checks = MoveChecks::default();
+        checks.start_pending(2, "eth0", 0, 0, 1, 0);
+        let waiting = run_pending(
+            &mut checks,
+            &[(0.25, 7, &uncounted), (10.0, 7, &uncounted)],
+            &mut placement,
+        );
+        assert!(waiting.is_empty() && !checks.is_empty(), "{waiting:?}");
+        let settled = run_pending(&mut checks, &[(11.0, 9, &uncounted)], &mut placement);
+        assert!(settled.is_empty() && checks.is_empty(), "{settled:?}");
+        assert_eq!(placement.irqs[&2].work_stays_on, None);
+        // A vector steerd moved keeps its own check.
+        checks.start(2, "eth0", 0, 3, 1, 0);
+        checks.start_pending(2, "eth0", 0, 0, 1, 0);
+        assert_eq!(checks.pending_from(2), None);
     }
 
     #[test]

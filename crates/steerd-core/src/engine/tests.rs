@@ -526,3 +526,95 @@ fn a_device_made_anew_is_taken_over_by_the_engine() {
         }
     }
 }
+
+/// The driver's placement, written while the queue was idle, is found pending at
+/// discovery (mask CPU 2, effective CPU 3): the burst's first interrupt lands on CPU 3 and a
+/// saturated NAPI stays there. steerd checks it like its own moves, counts the queue's work
+/// on CPU 3 once the vector stays silent, and a write of its mask before then is checked
+/// from CPU 3, where its work would stay.
+#[test]
+fn a_placement_found_pending_at_discovery_is_checked_like_a_move() {
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 4, 1, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    let pending = sim.irq_of("eth0", 2).expect("queue 2's vector");
+    sim.stale_effective = true;
+    sim.set_reported_effective(pending, 3);
+    sim.set_rate("eth0", 0.0);
+    let machine = Machine {
+        topology: sim.topology.clone(),
+        inventory: sim.inventory(),
+        warnings: Vec::new(),
+    };
+    let mut engine = Engine::new(Config::default(), machine, PolicyState::new());
+    let knob = Knob::IrqAffinity { irq: pending };
+    assert_eq!(engine.queue_vector_cpu(&knob), Some((pending, 3)));
+    let mut idle_count = 0;
+    for _ in 0..3 {
+        let mut snapshot = sim.step();
+        idle_count = snapshot.irq_totals[pending as usize];
+        let report = engine.tick(
+            Sample {
+                snapshot: &mut snapshot,
+                interrupts: &mut || None,
+            },
+            &mut DryRun,
+        );
+        assert!(report.moves.is_empty(), "{:?}", report.moves);
+    }
+    // A rediscovery that still reads it pending keeps the check it has.
+    let again = Machine {
+        topology: sim.topology.clone(),
+        inventory: sim.inventory(),
+        warnings: Vec::new(),
+    };
+    engine.replace_machine(again);
+    assert_eq!(engine.queue_vector_cpu(&knob), Some((pending, 3)));
+    sim.set_rate("eth0", 900_000.0);
+    let mut verdicts = Vec::new();
+    for _ in 0..4 {
+        let mut snapshot = sim.step();
+        // One interrupt, on CPU 3, and none after it: the NAPI polls on there.
+        snapshot.irq_totals[pending as usize] = idle_count + 1;
+        let report = engine.tick(
+            Sample {
+                snapshot: &mut snapshot,
+                interrupts: &mut || None,
+            },
+            &mut DryRun,
+        );
+        verdicts.extend(report.moves);
+    }
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}");
+    let verdict = &verdicts[0];
+    assert_eq!((verdict.irq, verdict.from, verdict.to), (pending, 3, 2));
+    assert!(verdict.pending, "{verdict:?}");
+    assert!(
+        matches!(verdict.effect, MoveEffect::NoEffect { .. }),
+        "{verdict}"
+    );
+    let online = &engine.machine().topology.online;
+    assert_eq!(engine.placement().irqs[&pending].cpu(online), Some(3));
+}
+
+/// A placement whose effective affinity is its mask, or a vector that is not a queue's,
+/// is not checked.
+#[test]
+fn only_a_queue_vector_whose_effective_cpu_differs_is_found_pending() {
+    let mut sim = SimMachine::new(
+        &Shape::new(1, 4, 1, Siblings::Split),
+        vec![NicSpec::physical("eth0", 0, 4)],
+        7,
+    );
+    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    let machine = Machine {
+        topology: sim.topology.clone(),
+        inventory: sim.inventory(),
+        warnings: Vec::new(),
+    };
+    let engine = Engine::new(Config::default(), machine, PolicyState::new());
+    assert!(engine.moves.is_empty());
+}
