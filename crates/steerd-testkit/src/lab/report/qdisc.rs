@@ -144,6 +144,21 @@ qdisc pfifo_fast 0: parent 10:1 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1
         assert_eq!(by_queue, BTreeMap::from([(0, 1), (1, 2), (2, 3), (3, 4)]));
     }
 
+    /// The guest's own dump at the end of an `xps-tcp` run with steerd (6.1 cloud,
+    /// virtio-net, 2026-11-30; the `TCE` lines without their tag): the default `mq 0:` with
+    /// an fq_codel child per queue, listed last queue first. Its `Sent`
+    /// packets, 3711, 3320, 3186 and 2769 for `:1` to `:4`, are the run's `ethtool -S`
+    /// `tx_queue_N_packets` for queues 0 to 3: the mapping holds.
+    #[test]
+    fn the_guests_real_dump_gives_four_queues() {
+        let dump = lines(include_str!("xps-tcp-steerd-end.tc"));
+        assert_eq!(
+            requeues(&dump),
+            BTreeMap::from([(0, 0), (1, 0), (2, 0), (3, 0)])
+        );
+        assert_eq!(qdiscs(&dump).len(), 5);
+    }
+
     /// The default qdiscs the kernel attaches (`mq 0:`, children `parent :N`, here
     /// fq_codel with its two extra statistics lines), queues past 9 in hex, a qdisc under
     /// another's class (not a queue's) and the ingress qdisc.
