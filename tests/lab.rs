@@ -1008,13 +1008,19 @@ fn move_checks_from_the_log() {
         "2026-11-27T09:00:01Z  WARN steerd::daemon::tick: irq 25 (eth0 queue 1): move 0 -> 2 did not take effect: no interrupt since the write irq=25 result=no_effect",
         "2026-11-27T09:00:02Z  INFO steerd::daemon::tick: irq 27 (eth0 queue 2): move 0 -> 3 took effect, its interrupts arrive on CPU 3 result=took_effect",
         "2026-11-27T09:00:09Z  INFO steerd::daemon::tick: irq 25 (eth0 queue 1): move 0 -> 2 took effect late result=took_effect_late",
+        "2026-11-27T09:00:11Z  WARN steerd::daemon::tick: irq 29 (eth0 queue 2): move 3 -> 2 (found pending at discovery: mask 2, effective CPU 3) did not take effect: in the 2 s after its queue began to receive irq=29 result=no_effect",
         "2026-11-27T09:00:09Z  INFO steerd: config reloaded result=ok",
     ]
     .map(String::from)
     .to_vec();
     let counts = lab::report::move_checks(&log);
-    assert_eq!(counts.len(), 3, "{counts:?}");
-    for result in ["no_effect", "took_effect", "took_effect_late"] {
+    assert_eq!(counts.len(), 4, "{counts:?}");
+    for result in [
+        "no_effect",
+        "took_effect",
+        "took_effect_late",
+        "pending_no_effect",
+    ] {
         assert_eq!(counts.get(result), Some(&1), "{counts:?}");
     }
 }

@@ -43,7 +43,8 @@ pub struct RunLine {
     /// Seconds from a CPU first reaching the high watermark (0.6 irq+softirq) to the
     /// next change of a NIC value.
     pub first_relief_s: Option<f64>,
-    /// steerd's checks of its queue vector moves, by result (from its log).
+    /// steerd's checks of its queue vector moves, by result (from its log); `pending_`
+    /// before the result for a placement found pending at discovery.
     pub irq_move_checks: BTreeMap<String, usize>,
     pub changes: usize,
     pub changes_by_lever: BTreeMap<String, usize>,

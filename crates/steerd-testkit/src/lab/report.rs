@@ -44,7 +44,8 @@ pub struct Metrics {
     /// high watermark (0.6) to the next change of a NIC value: how fast relief starts.
     pub first_relief: Option<f64>,
     /// What steerd's checks of its queue vector moves found (`took_effect`, `no_effect`,
-    /// `took_effect_late`, `unknown`), counted from its log.
+    /// `took_effect_late`, `unknown`; `pending_` before the result for a placement it
+    /// found pending at discovery), counted from its log.
     pub move_checks: BTreeMap<String, usize>,
     /// CPUs the input vectors fired on in the steady window.
     pub input_cpus: usize,
@@ -259,7 +260,9 @@ pub fn rps_writes<'a>(log: &'a [String], reason: &str) -> impl Iterator<Item = &
 }
 
 /// steerd's verdicts on its queue vector moves, by result, from its log lines (the
-/// `result` field of its "irq N (DEV queue Q): move A -> B ..." lines).
+/// `result` field of its "irq N (DEV queue Q): move A -> B ..." lines); those on
+/// placements it found pending at discovery (the driver's moves, not its own) are counted
+/// apart, as `pending_` and the result.
 pub fn move_checks(log: &[String]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for line in log.iter().filter(|l| l.contains("): move ")) {
@@ -268,7 +271,12 @@ pub fn move_checks(log: &[String]) -> BTreeMap<String, usize> {
             .find_map(|word| word.strip_prefix("result="))
             .map(|v| v.trim_matches('"'));
         if let Some(result) = result {
-            *counts.entry(result.to_string()).or_default() += 1;
+            let key = if line.contains("(found pending at discovery:") {
+                format!("pending_{result}")
+            } else {
+                result.to_string()
+            };
+            *counts.entry(key).or_default() += 1;
         }
     }
     counts
