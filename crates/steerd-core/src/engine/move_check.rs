@@ -114,6 +114,21 @@ struct Move {
     pending: bool,
 }
 
+impl Move {
+    /// A move from `cpus.0` to `cpus.1`, not yet read after `written_ns`.
+    fn new(device: &str, queue: u32, cpus: (u32, u32), written_ns: u64, pending: bool) -> Self {
+        Move {
+            device: device.to_string(),
+            queue,
+            from: cpus.0,
+            to: cpus.1,
+            written_ns,
+            count_at: None,
+            pending,
+        }
+    }
+}
+
 /// What a check found, for the driver to log and count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoveVerdict {
@@ -178,18 +193,8 @@ impl MoveChecks {
     /// or marked, replaces it.
     pub fn start(&mut self, irq: u32, device: &str, queue: u32, from: u32, to: u32, now_ns: u64) {
         self.no_effect.remove(&irq);
-        self.checking.insert(
-            irq,
-            Move {
-                device: device.to_string(),
-                queue,
-                from,
-                to,
-                written_ns: now_ns,
-                count_at: None,
-                pending: false,
-            },
-        );
+        let m = Move::new(device, queue, (from, to), now_ns, false);
+        self.checking.insert(irq, m);
     }
 
     /// Starts checking a placement found pending at `now_ns`: `irq`'s mask is the single
@@ -204,21 +209,10 @@ impl MoveChecks {
         to: u32,
         now_ns: u64,
     ) {
-        if self.checking.contains_key(&irq) || self.no_effect.contains_key(&irq) {
-            return;
+        if !self.checking.contains_key(&irq) && !self.no_effect.contains_key(&irq) {
+            let m = Move::new(device, queue, (from, to), now_ns, true);
+            self.checking.insert(irq, m);
         }
-        self.checking.insert(
-            irq,
-            Move {
-                device: device.to_string(),
-                queue,
-                from,
-                to,
-                written_ns: now_ns,
-                count_at: None,
-                pending: true,
-            },
-        );
     }
 
     /// Where `irq`'s next interrupt arrives when its placement was found pending and has

@@ -49,13 +49,17 @@ fn stacked_on(cpus: u32) -> (SimMachine, Engine) {
     );
     sim.pin_queues("eth0", &[0]);
     sim.set_rate("eth0", 900_000.0);
-    let machine = Machine {
+    let engine = Engine::new(Config::default(), machine_of(&sim), PolicyState::new());
+    (sim, engine)
+}
+
+/// The model discovery would read from `sim` now.
+fn machine_of(sim: &SimMachine) -> Machine {
+    Machine {
         topology: sim.topology.clone(),
         inventory: sim.inventory(),
         warnings: Vec::new(),
-    };
-    let engine = Engine::new(Config::default(), machine, PolicyState::new());
-    (sim, engine)
+    }
 }
 
 fn tick(engine: &mut Engine, sim: &mut SimMachine, writer: &mut dyn Writer) -> TickReport {
@@ -534,22 +538,12 @@ fn a_device_made_anew_is_taken_over_by_the_engine() {
 /// from CPU 3, where its work would stay.
 #[test]
 fn a_placement_found_pending_at_discovery_is_checked_like_a_move() {
-    let mut sim = SimMachine::new(
-        &Shape::new(1, 4, 1, Siblings::Split),
-        vec![NicSpec::physical("eth0", 0, 4)],
-        7,
-    );
-    sim.pin_queues("eth0", &[0, 1, 2, 3]);
+    let mut sim = queue_per_cpu();
     let pending = sim.irq_of("eth0", 2).expect("queue 2's vector");
     sim.stale_effective = true;
     sim.set_reported_effective(pending, 3);
     sim.set_rate("eth0", 0.0);
-    let machine = Machine {
-        topology: sim.topology.clone(),
-        inventory: sim.inventory(),
-        warnings: Vec::new(),
-    };
-    let mut engine = Engine::new(Config::default(), machine, PolicyState::new());
+    let mut engine = Engine::new(Config::default(), machine_of(&sim), PolicyState::new());
     let knob = Knob::IrqAffinity { irq: pending };
     assert_eq!(engine.queue_vector_cpu(&knob), Some((pending, 3)));
     let mut idle_count = 0;
@@ -566,12 +560,7 @@ fn a_placement_found_pending_at_discovery_is_checked_like_a_move() {
         assert!(report.moves.is_empty(), "{:?}", report.moves);
     }
     // A rediscovery that still reads it pending keeps the check it has.
-    let again = Machine {
-        topology: sim.topology.clone(),
-        inventory: sim.inventory(),
-        warnings: Vec::new(),
-    };
-    engine.replace_machine(again);
+    engine.replace_machine(machine_of(&sim));
     assert_eq!(engine.queue_vector_cpu(&knob), Some((pending, 3)));
     sim.set_rate("eth0", 900_000.0);
     let mut verdicts = Vec::new();
@@ -604,17 +593,28 @@ fn a_placement_found_pending_at_discovery_is_checked_like_a_move() {
 /// is not checked.
 #[test]
 fn only_a_queue_vector_whose_effective_cpu_differs_is_found_pending() {
+    let mut sim = queue_per_cpu();
+    let disk = sim.add_other_irq("nvme0q1", false, CpuSet::from_iter([1]), 100.0);
+    sim.stale_effective = true;
+    sim.set_reported_effective(disk, 2);
+    let engine = Engine::new(Config::default(), machine_of(&sim), PolicyState::new());
+    assert!(engine.moves.is_empty());
+    // The same machine with a queue vector's effective CPU off its mask is.
+    let queue = sim.irq_of("eth0", 1).expect("queue 1's vector");
+    sim.set_reported_effective(queue, 0);
+    let engine = Engine::new(Config::default(), machine_of(&sim), PolicyState::new());
+    assert_eq!(engine.moves.pending_from(queue), Some(0));
+    assert_eq!(engine.moves.pending_from(disk), None);
+}
+
+/// Four CPUs and one 4-queue NIC whose queue N's vector is on CPU N, as virtio-net places
+/// them at probe.
+fn queue_per_cpu() -> SimMachine {
     let mut sim = SimMachine::new(
         &Shape::new(1, 4, 1, Siblings::Split),
         vec![NicSpec::physical("eth0", 0, 4)],
         7,
     );
     sim.pin_queues("eth0", &[0, 1, 2, 3]);
-    let machine = Machine {
-        topology: sim.topology.clone(),
-        inventory: sim.inventory(),
-        warnings: Vec::new(),
-    };
-    let engine = Engine::new(Config::default(), machine, PolicyState::new());
-    assert!(engine.moves.is_empty());
+    sim
 }
