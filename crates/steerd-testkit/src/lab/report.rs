@@ -49,6 +49,9 @@ pub struct Metrics {
     pub move_checks: BTreeMap<String, usize>,
     /// CPUs the input vectors fired on in the steady window.
     pub input_cpus: usize,
+    /// Input vectors that fired in the steady window (each more than 2 % of all input
+    /// interrupts, as for `input_cpus`): a queue the NIC sends no flow to has none.
+    pub input_vectors: usize,
     /// The busiest CPU's share of softnet `processed` in the steady window.
     pub busiest_processed: f64,
     /// The highest irq+softirq share of a CPU's time in the steady window.
@@ -397,20 +400,22 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         m.softirq_shares = softirq_shares(a, b);
         m.busiest_softirq = m.softirq_shares.iter().copied().fold(0.0, f64::max);
         let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut per_vector: BTreeMap<u32, u64> = BTreeMap::new();
         for (irq, (name, counts)) in &b.interrupts {
             if vector_kind(name) != Some("input") {
                 continue;
             }
             for (cpu, n) in counts {
-                let before = a.interrupts_on(*irq, *cpu);
-                *per_cpu.entry(*cpu).or_default() += n.saturating_sub(before);
+                let fired = n.saturating_sub(a.interrupts_on(*irq, *cpu));
+                *per_cpu.entry(*cpu).or_default() += fired;
+                *per_vector.entry(*irq).or_default() += fired;
             }
         }
         let all: u64 = per_cpu.values().sum();
-        m.input_cpus = per_cpu
-            .values()
-            .filter(|&&n| all > 0 && n * 50 > all)
-            .count();
+        let counts =
+            |of: &BTreeMap<u32, u64>| of.values().filter(|&&n| all > 0 && n * 50 > all).count();
+        m.input_cpus = counts(&per_cpu);
+        m.input_vectors = counts(&per_vector);
         m.irq_cpu = per_cpu
             .iter()
             .filter(|(_, n)| **n > 0)
