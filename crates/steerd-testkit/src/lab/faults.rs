@@ -218,8 +218,8 @@ pub fn verdicts(rows: &[(Scenario, &'static str, Vec<Metrics>)]) -> Vec<(String,
         );
         // Judged only where the machine was back before the run ended: on a slow host's
         // TCG guest CPUs 1-3 were still offline 12 s after they were brought back
-        // (2026-11-29: steerd saw no CPU come back before SIGTERM).
-        // Judged on the vectors that fire: after a rescan on 2026-11-30's host the NIC sent
+        // (2026-11-29: steerd saw no CPU come back before SIGTERM). And judged on the
+        // vectors that fire: after a rescan on 2026-11-30's host the NIC sent
         // the 8 flows to queues 0 and 1 only, with no balancer as with steerd (their
         // vectors on CPUs 0 and 1, queues 2-3 at 1-2 packets), which no balancer decides.
         let not_back = runs.iter().filter(|m| m.ended_with_cpus_offline()).count();

@@ -1,7 +1,7 @@
 //! Turns a guest's console into the figures of one run (`Metrics`, `analyse`). The console
-//! itself is read in `parse` (tc's qdisc statistics in `qdisc`), the threaded-NAPI figures are worked out in `threaded`, and
-//! the side-by-side tables and their verdicts (medians over repetitions) are in `tables`,
-//! re-exported here.
+//! itself is read in `parse` (tc's qdisc statistics in `qdisc`), the threaded-NAPI figures
+//! are worked out in `threaded`, and the side-by-side tables and their verdicts (medians
+//! over repetitions) are in `tables`, re-exported here.
 
 pub mod first_interrupt;
 mod parse;
