@@ -302,13 +302,14 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .events
         .iter()
         .find(|(_, command)| *command == super::saturation::LATE_START);
-    let reference = if let Some((at, _)) = late_start {
+    let events = other.get("event").map_or(&[][..], |v| v);
+    let reference = if let Some((at, command)) = late_start {
         // A balancer started under load: changes are timed from its start.
-        ready + f64::from(*at)
+        fired_at(events, command).unwrap_or(ready + f64::from(*at))
     } else if last.0 > Duration::from_secs(2) {
         ready + last.0.as_secs_f64()
-    } else if let (true, Some((at, _))) = (s.setup.is_empty(), s.events.first()) {
-        ready + f64::from(*at)
+    } else if let (true, Some((at, command))) = (s.setup.is_empty(), s.events.first()) {
+        fired_at(events, command).unwrap_or(ready + f64::from(*at))
     } else {
         ready
     };
@@ -516,7 +517,7 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .iter()
         .filter(|l| l.contains("kernel-managed") || l.contains("managed"))
         .count();
-    m.settle = settle(&samples, other.get("event"));
+    m.settle = settle(&samples, events);
     m.kernel = first("kernel");
     let queues = other.get("queue").cloned().unwrap_or_default();
     m.queue_run_packets = run_packets(other.get("queue start").map_or(&[][..], |v| v), &queues);
@@ -553,7 +554,6 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
                 .map(|x| (x.up, receive_cpus(x, effective)))
                 .collect()
         };
-        let events = other.get("event").map_or(&[][..], |v| v);
         let quiet = other.get("quiet").cloned().unwrap_or_default();
         let mut figures =
             super::isolation::figures(&timeline(false), events, first("partition"), quiet);
@@ -582,7 +582,6 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             }
             timeline.push((x.up, cpus));
         }
-        let events = other.get("event").map_or(&[][..], |v| v);
         let mut figures = super::busy_poll::figures(&timeline, &thread_masks, events);
         let sampled: Vec<f64> = timeline.iter().map(|(up, _)| *up).collect();
         figures.emptied_made = super::busy_poll::emptied_made(&figures, events, &sampled, &written);
@@ -622,13 +621,27 @@ fn queue_samples(samples: &[GuestSample]) -> QueueSamples {
     (counts, tables)
 }
 
+/// The uptime at which the guest ran a timed event's `command` (its first `LAB EVENT`
+/// line for it). Why not the time it was due: the guest's event loop runs it after the
+/// sample in progress, 0.5-1.9 s late under load, and a first change timed from when the
+/// event was due counted that lag as the balancer's (igb on 6.19, `channels`: steerd's
+/// placement 0.12 s after it saw the queue set change read as 2.8-3.0 s).
+fn fired_at(events: &[String], command: &str) -> Option<f64> {
+    events.iter().find_map(|event| {
+        let (at, ran) = event.split_once(' ')?;
+        (ran.trim() == command.trim())
+            .then(|| at.parse().ok())
+            .flatten()
+    })
+}
+
 /// Per-queue counts and RSS tables by sample uptime ([`queue_samples`]).
 type QueueSamples = (Vec<(f64, Vec<u64>)>, Vec<(f64, Vec<u32>)>);
 
 /// The longest time after a timed event until every NIC input vector is pinned to a
 /// single online CPU. Events that only look (`run_doctor`) change nothing to settle after.
-fn settle(samples: &[GuestSample], events: Option<&Vec<String>>) -> Option<f64> {
-    let changes: Vec<&String> = events?
+fn settle(samples: &[GuestSample], events: &[String]) -> Option<f64> {
+    let changes: Vec<&String> = events
         .iter()
         .filter(|e| e.split_whitespace().nth(1) != Some("run_doctor"))
         .collect();
@@ -723,6 +736,36 @@ mod tests {
         let table = "2026-11-28T10:02:03.1Z  INFO eth0 rss indirection: 0 1 -> 0 1 2 3 (rss_step: x) applied serves=\"\"";
         let note = "2026-11-28T10:02:20.4Z  INFO policy note (external_change): eth0 rss indirection: steerd wrote 0 1 2 3, now 0 1: changed by someone else; left alone";
         assert_eq!(rss_table_writes(&[table.into(), note.into()]), 1);
+    }
+
+    /// igb on 6.19, `channels` (2026-11-30): the guest ran `ethtool -L` 1.25 s after it
+    /// was due, and steerd placed the new queues 0.12 s after it saw them; timed from when
+    /// the event was due, its first change read 2.6-3.0 s.
+    #[test]
+    fn an_event_scenarios_first_change_is_timed_from_when_the_event_ran() {
+        let s =
+            scenario::named("channels", Duration::from_secs(30)).expect("channels is a scenario");
+        let due = 5.76 + 10.0;
+        let mut raw = console(&[15.0, 16.0, 17.5, 18.4]);
+        raw.lines.extend(
+            [
+                "LAB READY 5.76",
+                "LAB EVENT 17.01 ethtool -L eth0 combined 2",
+                "LAB EVENT 24.43 ethtool -L eth0 combined 4",
+                // 1796020781 is 2026-11-30T06:39:41Z, at uptime 5.77.
+                "LAB WALL 5.76 5.78 1796020781.000000",
+                "LOG 2026-11-30T06:39:53.600000Z  INFO irq 25 affinity: 0-3 -> 3 (unpinned: x) applied serves=\"eth0 rx-0\"",
+            ]
+            .map(String::from),
+        );
+        let m = analyse(&s, &raw);
+        let made = m.first_write.expect("a write");
+        // 06:39:53.6 is uptime 5.77 + 12.6 = 18.37: 1.36 s after the event ran.
+        assert!((made - 1.36).abs() < 0.02, "{made}, due at {due}");
+        assert_eq!(
+            fired_at(&["17.01 ethtool -L x".into()], "ethtool -L y"),
+            None
+        );
     }
 
     /// Two real `sat-skew` consoles at 400 rules on QEMU 7.2 (2026-11-29, no balancer;
