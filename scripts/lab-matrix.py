@@ -38,6 +38,13 @@ def show(v, fmt="{:.0f}"):
 EVENT_SCENARIOS = {"hotplug", "channels", "nic-remove", "kill9"}
 
 
+# A run whose guest printed no sample for longer than this starved its own sampler: its
+# steady window can be empty (igb on 6.19, `sat-cpu0` at 1,000 rules, 2026-11-30: gaps of
+# 10-15 s and "0 pkt/s processed"), so the cell says so beside its figures. Sound saturated
+# runs read gaps of 1.4-2.7 s.
+STARVED_GAP_S = 5.0
+
+
 def figures(rs, saturated):
     if not rs:
         return "-"
@@ -59,6 +66,12 @@ def figures(rs, saturated):
             )
         else:
             load += "; settled {:.1f} s after events".format(med(settles))
+    gaps = [r.get("longest_sample_gap_s") or 0.0 for r in rs]
+    starved = [g for g in gaps if g > STARVED_GAP_S]
+    if starved:
+        load += "; samples stopped for up to {:.0f} s in {} of {} (the guest starved: figures unsound)".format(
+            max(starved), len(starved), len(rs)
+        )
     late = max(r["changes_after_convergence"] for r in rs)
     restored = sum(1 for r in rs if r["restored"])
     silent = med([r.get("silent_queues") for r in rs])
@@ -93,7 +106,9 @@ def earlier_rows(path):
 
 kept = {}
 if len(sys.argv) == 3 and sys.argv[1] == "--keep":
-    kept = {key: row for key, row in earlier_rows(sys.argv[2]).items() if key not in cells}
+    # Every earlier row is kept; a cell re-run here replaces it column by column, so a
+    # column the new runs lack (say irqbalance 1.9.2 when only 1.9.4 ran) keeps its figures.
+    kept = earlier_rows(sys.argv[2])
 elif len(sys.argv) != 1:
     sys.exit("usage: lab-matrix.py [--keep MARKDOWN] < runs.json")
 irqbalance_columns = sorted(
@@ -105,13 +120,16 @@ print("| NIC | kernel | scenario | " + " | ".join(columns) + " |")
 print("|---|---|---|" + "---|" * len(columns))
 for key in sorted(set(cells) | set(kept)):
     nic, kernel, scenario = key
-    if key in cells:
-        saturated = scenario.startswith("sat-")
-        shown = [figures(cells[key].get(column, []), saturated) for column in columns]
-    else:
-        shown = [kept[key].get(column, "-") for column in columns]
+    saturated = scenario.startswith("sat-")
+    runs_of = cells.get(key, {})
+    shown = [
+        figures(runs_of[column], saturated) if runs_of.get(column)
+        else kept.get(key, {}).get(column, "-")
+        for column in columns
+    ]
     print("| {} | {} | {} | {} |".format(nic, kernel, scenario, " | ".join(shown)))
 print(
-    "lab-matrix.py: {} rows from the runs, {} kept from the earlier table".format(len(cells), len(kept)),
+    "lab-matrix.py: {} rows from the runs, {} kept from the earlier table".format(
+        len(cells), len(set(kept) - set(cells))),
     file=sys.stderr,
 )

@@ -9,19 +9,24 @@
 #   sudo ONLY_MISSING=1 scripts/lab-matrix.sh       # only the runs whose file is not there yet
 #
 # CELLS: NIC:VERSION:FLAVOUR triples (scripts/lab-kernel.sh fetches each kernel once);
-# SCENARIOS: lab scenario names; REPS runs of each (medians); IRQBALANCE: the irqbalance
+# SCENARIOS: lab scenario names; REPS runs of each (medians); RULES: the never-matching
+# policy-routing rules in the sat- scenarios' receive path (the lab's --rules; its default,
+# 1,000, starves a guest on a host whose TCG runs them slowly: its samples stop for 10-15 s
+# and the run's figures are empty, igb on 6.19, 2026-11-30); IRQBALANCE: the irqbalance
 # versions to compare with (1.9.4 from Debian 13's userland, 1.9.2 the host's), the first
 # run beside steerd, each other one on its own. The userland (QEMU 10, irqbalance 1.9.4) is
 # built once by scripts/lab-userland.sh. Raw JSON lines are kept in target/lab-matrix/ (one
 # file per cell, irqbalance version and scenario) and the table is made from all of them by
 # scripts/lab-matrix.py, so a cell can be re-run alone (remove its file, ONLY_MISSING=1)
 # and the table remade. A cell with no run kept here (the runs of another machine, whose
-# target/ is not in the repository) keeps its row from the table in docs/lab.md.
+# target/ is not in the repository) keeps its figures from the table in docs/lab.md, balancer
+# by balancer: a row re-run with one irqbalance version keeps the other's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19:cloud igb:5.10:generic igb:6.1:generic igb:6.12:generic igb:6.19:generic igbvf:6.19:generic"}
 scenarios=${SCENARIOS:-"cpu0 defaults hotplug channels nic-remove kill9 sat-cpu0 sat-defaults sat-elephant sat-late"}
 reps=${REPS:-1}
+rules=${RULES:-}
 irqbalances=${IRQBALANCE:-"1.9.4 1.9.2"}
 only_missing=${ONLY_MISSING:-0}
 out=target/lab-matrix
@@ -46,7 +51,7 @@ for cell in $cells; do
                 continue
             fi
             echo "lab-matrix: $nic on $version ($flavour), $balancers (irqbalance $irqbalance), $reps run(s) of $scenario" >&2
-            STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 \
+            STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 ${rules:+--rules "$rules"} \
                 --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
                 --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" || {
                 # A scenario the NIC cannot run (the lab says so: `Nic::cannot_run`) has no row.
@@ -72,9 +77,9 @@ trap 'rm -f "$table" "$table.block"' EXIT
 # Cells with no run kept here (another machine's, or a file removed) keep their rows.
 { cat "$out"/*.json 2>/dev/null || true; } | python3 scripts/lab-matrix.py --keep docs/lab.md > "$table"
 {
-    echo "Generated $(date -u +%Y-%m-%d) by \`scripts/lab-matrix.sh\` from every run kept in target/lab-matrix, each other"
-    echo "cell's row kept as the table had it"
-    echo "(the last: \`REPS=$reps IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
+    echo "Generated $(date -u +%Y-%m-%d) by \`scripts/lab-matrix.sh\` from every run kept in target/lab-matrix, each cell"
+    echo "(NIC, kernel, scenario and balancer) with no run here kept as the table had it"
+    echo "(the last: \`REPS=$reps${rules:+ RULES=$rules} IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
     echo "on $(nproc) host CPUs, steerd $built for the last runs."
     echo
     cat "$table"

@@ -17,6 +17,42 @@ pub const GUEST_MAC: &str = "52:54:00:77:00:02";
 pub const PF_MAC: &str = "52:54:00:77:00:03";
 pub const TAP: &str = "tap0";
 
+/// The lab's namespace names: `steerd-lab-<pid>-<n>`; the pid of the lab that made it.
+fn lab_pid(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix("steerd-lab-")?.split_once('-')?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes the namespaces (and with them the taps) of labs whose process is gone. Why: a
+/// lab ended by a signal runs no destructor, and its namespace stayed (2026-11-30, the
+/// matrix script stopped with SIGTERM mid-run). Only a name of the lab's own form whose
+/// pid no longer exists is touched: a lab that is running keeps its namespace, and what
+/// cannot be removed is left as it is.
+pub fn sweep_dead_labs() {
+    let Ok(out) = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+    else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        let Some(pid) = lab_pid(name) else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        match run_cmd("ip", &["netns", "delete", name]) {
+            Ok(_) => eprintln!("lab: removed {name}, left by lab process {pid}, which is gone"),
+            Err(e) => eprintln!(
+                "lab: {name} was left by lab process {pid}, which is gone, and stays: {e}"
+            ),
+        }
+    }
+}
+
 /// A namespace with the lab's tap; removed on drop.
 #[derive(Debug)]
 pub struct LabNetns {
@@ -24,8 +60,10 @@ pub struct LabNetns {
 }
 
 impl LabNetns {
-    /// Creates `steerd-lab-<pid>-<n>` with a multi-queue tap.
+    /// Creates `steerd-lab-<pid>-<n>` with a multi-queue tap, after removing the
+    /// namespaces of labs that are gone ([`sweep_dead_labs`]).
     pub fn create(n: u32) -> Result<Self> {
+        sweep_dead_labs();
         let name = format!("steerd-lab-{}-{n}", std::process::id());
         run_cmd("ip", &["netns", "add", &name])?;
         let ns = LabNetns { name };
@@ -246,4 +284,18 @@ pub fn enter(name: &str) -> Result<()> {
             source: e.into(),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lab_pid;
+
+    #[test]
+    fn only_the_labs_own_names_give_a_pid() {
+        assert_eq!(lab_pid("steerd-lab-32210-5"), Some(32210));
+        assert_eq!(lab_pid("steerd-lab-32210"), None);
+        assert_eq!(lab_pid("steerd-lab-x-5"), None);
+        assert_eq!(lab_pid("steerd-lab-32210-5-extra"), None);
+        assert_eq!(lab_pid("steerd-bed-32210-5"), None);
+    }
 }
