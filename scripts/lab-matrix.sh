@@ -16,7 +16,8 @@
 # versions to compare with (1.9.4 from Debian 13's userland, 1.9.2 the host's), the first
 # run beside steerd, each other one on its own. The userland (QEMU 10, irqbalance 1.9.4) is
 # built once by scripts/lab-userland.sh. Raw JSON lines are kept in target/lab-matrix/ (one
-# file per cell, irqbalance version and scenario) and the table is made from all of them by
+# file per cell, irqbalance version and scenario, each run's guest console in a directory
+# beside it) and the table is made from all of them by
 # scripts/lab-matrix.py, so a cell can be re-run alone (remove its file, ONLY_MISSING=1)
 # and the table remade. A cell with no run kept here (the runs of another machine, whose
 # target/ is not in the repository) keeps its figures from the table in docs/lab.md, balancer
@@ -51,7 +52,10 @@ for cell in $cells; do
                 continue
             fi
             echo "lab-matrix: $nic on $version ($flavour), $balancers (irqbalance $irqbalance), $reps run(s) of $scenario" >&2
-            STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 ${rules:+--rules "$rules"} \
+            # Each run's console (the balancer's journal among it) beside the cell's JSON, so
+            # that a cell's figures can be explained afterwards.
+            rm -rf "$out/$name.console" && mkdir -p "$out/$name.console"
+            LAB_CONSOLE="$out/$name.console" STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 ${rules:+--rules "$rules"} \
                 --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
                 --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" || {
                 # A scenario the NIC cannot run (the lab says so: `Nic::cannot_run`) has no row.
