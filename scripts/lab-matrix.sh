@@ -78,7 +78,8 @@ for cell in $cells; do
 done
 table=$(mktemp)
 trap 'rm -f "$table" "$table.block"' EXIT
-# Cells with no run kept here (another machine's, or a file removed) keep their rows.
+# Cells with no run kept here (another machine's, or a file removed) keep their figures from
+# the table, balancer by balancer.
 { cat "$out"/*.json 2>/dev/null || true; } | python3 scripts/lab-matrix.py --keep docs/lab.md > "$table"
 {
     echo "Generated $(date -u +%Y-%m-%d) by \`scripts/lab-matrix.sh\` from every run kept in target/lab-matrix, each cell"

@@ -29,14 +29,11 @@ fn lab_pid(name: &str) -> Option<u32> {
 /// matrix script stopped with SIGTERM mid-run). Only a name of the lab's own form whose
 /// pid no longer exists is touched: a lab that is running keeps its namespace, and what
 /// cannot be removed is left as it is.
-pub fn sweep_dead_labs() {
-    let Ok(out) = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-    else {
+fn sweep_dead_labs() {
+    let Ok(list) = run_cmd("ip", &["netns", "list"]) else {
         return;
     };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in list.lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
         let Some(pid) = lab_pid(name) else {
             continue;

@@ -302,14 +302,20 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
         .events
         .iter()
         .find(|(_, command)| *command == super::saturation::LATE_START);
+    // Timed from when the guest ran the event (its `LAB EVENT` line), not from when it was
+    // due: the guest's event loop runs it after the sample in progress, 0.5-1.9 s late
+    // under load, and a first change timed from when it was due counted that lag as the
+    // balancer's (igb on 6.19, `channels`: steerd's placement 0.12 s after it saw the
+    // queue set change read as 2.8-3.0 s).
     let events = other.get("event").map_or(&[][..], |v| v);
+    let fired_at = |command| super::isolation::event_at(events, command);
     let reference = if let Some((at, command)) = late_start {
         // A balancer started under load: changes are timed from its start.
-        fired_at(events, command).unwrap_or(ready + f64::from(*at))
+        fired_at(command).unwrap_or(ready + f64::from(*at))
     } else if last.0 > Duration::from_secs(2) {
         ready + last.0.as_secs_f64()
     } else if let (true, Some((at, command))) = (s.setup.is_empty(), s.events.first()) {
-        fired_at(events, command).unwrap_or(ready + f64::from(*at))
+        fired_at(command).unwrap_or(ready + f64::from(*at))
     } else {
         ready
     };
@@ -621,20 +627,6 @@ fn queue_samples(samples: &[GuestSample]) -> QueueSamples {
     (counts, tables)
 }
 
-/// The uptime at which the guest ran a timed event's `command` (its first `LAB EVENT`
-/// line for it). Why not the time it was due: the guest's event loop runs it after the
-/// sample in progress, 0.5-1.9 s late under load, and a first change timed from when the
-/// event was due counted that lag as the balancer's (igb on 6.19, `channels`: steerd's
-/// placement 0.12 s after it saw the queue set change read as 2.8-3.0 s).
-fn fired_at(events: &[String], command: &str) -> Option<f64> {
-    events.iter().find_map(|event| {
-        let (at, ran) = event.split_once(' ')?;
-        (ran.trim() == command.trim())
-            .then(|| at.parse().ok())
-            .flatten()
-    })
-}
-
 /// Per-queue counts and RSS tables by sample uptime ([`queue_samples`]).
 type QueueSamples = (Vec<(f64, Vec<u64>)>, Vec<(f64, Vec<u32>)>);
 
@@ -763,7 +755,7 @@ mod tests {
         // 06:39:53.6 is uptime 5.77 + 12.6 = 18.37: 1.36 s after the event ran.
         assert!((made - 1.36).abs() < 0.02, "{made}, due at {due}");
         assert_eq!(
-            fired_at(&["17.01 ethtool -L x".into()], "ethtool -L y"),
+            crate::lab::isolation::event_at(&["17.01 ethtool -L x".into()], "ethtool -L y"),
             None
         );
     }
