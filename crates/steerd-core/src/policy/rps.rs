@@ -65,7 +65,7 @@ pub fn plan(p: &mut Planner, distress: bool) {
                         "{name}: an RPS change is on trial (judged {} s after it was made)",
                         rps_trial::TRIAL_NS / 1_000_000_000
                     )),
-                    Judgement::Undo { masks, why } => undo(p, d, masks, why),
+                    Judgement::Undo { masks, why, hold_s } => undo(p, d, masks, why, hold_s),
                     Judgement::Held { why, left_s } => {
                         p.waiting.push(format!(
                             "{name}: RPS was undone ({why}); held off for {left_s} s more"
@@ -250,7 +250,7 @@ fn trial_targets(
 /// Writes back the masks from before a trial that made the machine worse (or moved no
 /// work), where they are still steerd's, in one action group outside the budget (it takes
 /// a harm away).
-fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String) {
+fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String, hold_s: u64) {
     let name = p.devices[d].dev.name.clone();
     let current: std::collections::HashMap<u32, CpuSet> = queues(p, d).into_iter().collect();
     let changes: Vec<(u32, CpuSet)> = masks
@@ -261,10 +261,7 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String) {
                 .is_some_and(|now| now != before && owned(p, d, *queue, now))
         })
         .collect();
-    let why = format!(
-        "the RPS change on {name} {why}; undone, RPS held off {name} for {} s",
-        rps_trial::HOLD_NS / 1_000_000_000
-    );
+    let why = format!("the RPS change on {name} {why}; undone, RPS held off {name} for {hold_s} s");
     let expected = format!("{name}'s masks as they were before the change");
     apply(p, d, changes, ReasonKind::RpsUndo, why, expected, false);
 }

@@ -18,8 +18,9 @@
 //! work done fell by [`PROCESSED_FALL`] while CPUs stayed hot ([`Throughput`]'s
 //! `worse_than` says why that is not less traffic). Then the device's masks go back to what they
 //! were, in one action group (`rps_undo`), and RPS stays off that device for
-//! [`HOLD_NS`]: the plan says so each tick. No other RPS change is made to a device while
-//! its trial runs.
+//! [`HOLD_NS`], doubled for each undo in a row before it up to [`MAX_HOLD_NS`]
+//! ([`hold_after`]): the plan says so each tick. No other RPS change is made to a device
+//! while its trial runs.
 //!
 //! A change that did no harm is still undone, the same way, when it moved no work: the
 //! CPUs it added to the masks (those that were not hot when it was made) processed less
@@ -77,8 +78,23 @@ pub const NOISE_SE: f64 = 2.0;
 /// having moved work. A share of the expected, not of the queue's packets, so that widening
 /// a mask of ten CPUs by one is judged like turning RPS on over two.
 pub const MOVED_SHARE: f64 = 0.2;
-/// How long RPS stays off a device after an undo.
+/// How long RPS stays off a device after an undo ...
 pub const HOLD_NS: u64 = 300_000_000_000;
+/// ... doubled for each undo in a row before it (no trial kept between them), up to an
+/// hour. Why: where RPS never helps, a fixed hold tries it again every 300 s for as long
+/// as the CPU stays hot, 24 writes an hour that each cost a trial's drops. In the lab's
+/// igb guests on 6.19 (2026-11-30, `defaults`) CPU 0 sat at 0.70 irq+softirq with the
+/// vCPUs sharing the host's two cores, and every trial there was undone on backlog drops
+/// (52k -> 50k pkt/s, 0 -> 2k/s dropped); with the doubling, such a machine sees four
+/// trials in its first 75 minutes and one an hour after.
+pub const MAX_HOLD_NS: u64 = 3_600_000_000_000;
+
+/// The hold after the `undone_in_a_row`-th undo in a row (1 for the first): [`HOLD_NS`],
+/// doubled for each before it, at most [`MAX_HOLD_NS`].
+pub fn hold_after(undone_in_a_row: u32) -> u64 {
+    let doublings = undone_in_a_row.saturating_sub(1).min(16);
+    HOLD_NS.saturating_mul(1 << doublings).min(MAX_HOLD_NS)
+}
 /// How many decisions' intervals before a change its trial's "before" averages. One
 /// interval is not enough: on the lab's saturated guests the work done swings by a third
 /// from one second to the next (2026-11-29, `sat-late`: 17-37k pkt/s on one CPU pair
@@ -351,10 +367,12 @@ pub enum Judgement {
     Free,
     /// Running: no other RPS change until it is judged.
     Running,
-    /// Just judged worse: write these masks back (`why` for the reason).
+    /// Just judged worse: write these masks back (`why` for the reason) and hold RPS off
+    /// for `hold_s` seconds.
     Undo {
         masks: Vec<(u32, CpuSet)>,
         why: String,
+        hold_s: u64,
     },
     /// Undone earlier: RPS stays off until the hold ends.
     Held { why: String, left_s: u64 },
@@ -412,16 +430,25 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     let worse = worse.or_else(|| trial.moved_nothing());
     match worse {
         Some(why) => {
-            trial.held_until_ns = Some(now.saturating_add(HOLD_NS));
+            let in_a_row = p
+                .state
+                .rps_undone_in_a_row
+                .entry(device.to_string())
+                .or_default();
+            *in_a_row += 1;
+            let hold = hold_after(*in_a_row);
+            trial.held_until_ns = Some(now.saturating_add(hold));
             trial.why = why.clone();
             p.state.rps_trial_counts.undone += 1;
             Judgement::Undo {
                 masks: trial.before_masks.clone(),
                 why,
+                hold_s: hold / 1_000_000_000,
             }
         }
         None => {
             p.state.rps_trials.remove(device);
+            p.state.rps_undone_in_a_row.remove(device);
             p.state.rps_trial_counts.kept += 1;
             Judgement::Free
         }
@@ -431,6 +458,14 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hold_doubles_with_each_undo_in_a_row_up_to_an_hour() {
+        let secs: Vec<u64> = (1..=7).map(|n| hold_after(n) / 1_000_000_000).collect();
+        assert_eq!(secs, [300, 600, 1200, 2400, 3600, 3600, 3600]);
+        assert_eq!(hold_after(0), HOLD_NS);
+        assert_eq!(hold_after(u32::MAX), MAX_HOLD_NS);
+    }
 
     fn t(processed: f64, dropped: f64) -> Throughput {
         Throughput { processed, dropped }

@@ -33,6 +33,9 @@ pub struct PolicyState {
     pub(crate) rss: super::rss::Levers,
     /// RPS changes on trial, or undone and held off, by device.
     pub(crate) rps_trials: super::rps_trial::Trials,
+    /// RPS trials undone in a row (no trial kept since), by device: what doubles the
+    /// next hold (`rps_trial::hold_after`).
+    pub(crate) rps_undone_in_a_row: HashMap<String, u32>,
     /// RPS trials kept and undone so far.
     pub(crate) rps_trial_counts: super::rps_trial::TrialCounts,
     /// The machine's throughput over the last few decisions: a new trial's "before".
@@ -140,11 +143,12 @@ impl PolicyState {
         self.failed.get(target).map(String::as_str)
     }
 
-    /// Forgets a device's RPS trial, running or held: its queue set changed (or it came
-    /// back), so the throughput before the change says nothing about the device now, and a
-    /// hold earned by the old queues does not bind the new ones.
+    /// Forgets a device's RPS trial, running or held, and its undos in a row: its queue
+    /// set changed (or it came back), so the throughput before the change says nothing
+    /// about the device now, and a hold earned by the old queues does not bind the new ones.
     pub fn forget_rps_trial(&mut self, device: &str) {
         self.rps_trials.remove(device);
+        self.rps_undone_in_a_row.remove(device);
     }
 
     /// The value someone else set on a target steerd leaves alone (`on_external_change:

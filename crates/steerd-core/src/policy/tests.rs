@@ -1311,6 +1311,54 @@ fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
     (tick, state)
 }
 
+/// A device whose RPS trials keep failing is tried less and less often
+/// (`rps_trial::hold_after`): the queue stays hot for 20 minutes and every trial brings
+/// backlog drops, so RPS goes on and is undone three times, held 300 s, then 600 s, then
+/// 1200 s, where a fixed hold would have tried four times and held the same 300 s each.
+#[test]
+fn each_rps_undo_in_a_row_doubles_the_hold() {
+    let (mut bench, mut state) = one_hot_queue();
+    let harm = with_drops(20_000.0);
+    let mut ons = Vec::new();
+    let mut holds = Vec::new();
+    for tick in 0..1200u32 {
+        bench.run(1);
+        if super::rps_trial::running(&state, "eth0") {
+            harm(&mut bench.load);
+        }
+        let plan = bench.decide(&mut state);
+        bench.apply(&plan, &mut state);
+        let rps = rps_actions(&plan);
+        if rps.iter().any(|a| a.reason.kind == ReasonKind::RpsOn) {
+            ons.push(tick);
+        }
+        if let Some(undo) = rps.iter().find(|a| a.reason.kind == ReasonKind::RpsUndo) {
+            let text = &undo.reason.text;
+            let held = text
+                .rsplit("for ")
+                .next()
+                .and_then(|rest| rest.strip_suffix(" s"))
+                .and_then(|secs| secs.parse::<u32>().ok());
+            holds.push((tick, held.unwrap_or_else(|| panic!("no hold in {text:?}"))));
+        }
+    }
+    assert_eq!(
+        ons.len(),
+        3,
+        "RPS on at decisions {ons:?}, undone {holds:?}"
+    );
+    let secs: Vec<u32> = holds.iter().map(|h| h.1).collect();
+    assert_eq!(secs, [300, 600, 1200], "undone {holds:?}");
+    for (on, (undone, held)) in ons.iter().skip(1).zip(&holds) {
+        let waited = on - undone;
+        assert!(
+            waited >= *held && waited <= held + 5,
+            "on again {waited} decisions after an undo held {held} s"
+        );
+    }
+    assert_eq!(state.rps_trial_counts().undone, 3);
+}
+
 /// `xps: follow` (issue 33): with eth0's four receive vectors on CPUs 0-3 of 4 cores x 2
 /// threads (CPU c's sibling is c + 4), transmit queue N's XPS mask becomes its receive
 /// queue's CPU and that CPU's sibling, so every CPU sends on the queue beside it; `off`
