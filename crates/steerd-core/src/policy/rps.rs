@@ -161,6 +161,26 @@ fn owned(p: &Planner, d: usize, queue: u32, current: &CpuSet) -> bool {
     !p.frozen(&t) && p.state.written(&t) == Some(&KnobValue::Cpus(current.clone()))
 }
 
+/// The masks as the kernel will store them, the changes that then change nothing left out:
+/// `store_rps_map` keeps only the CPUs online when a mask is written, so a mask planned with
+/// a CPU gone offline since (a widening keeps the CPUs of the mask it widens, an undo
+/// writes back the masks from before) would read back without it, and steerd took that
+/// for someone else's change and let the queue go (the lab's `hotplug` on virtio-net 6.19,
+/// 2026-11-30: "steerd wrote 1-3, now 1-2" with CPU 3 offline, the mask then kept to the
+/// end of the run). A change whose online CPUs are those the queue's mask already has
+/// (`current`) is no change.
+fn as_the_kernel_stores(
+    changes: Vec<(u32, CpuSet)>,
+    online: &CpuSet,
+    current: impl Fn(u32) -> CpuSet,
+) -> Vec<(u32, CpuSet)> {
+    changes
+        .into_iter()
+        .map(|(queue, mask)| (queue, mask.intersection(online)))
+        .filter(|(queue, mask)| *mask != current(*queue).intersection(online))
+        .collect()
+}
+
 /// Plans one device's mask changes (one action group, with its RFS tables), counted in the
 /// per-tick budget when `capped`.
 fn apply(
@@ -172,10 +192,13 @@ fn apply(
     expected: String,
     capped: bool,
 ) -> bool {
+    let name = p.devices[d].dev.name.clone();
+    let changes = as_the_kernel_stores(changes, &p.topology.online, |queue| {
+        p.rps_mask(&name, queue).unwrap_or_default()
+    });
     if changes.is_empty() {
         return false;
     }
-    let name = p.devices[d].dev.name.clone();
     if capped && !p.spend(&format!("{name} RPS ({})", kind.as_str())) {
         return false;
     }
@@ -320,4 +343,38 @@ fn note_foreign_mask(p: &mut Planner, name: &str, queue: u32, t: Knob, current: 
             current.to_list()
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(cpus: &[u32]) -> CpuSet {
+        cpus.iter().copied().collect()
+    }
+
+    #[test]
+    fn masks_are_planned_as_the_kernel_stores_them() {
+        let online = set(&[0, 1, 2]);
+        // rx-3 had 2-3 (CPU 3 online then); CPU 3 is gone.
+        let current = |queue: u32| {
+            if queue == 3 {
+                set(&[2, 3])
+            } else {
+                CpuSet::new()
+            }
+        };
+        // A widening by CPU 1 writes 1-2, not 1-3, which would read back as 1-2.
+        assert_eq!(
+            as_the_kernel_stores(vec![(3, set(&[1, 2, 3]))], &online, current),
+            vec![(3, set(&[1, 2]))]
+        );
+        // The same online CPUs as now: nothing to write.
+        assert!(as_the_kernel_stores(vec![(3, set(&[2]))], &online, current).is_empty());
+        // An undo to "none" stays a change.
+        assert_eq!(
+            as_the_kernel_stores(vec![(3, CpuSet::new())], &online, current),
+            vec![(3, CpuSet::new())]
+        );
+    }
 }

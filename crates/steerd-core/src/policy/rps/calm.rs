@@ -117,8 +117,16 @@ pub(super) fn calm_down(p: &mut Planner, d: usize) {
     }
 }
 
-/// Half of a mask (rounded up), one CPU per physical core first, lowest ids first.
+/// Half of a mask (rounded up), one CPU per physical core first, lowest ids first, of its
+/// online CPUs: the kernel stores only those (`store_rps_map`), so a half that kept a CPU
+/// gone offline would read back as someone else's mask (see `super::as_the_kernel_stores`).
+/// A mask with no online CPU stays as it is.
 fn halve(p: &Planner, mask: &CpuSet) -> CpuSet {
+    let online = mask.intersection(&p.topology.online);
+    if online.is_empty() {
+        return mask.clone();
+    }
+    let mask = &online;
     let keep = mask.len().div_ceil(2);
     let mut kept = CpuSet::new();
     let mut cores = std::collections::HashSet::new();
