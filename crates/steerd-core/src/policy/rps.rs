@@ -284,7 +284,11 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String, hold_
                 .is_some_and(|now| now != before && owned(p, d, *queue, now))
         })
         .collect();
-    let why = format!("the RPS change on {name} {why}; undone, RPS held off {name} for {hold_s} s");
+    let why = if hold_s > 0 {
+        format!("the RPS change on {name} {why}; undone, RPS held off {name} for {hold_s} s")
+    } else {
+        format!("the RPS change on {name} {why}; undone")
+    };
     let expected = format!("{name}'s masks as they were before the change");
     apply(p, d, changes, ReasonKind::RpsUndo, why, expected, false);
 }

@@ -272,6 +272,8 @@ pub struct Trial {
     made_at_tick: u64,
     /// Judged and undone: RPS stays off the device until then.
     held_until_ns: Option<u64>,
+    /// The device's queue set changed while it ran: it cannot be judged, and is undone.
+    void: bool,
     /// Why it was undone.
     why: String,
 }
@@ -355,6 +357,7 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>, ta
         made_at_ns: p.now_ns,
         made_at_tick: p.state.ticks,
         held_until_ns: None,
+        void: false,
         why: String::new(),
     };
     p.state.rps_trials.insert(device.to_string(), trial);
@@ -378,6 +381,23 @@ pub enum Judgement {
     Held { why: String, left_s: u64 },
 }
 
+/// Forgets `device`'s trial, running or held, because its queue set changed (or it came
+/// back): the throughput before the change says nothing about the device now, and a hold
+/// earned by the old queues does not bind the new ones. A running trial is not simply
+/// dropped: its masks stay on the queues that remain and would never be judged (the lab's
+/// `channels` on virtio-net 6.19, 2026-11-30: RPS over CPUs 0-3 turned on for rx-0 and
+/// rx-1 while the device had 2 queues stayed to the end of the run after `ethtool -L`
+/// gave it 4 again). It is voided instead: the next decision undoes it ([`judge`]), with
+/// no hold, and RPS may then be tried afresh on the queues the device has now.
+pub fn forget(trials: &mut Trials, device: &str) {
+    match trials.get_mut(device) {
+        Some(trial) if trial.held_until_ns.is_none() => trial.void = true,
+        _ => {
+            trials.remove(device);
+        }
+    }
+}
+
 /// Judges `device`'s trial when it is due; see the module's doc.
 pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     let now = p.now_ns;
@@ -394,6 +414,16 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
         return Judgement::Held {
             why: trial.why.clone(),
             left_s: (until - now).div_ceil(1_000_000_000),
+        };
+    }
+    if trial.void {
+        trial.held_until_ns = Some(now);
+        trial.why =
+            "could not be judged: the device's queue set changed during its trial".to_string();
+        return Judgement::Undo {
+            masks: trial.before_masks.clone(),
+            why: trial.why.clone(),
+            hold_s: 0,
         };
     }
     // No interval since the change yet: nothing to judge it by.

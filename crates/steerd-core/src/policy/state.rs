@@ -143,11 +143,10 @@ impl PolicyState {
         self.failed.get(target).map(String::as_str)
     }
 
-    /// Forgets a device's RPS trial, running or held, and its undos in a row: its queue
-    /// set changed (or it came back), so the throughput before the change says nothing
-    /// about the device now, and a hold earned by the old queues does not bind the new ones.
+    /// Forgets a device's RPS trial (a running one is undone at the next decision:
+    /// `rps_trial::forget`) and its undos in a row: its queue set changed (or it came back).
     pub fn forget_rps_trial(&mut self, device: &str) {
-        self.rps_trials.remove(device);
+        super::rps_trial::forget(&mut self.rps_trials, device);
         self.rps_undone_in_a_row.remove(device);
     }
 

@@ -1311,6 +1311,58 @@ fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
     (tick, state)
 }
 
+/// A device whose queue set changes while an RPS change is on trial gets that change
+/// undone at the next decision, with no hold (`rps_trial::forget`): it cannot be judged, and
+/// its masks would otherwise stay unjudged on the queues that remain.
+#[test]
+fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
+    let (mut bench, mut state) = one_hot_queue();
+    let rx1 = Knob::RpsCpus {
+        device: "eth0".into(),
+        queue: 1,
+    };
+    let mut on = false;
+    for _ in 0..10 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        bench.apply(&plan, &mut state);
+        if plan.actions.iter().any(|a| a.target == rx1) {
+            on = true;
+            break;
+        }
+    }
+    assert!(on, "RPS turned on");
+    assert!(super::rps_trial::running(&state, "eth0"));
+    state.forget_rps_trial("eth0");
+    bench.run(1);
+    let plan = bench.decide(&mut state);
+    bench.apply(&plan, &mut state);
+    let undo = plan
+        .actions
+        .iter()
+        .find(|a| a.target == rx1)
+        .unwrap_or_else(|| panic!("undone at once: {plan}"));
+    assert_eq!(undo.reason.kind, ReasonKind::RpsUndo, "{plan}");
+    assert!(undo.reason.text.contains("queue set changed"), "{plan}");
+    assert!(!undo.reason.text.contains("held off"), "{plan}");
+    // No hold: the queue is still hot, and RPS is tried afresh once the mask has dwelt
+    // `hysteresis.rps_dwell` (30 s), not after 300.
+    let mut again = false;
+    for _ in 0..40 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        bench.apply(&plan, &mut state);
+        if rps_actions(&plan)
+            .iter()
+            .any(|a| a.reason.kind == ReasonKind::RpsOn)
+        {
+            again = true;
+            break;
+        }
+    }
+    assert!(again, "RPS tried again on the queues the device has now");
+}
+
 /// A device whose RPS trials keep failing is tried less and less often
 /// (`rps_trial::hold_after`): the queue stays hot for 20 minutes and every trial brings
 /// backlog drops, so RPS goes on and is undone three times, held 300 s, then 600 s, then
