@@ -1256,25 +1256,29 @@ fn an_rps_change_is_not_undone_on_noise() {
     assert_eq!(state.rps_trial_counts().kept, 1);
 }
 
-/// Turns RPS on for a hot queue, then does `harm` to the load each decision; returns the
-/// decision (after the change) that undid it, saying `why`, and the state.
-fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
+/// [`one_hot_queue`] run until steerd turns RPS on for the hot queue (its trial then
+/// runs), with the queue's mask target.
+fn rps_on_for_one_hot_queue() -> (Bench, PolicyState, Knob) {
     let (mut bench, mut state) = one_hot_queue();
     let rx1 = Knob::RpsCpus {
         device: "eth0".into(),
         queue: 1,
     };
-    let mut on_at = None;
-    for tick in 0..10 {
+    for _ in 0..10 {
         bench.run(1);
         let plan = bench.decide(&mut state);
         bench.apply(&plan, &mut state);
         if plan.actions.iter().any(|a| a.target == rx1) {
-            on_at = Some(tick);
-            break;
+            return (bench, state, rx1);
         }
     }
-    assert!(on_at.is_some(), "RPS turned on");
+    panic!("RPS never turned on for the hot queue");
+}
+
+/// Turns RPS on for a hot queue, then does `harm` to the load each decision; returns the
+/// decision (after the change) that undid it, saying `why`, and the state.
+fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
+    let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
     let mut undo = None;
     for tick in 0..10 {
         bench.run(1);
@@ -1316,22 +1320,7 @@ fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {
 /// its masks would otherwise stay unjudged on the queues that remain.
 #[test]
 fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
-    let (mut bench, mut state) = one_hot_queue();
-    let rx1 = Knob::RpsCpus {
-        device: "eth0".into(),
-        queue: 1,
-    };
-    let mut on = false;
-    for _ in 0..10 {
-        bench.run(1);
-        let plan = bench.decide(&mut state);
-        bench.apply(&plan, &mut state);
-        if plan.actions.iter().any(|a| a.target == rx1) {
-            on = true;
-            break;
-        }
-    }
-    assert!(on, "RPS turned on");
+    let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
     assert!(super::rps_trial::running(&state, "eth0"));
     state.forget_rps_trial("eth0");
     bench.run(1);
