@@ -85,8 +85,8 @@ pub const HOLD_NS: u64 = 300_000_000_000;
 /// as the CPU stays hot, 24 writes an hour that each cost a trial's drops. In the lab's
 /// igb guests on 6.19 (2026-11-30, `defaults`) CPU 0 sat at 0.70 irq+softirq with the
 /// vCPUs sharing the host's two cores, and every trial there was undone on backlog drops
-/// (52k -> 50k pkt/s, 0 -> 2k/s dropped); with the doubling, such a machine sees four
-/// trials in its first 75 minutes and one an hour after.
+/// (52k -> 50k pkt/s, 0 -> 2k/s dropped); with the doubling, such a machine sees trials
+/// at about 0, 5, 15, 35 and 75 minutes, then one an hour.
 pub const MAX_HOLD_NS: u64 = 3_600_000_000_000;
 
 /// The hold after the `undone_in_a_row`-th undo in a row (1 for the first): [`HOLD_NS`],
