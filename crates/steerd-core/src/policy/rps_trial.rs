@@ -388,14 +388,16 @@ pub enum Judgement {
 /// `channels` on virtio-net 6.19, 2026-11-30: RPS over CPUs 0-3 turned on for rx-0 and
 /// rx-1 while the device had 2 queues stayed to the end of the run after `ethtool -L`
 /// gave it 4 again). It is voided instead: the next decision undoes it ([`judge`]), with
-/// no hold, and RPS may then be tried afresh on the queues the device has now.
-pub fn forget(trials: &mut Trials, device: &str) {
-    match trials.get_mut(device) {
+/// no hold, and RPS may then be tried afresh on the queues the device has now. The
+/// device's undos in a row ([`hold_after`]) start over too.
+pub fn forget(state: &mut PolicyState, device: &str) {
+    match state.rps_trials.get_mut(device) {
         Some(trial) if trial.held_until_ns.is_none() => trial.void = true,
         _ => {
-            trials.remove(device);
+            state.rps_trials.remove(device);
         }
     }
+    state.rps_undone_in_a_row.remove(device);
 }
 
 /// Judges `device`'s trial when it is due; see the module's doc.

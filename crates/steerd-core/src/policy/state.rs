@@ -143,11 +143,10 @@ impl PolicyState {
         self.failed.get(target).map(String::as_str)
     }
 
-    /// Forgets a device's RPS trial (a running one is undone at the next decision:
-    /// `rps_trial::forget`) and its undos in a row: its queue set changed (or it came back).
+    /// Forgets a device's RPS trial (a running one is undone at the next decision) and its
+    /// undos in a row: its queue set changed (or it came back). See `rps_trial::forget`.
     pub fn forget_rps_trial(&mut self, device: &str) {
-        super::rps_trial::forget(&mut self.rps_trials, device);
-        self.rps_undone_in_a_row.remove(device);
+        super::rps_trial::forget(self, device);
     }
 
     /// The value someone else set on a target steerd leaves alone (`on_external_change:
