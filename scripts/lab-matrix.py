@@ -44,6 +44,14 @@ EVENT_SCENARIOS = {"hotplug", "channels", "nic-remove", "kill9"}
 # runs read gaps of 1.4-2.7 s.
 STARVED_GAP_S = 5.0
 
+# The lab's UDP rate (`UDP_PPS`): a cell run at another (the matrix's PPS) says so.
+DEFAULT_PPS = 60000
+# A placement cell's premise (the tests' `unsaturated`, steerd's high watermark,
+# `lab::report::HOT_SHARE`): no guest CPU this share of its time in irq+softirq over the
+# steady window. A run that broke it compared how each balancer copes with saturation
+# (steerd's RPS trials among it), not placements, and the cell says in how many.
+HOT_SHARE = 0.6
+
 
 def figures(rs, saturated):
     if not rs:
@@ -58,6 +66,12 @@ def figures(rs, saturated):
         )
     else:
         load = "busiest " + show(med([r["busiest_processed_share"] for r in rs]), "{:.2f}")
+        rates = sorted({r.get("offered_pps") for r in rs} - {None, DEFAULT_PPS})
+        if rates:
+            load += " at {} pkt/s".format("/".join("{:.0f}k".format(v / 1000) for v in rates))
+        hot = [r["busiest_si_share"] for r in rs if (r.get("busiest_si_share") or 0.0) >= HOT_SHARE]
+        if hot:
+            load += " (a CPU hot, irq+softirq up to {:.2f}, in {} of {})".format(max(hot), len(hot), len(rs))
     if rs[0]["scenario"] in EVENT_SCENARIOS:
         settles = [r.get("settle_s") for r in rs]
         if any(v is None for v in settles):

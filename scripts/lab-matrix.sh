@@ -12,7 +12,11 @@
 # SCENARIOS: lab scenario names; REPS runs of each (medians); RULES: the never-matching
 # policy-routing rules in the sat- scenarios' receive path (the lab's --rules; its default,
 # 1,000, starves a guest on a host whose TCG runs them slowly: its samples stop for 10-15 s
-# and the run's figures are empty, igb on 6.19, 2026-11-30); IRQBALANCE: the irqbalance
+# and the run's figures are empty, igb on 6.19, 2026-11-30); PPS: the UDP rate of the
+# placement scenarios (those not named sat-; the lab's --pps; its default, each scenario's
+# own 60k, saturates the guests of a host slower than the one it was chosen on, and a
+# placement cell then compares RPS trials, not placements: docs/lab.md, "A slower bed";
+# the tests' placement checks offer 20000); IRQBALANCE: the irqbalance
 # versions to compare with (1.9.4 from Debian 13's userland, 1.9.2 the host's), the first
 # run beside steerd, each other one on its own. The userland (QEMU 10, irqbalance 1.9.4) is
 # built once by scripts/lab-userland.sh. Raw JSON lines are kept in target/lab-matrix/ (one
@@ -28,6 +32,7 @@ cells=${CELLS:-"virtio:5.10:cloud virtio:6.1:cloud virtio:6.12:cloud virtio:6.19
 scenarios=${SCENARIOS:-"cpu0 defaults hotplug channels nic-remove kill9 sat-cpu0 sat-defaults sat-elephant sat-late"}
 reps=${REPS:-1}
 rules=${RULES:-}
+pps=${PPS:-}
 irqbalances=${IRQBALANCE:-"1.9.4 1.9.2"}
 only_missing=${ONLY_MISSING:-0}
 out=target/lab-matrix
@@ -44,6 +49,9 @@ for cell in $cells; do
     fi
     for scenario in $scenarios; do
         balancers=irqbalance,steerd
+        # The rate applies to the placement scenarios only: the sat- ones saturate on purpose.
+        rate=
+        case "$scenario" in sat-*) ;; *) rate=$pps ;; esac
         for irqbalance in $irqbalances; do
             name="$nic-$version-$flavour-irqbalance-$irqbalance-$scenario"
             file="$out/$name.json"
@@ -55,7 +63,7 @@ for cell in $cells; do
             # Each run's console (the balancer's journal among it) beside the cell's JSON, so
             # that a cell's figures can be explained afterwards.
             rm -rf "$out/$name.console" && mkdir -p "$out/$name.console"
-            LAB_CONSOLE="$out/$name.console" STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 ${rules:+--rules "$rules"} \
+            LAB_CONSOLE="$out/$name.console" STEERD_LAB_KERNEL=$kernel target/release/examples/lab --format json --reps "$reps" --idle 30 ${rules:+--rules "$rules"} ${rate:+--pps "$rate"} \
                 --nic "$nic" --userland "$userland" --irqbalance "$irqbalance" \
                 --balancers "$balancers" "$scenario" > "$file.new" 2> "$out/$name.log" || {
                 # A scenario the NIC cannot run (the lab says so: `Nic::cannot_run`) has no row.
@@ -84,7 +92,7 @@ trap 'rm -f "$table" "$table.block"' EXIT
 {
     echo "Generated $(date -u +%Y-%m-%d) by \`scripts/lab-matrix.sh\` from every run kept in target/lab-matrix, each cell"
     echo "(NIC, kernel, scenario and balancer) with no run here kept as the table had it"
-    echo "(the last: \`REPS=$reps${rules:+ RULES=$rules} IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
+    echo "(the last: \`REPS=$reps${rules:+ RULES=$rules}${pps:+ PPS=$pps} IRQBALANCE=\"$irqbalances\" SCENARIOS=\"$scenarios\"\`, cells: $cells)"
     echo "on $(nproc) host CPUs, steerd $built for the last runs."
     echo
     cat "$table"
