@@ -173,13 +173,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let platform = lab::platform::Platform::new(nic, userland, irqbalance.as_deref())?;
     let mut lab =
         lab::run::Lab::build_with(&work, &steerd, lab::image::GuestKernel::find()?, platform)?;
-    if scenarios.iter().any(lab::busy_poll::is_busy_poll) {
-        // The busy-poll scenario switches a NAPI with examples/napi_set.rs, built beside
-        // this program (`cargo build --release --example napi_set`).
+    if scenarios
+        .iter()
+        .any(|s| lab::busy_poll::is_busy_poll(s) || lab::napi_switch::is_napi_switch(s))
+    {
+        // The busy-poll and napi-set scenarios switch a NAPI with examples/napi_set.rs,
+        // built beside this program (`cargo build --release --example napi_set`).
         let napi_set = std::env::current_exe()?.with_file_name("napi_set");
         if !napi_set.is_file() {
             return Err(format!(
-                "{} is missing: the busy-poll scenario needs it (cargo build --release --example napi_set)",
+                "{} is missing: the busy-poll and napi-set scenarios need it (cargo build --release --example napi_set)",
                 napi_set.display()
             )
             .into());
@@ -299,6 +302,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                         b.name(),
                         rep + 1,
                         lab::rss_notify::analyse(&raw, &m).describe()
+                    );
+                }
+                if lab::napi_switch::is_napi_switch(s) {
+                    eprintln!(
+                        "lab: {} {} #{}: {}",
+                        s.name,
+                        b.name(),
+                        rep + 1,
+                        lab::napi_switch::analyse(&raw, &m).describe()
                     );
                 }
                 if lab::faults::is_in_flight(s.name) {

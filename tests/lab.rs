@@ -305,7 +305,12 @@ fn one_queue_per_cpu(m: &Metrics, n: usize) -> bool {
 /// (`lab::rss_notify`, about a minute more): another tool's `ethtool -X` under steerd's RSS
 /// lever is heard through `ETHTOOL_MSG_RSS_NTF` (one notification from it on), noted as
 /// someone else's change within 2 s of the write (the tick is 1 s; 0.05-0.91 s in six runs,
-/// docs/lab.md), and left as that tool wrote it, also after SIGTERM.
+/// docs/lab.md), and left as that tool wrote it, also after SIGTERM. Then `napi-set`
+/// (`lab::napi_switch`, about 40 s more): queue 1's NAPI switched to its thread with
+/// `napi-set` and back, the device's `threaded` left at 0; steerd pins the new thread
+/// within 2 s of the switch (the tick is 1 s; before its per-NAPI watch, at the periodic
+/// rediscovery 300 s later) and notes its end within 2 s of the switch back, each a
+/// `threaded_switched` rediscovery, and restores everything.
 fn busy_polling_thread_on_6_19() -> TestResult {
     let guest = match GuestLab::open(|work, steerd| {
         let kernel =
@@ -348,6 +353,21 @@ fn busy_polling_thread_on_6_19() -> TestResult {
             .is_some_and(lab::rss_notify::only_queues_0_and_1),
         "{shown}"
     );
+
+    let s = scenario(lab::napi_switch::NAME);
+    let (raw, m) = run_sound(&mut lab, &s, Balancer::Steerd);
+    let f = lab::napi_switch::analyse(&raw, &m);
+    let shown = format!("{}\n{}", f.describe(), show(&m));
+    assert!(f.on.napi_id.is_some() && f.off.napi_id.is_some(), "{shown}");
+    assert!(f.pinned_after.is_some_and(|t| t <= 2.0), "{shown}");
+    assert!(f.ended_after.is_some_and(|t| t <= 2.0), "{shown}");
+    assert!(
+        f.rediscoveries
+            .get("threaded_switched")
+            .is_some_and(|&n| n >= 2.0),
+        "{shown}"
+    );
+    assert!(m.restored, "{shown}");
     Ok(())
 }
 

@@ -407,6 +407,55 @@ mod tests {
         assert_eq!(frame.queues[0].packets_per_sec, None);
     }
 
+    /// igb's silent queues (issue 31): a queue the NIC's hash sends no flow while its
+    /// device is busy reads "silent" beside its rate; before the second sample, or where
+    /// per-queue rates are unknown, no queue does.
+    #[test]
+    fn a_queue_the_hash_sends_nothing_is_marked_silent() {
+        let machine = machine();
+        let mut load = Load::new();
+        load.samples = 1;
+        load.interval_secs = 1.0;
+        load.cpus = vec![
+            cpu(0.0, 0.0),
+            cpu(0.1, 10.0),
+            cpu(0.6, 40_000.0),
+            cpu(0.0, 0.0),
+        ];
+        load.irq_rates = vec![0.0; 32];
+        load.rx_queues
+            .insert("eth0".into(), vec![Some(40_000.0), Some(0.0)]);
+        let build = |load: &Load, unknown: Option<String>| {
+            Frame::build(Inputs {
+                root: "/",
+                machine: &machine,
+                load,
+                rx_bytes_per_sec: &HashMap::new(),
+                napi_thread_cpus: &HashMap::new(),
+                queue_rates_unknown: unknown,
+                daemon: None,
+                warnings: Vec::new(),
+            })
+        };
+        let frame = build(&load, None);
+        let silent: Vec<(u32, bool)> = frame.queues.iter().map(|q| (q.queue, q.silent)).collect();
+        assert_eq!(silent, vec![(0, false), (1, true)]);
+        let rx_1 = frame.queues.iter().find(|q| q.queue == 1).unwrap();
+        assert!(
+            super::super::text::queue_cells(rx_1)[7].ends_with(" silent"),
+            "{:?}",
+            super::super::text::queue_cells(rx_1)
+        );
+        assert!(
+            build(&load, Some("a fake root".into()))
+                .queues
+                .iter()
+                .all(|q| !q.silent)
+        );
+        load.samples = 0;
+        assert!(build(&load, None).queues.iter().all(|q| !q.silent));
+    }
+
     #[test]
     fn rates_are_unknown_before_the_second_sample() {
         let machine = machine();

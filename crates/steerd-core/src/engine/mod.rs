@@ -22,6 +22,7 @@ mod retry;
 mod wide;
 mod writer;
 
+pub mod napi_modes;
 pub mod sampling;
 
 use std::collections::BTreeMap;

@@ -11,6 +11,7 @@
 
 use tracing::warn;
 
+use super::napi_modes::NapiModeWatch;
 use crate::Root;
 use crate::discover::Machine;
 use crate::error::Error;
@@ -25,7 +26,8 @@ pub enum DeviceChange {
     /// `sys/class/net/NAME` is gone (or the kernel is unregistering the device): a NIC
     /// removed, noticed before the rtnetlink event that says so was read.
     Vanished(String),
-    /// Its `threaded` was switched on or off: its NAPI threads came or went.
+    /// Its `threaded` was switched on or off, or one of its NAPIs' (`napi-set`): its NAPI
+    /// threads came or went.
     ThreadedSwitched(String),
 }
 
@@ -53,6 +55,8 @@ pub struct Sampling {
     napi_threads: Vec<u32>,
     /// Whether per-queue counters are read at all (`doctor` needs only the per-CPU ones).
     queue_counters: bool,
+    /// Each NAPI's threaded mode, for switches made with `napi-set` (6.17+).
+    napi_modes: NapiModeWatch,
 }
 
 impl Sampling {
@@ -64,6 +68,7 @@ impl Sampling {
             queue_devices: Vec::new(),
             napi_threads: Vec::new(),
             queue_counters: true,
+            napi_modes: NapiModeWatch::default(),
         })
     }
 
@@ -93,6 +98,7 @@ impl Sampling {
             .filter(|q| counts_as_receive_work(q))
             .filter_map(|q| q.napi_thread.as_ref().map(|t| t.pid))
             .collect();
+        self.napi_modes.follow(inventory, self.root.is_host());
         if self.queue_devices.is_empty() || !self.root.is_host() || !self.queue_counters {
             self.queue_source = None;
             return;
@@ -132,8 +138,10 @@ impl Sampling {
 
     /// What changed on a multi-queue device since `inventory` was read that makes the model
     /// stale before any write finds it out: the device vanished, or its NAPI was switched
-    /// to or from threads (`threaded`: its threads came or went). The first device found
-    /// changed, or `None`. One small read and one `stat` per such device.
+    /// to or from threads (`threaded`: its threads came or went), the whole device's or,
+    /// on 6.17+, a single NAPI's (`napi-set`, which leaves `threaded` as it was: one
+    /// `napi-get` dump, [`NapiModeWatch`]). The first device found changed, or `None`. One
+    /// small read and one `stat` per such device.
     ///
     /// A vanished device is told apart because its `threaded` reads as absent, which
     /// against an inventory that read it (0 or 1) looked like a switch: a NIC removed in a
@@ -142,8 +150,8 @@ impl Sampling {
     /// so a device removed between the two is still a vanished one; a `threaded` that
     /// answers EINVAL or ENODEV is a device the kernel is unregistering (net-sysfs serves
     /// only a live device: `kernel::sysfs::net::is_unregistering`), vanished as well.
-    pub fn device_changed(&self, inventory: &Inventory) -> Option<DeviceChange> {
-        self.queue_devices.iter().find_map(|(name, _)| {
+    pub fn device_changed(&mut self, inventory: &Inventory) -> Option<DeviceChange> {
+        let changed = self.queue_devices.iter().find_map(|(name, _)| {
             let dir = self.root.path(format!("sys/class/net/{name}"));
             let read = crate::kernel::napi_threads::read_is_threaded(&dir);
             let unregistering = read
@@ -158,6 +166,11 @@ impl Sampling {
                 .device(name)
                 .is_some_and(|d| d.threaded != now)
                 .then(|| DeviceChange::ThreadedSwitched(name.clone()))
+        });
+        changed.or_else(|| {
+            self.napi_modes
+                .switched()
+                .map(DeviceChange::ThreadedSwitched)
         })
     }
 
@@ -270,7 +283,7 @@ mod tests {
     #[test]
     fn a_switched_threaded_file_is_a_threaded_switch() {
         let dir = tempfile::tempdir().unwrap();
-        let (tree, machine, sampling) = two_nics(dir.path());
+        let (tree, machine, mut sampling) = two_nics(dir.path());
         tree.make_threaded(1, 900).unwrap();
         assert_eq!(
             sampling.device_changed(&machine.inventory),
@@ -283,7 +296,7 @@ mod tests {
     #[test]
     fn a_removed_device_directory_is_a_vanished_device() {
         let dir = tempfile::tempdir().unwrap();
-        let (_tree, machine, sampling) = two_nics(dir.path());
+        let (_tree, machine, mut sampling) = two_nics(dir.path());
         let link = dir.path().join("sys/class/net/eth1");
         let device_dir = fs::canonicalize(&link).unwrap();
         fs::remove_file(&link).unwrap();
@@ -306,7 +319,7 @@ mod tests {
             return;
         };
         let dir = tempfile::tempdir().unwrap();
-        let (_tree, machine, sampling) = two_nics(dir.path());
+        let (_tree, machine, mut sampling) = two_nics(dir.path());
         let threaded = dir.path().join("sys/class/net/eth1/threaded");
         fs::remove_file(&threaded).unwrap();
         std::os::unix::fs::symlink(einval, &threaded).unwrap();

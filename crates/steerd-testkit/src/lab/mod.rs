@@ -21,6 +21,7 @@ pub mod guest_clock;
 pub mod image;
 pub mod isolation;
 pub mod json;
+pub mod napi_switch;
 pub mod netns;
 pub mod platform;
 pub mod queue_stall;

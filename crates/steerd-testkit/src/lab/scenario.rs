@@ -383,6 +383,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
     .chain(super::tuned::all())
     .chain([super::second_balancer::scenario()])
     .chain([super::busy_poll::scenario()])
+    .chain([super::napi_switch::scenario()])
     .collect()
 }
 
