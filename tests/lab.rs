@@ -86,14 +86,6 @@ fn show(m: &Metrics) -> String {
     )
 }
 
-/// The daemon log lines of a run that are warnings or errors.
-fn warnings_in(m: &Metrics) -> usize {
-    m.log
-        .iter()
-        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-        .count()
-}
-
 /// One run's console and figures. A guest that hangs or whose kernel panics, or one that
 /// stalled for a while and went on ([`Metrics::guest_stalled`]), is run once more, saying
 /// so and where it stopped (with the oops's header, RIP and call trace); the second run
@@ -259,7 +251,7 @@ fn real_nic_lab_short_form() -> TestResult {
     // A move check's verdict is not part of a storm: on a slower host (2026-11-29) this
     // guest's CPU 0 saturated and three moves were reported as not taking effect.
     let no_effect = removed.move_checks.get("no_effect").copied().unwrap_or(0);
-    let warnings = warnings_in(&removed).saturating_sub(no_effect);
+    let warnings = removed.warnings().saturating_sub(no_effect);
     assert!(warnings <= 1, "{warnings} warnings: {}", show(&removed));
     // The daemon saw the NIC go (one device left) and come back (two again). Whether it
     // also logs "eth0: appeared again" depends on whether the driver's placement differs
@@ -555,7 +547,7 @@ fn nics_and_kernels_short_form() -> TestResult {
     assert_eq!(cpu0.late_changes, 0, "{}", show(&cpu0));
     assert!(cpu0.restored, "{}", show(&cpu0));
     // What 5.10 lacks is said once at start, not per tick: a 30 s run has 30 ticks.
-    let warnings = warnings_in(&cpu0);
+    let warnings = cpu0.warnings();
     assert!(warnings <= 3, "{warnings} warnings: {}", show(&cpu0));
     let notes: Vec<&String> = cpu0
         .log

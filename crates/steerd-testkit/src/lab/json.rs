@@ -59,6 +59,9 @@ pub struct RunLine {
     pub rps_cpus: Vec<String>,
     pub restored: bool,
     pub daemon_cpu_s: Option<f64>,
+    /// The balancer's log lines that are warnings or errors (`Metrics::warnings`; steerd's
+    /// format, so 0 for irqbalance).
+    pub warnings: usize,
     /// The emulated NIC (`virtio`, `igb`, `vmxnet3`) and the irqbalance version the lab
     /// compares with; set by the caller, which knows the platform.
     pub nic: &'static str,
@@ -169,6 +172,7 @@ pub fn line(s: &Scenario, balancer: &'static str, rep: u32, m: &Metrics) -> RunL
         rps_cpus: m.rps_masks.clone(),
         restored: m.restored,
         daemon_cpu_s: m.daemon_cpu_s,
+        warnings: m.warnings(),
         nic: "virtio",
         irqbalance: None,
         queue_packets: m.queue_run_packets.clone(),

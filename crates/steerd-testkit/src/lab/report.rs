@@ -213,6 +213,16 @@ fn rss_table_writes(log: &[String]) -> usize {
 pub const STALLED_SECS: f64 = 15.0;
 
 impl Metrics {
+    /// The daemon log lines of the run that are warnings or errors (steerd's format:
+    /// `... WARN ...`, `... ERROR ...`): issue 31's "no warning per tick" is this count
+    /// staying small over a run of some 30 ticks.
+    pub fn warnings(&self) -> usize {
+        self.log
+            .iter()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .count()
+    }
+
     /// The earlier of when a sample saw the first change and when the daemon's log says it
     /// made it: the first change, as exact as the guest's clock where the log has it.
     pub fn first_change_made(&self) -> Option<f64> {
