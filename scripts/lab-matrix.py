@@ -56,7 +56,12 @@ HOT_SHARE = 0.6
 def figures(rs, saturated):
     if not rs:
         return "-"
-    first = show(med([r["first_change_s"] for r in rs]), "{:.1f}")
+    first = show(med([r["first_change_s"] for r in rs]), "{:.1f}") + " s"
+    # A run with no change at all (the driver's placement already good, nothing hot) has no
+    # first change: the median is of the runs that had one, and the cell says how many did not.
+    unchanged = sum(1 for r in rs if r["first_change_s"] is None)
+    if unchanged and unchanged < len(rs):
+        first += " (no change in {} of {})".format(unchanged, len(rs))
     if saturated:
         load = "{} pkt/s delivered, {} pkt/s lost, drops {} softnet / {} tap".format(
             show(med([r["delivered_pps"] for r in rs])),
@@ -94,7 +99,7 @@ def figures(rs, saturated):
     late = max(r["changes_after_convergence"] for r in rs)
     restored = sum(1 for r in rs if r["restored"])
     silent = med([r.get("silent_queues") for r in rs])
-    return "{} s; {}; {} late; restored {}/{}; silent queues {}".format(
+    return "{}; {}; {} late; restored {}/{}; silent queues {}".format(
         first, load, late, restored, len(rs), show(silent)
     )
 
