@@ -34,12 +34,17 @@ pub const OFF_AT: u32 = 20;
 const ON: &str = "before=$(wall); out=$(/usr/sbin/napi_set eth0 1 1 2>&1); echo \"NAPIX on $before $(wall) $out; device threaded $(cat /sys/class/net/eth0/threaded)\"";
 const OFF: &str = "before=$(wall); out=$(/usr/sbin/napi_set eth0 1 0 2>&1); echo \"NAPIX off $before $(wall) $out; device threaded $(cat /sys/class/net/eth0/threaded)\"";
 
+/// steerd's `steerd_rediscoveries_total` by reason (`M` lines, as the RSS scenarios print
+/// them at the end), read at [`COUNTED_AT`] s, after both switches.
+const COUNT: &str = "timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | grep '^steerd_rediscoveries_total' | sed 's/^/M /'";
+pub const COUNTED_AT: u32 = 26;
+
 /// The scenario: the driver's placement, 8 UDP flows at [`PLACEMENT_PPS`] (a guest with
 /// room to spare: what is timed is the tick's notice, not relief), queue 1's NAPI threaded
 /// from [`ON_AT`] to [`OFF_AT`].
 pub fn scenario() -> Scenario {
     Scenario {
-        events: vec![(ON_AT, ON), (OFF_AT, OFF)],
+        events: vec![(ON_AT, ON), (OFF_AT, OFF), (COUNTED_AT, COUNT)],
         duration: Duration::from_secs(30),
         phases: vec![udp(1, 28, 8, PLACEMENT_PPS)],
         steady: Duration::from_secs(8),
