@@ -30,14 +30,18 @@ impl Daemon {
             self.files_changed = false;
             self.look_at_followed_files();
         }
+        // The device check runs once a tick: before the read-back when one is due, else
+        // after the sample.
+        let mut devices_checked = false;
         if self.last_discovery.elapsed() >= REDISCOVER_EVERY {
             self.rediscover(Rediscovery::Periodic);
-        } else if self.last_recheck.elapsed() >= RECHECK_EVERY
+        } else if self.last_recheck.elapsed() >= RECHECK_EVERY {
+            devices_checked = true;
             // A vanished multi-queue device is the device check's finding
             // (`device_vanished`), not a value the read-back could not read.
-            && !self.rediscover_if_device_changed()
-        {
-            self.recheck_written();
+            if !self.rediscover_if_device_changed() {
+                self.recheck_written();
+            }
         }
         // Every RETURN_FREE_PAGES_EVERY a tick ends by handing glibc's free pages back:
         // crate::memory::return_free_pages says why.
@@ -75,7 +79,7 @@ impl Daemon {
                 return;
             }
         };
-        if !rediscovered {
+        if !rediscovered && !devices_checked {
             self.rediscover_if_device_changed();
         }
         let sampling = &self.sampling;
@@ -98,7 +102,8 @@ impl Daemon {
 
     /// Rediscovers when a multi-queue device vanished or switched threaded NAPI since the
     /// model was read (`Sampling::device_changed`: one small read and one `stat` per such
-    /// device); returns whether it did.
+    /// device, and on 6.17+ one `napi-get` dump for the NAPIs' own modes); returns whether
+    /// it did.
     fn rediscover_if_device_changed(&mut self) -> bool {
         let Some(change) = self
             .sampling

@@ -347,6 +347,7 @@ mod napi_thread_tests {
                 gro_flush_timeout_ns: Some(0),
                 irq_suspend_timeout_ns: None,
                 threaded: Some(ThreadedMode::Disabled),
+                threaded_per_napi: false,
                 per_napi: false,
             },
             "no netlink on a fake root: irq-suspend-timeout is not known, not 0"
@@ -377,6 +378,7 @@ mod napi_thread_tests {
             gro_flush_timeout_ns: Some(0),
             irq_suspend_timeout_ns: None,
             threaded: Some(ThreadedMode::Enabled),
+            threaded_per_napi: false,
             per_napi: false,
         };
         // 6.13..6.16: the deferral per NAPI, `threaded` still only per device.
@@ -396,6 +398,10 @@ mod napi_thread_tests {
             "on this kernel: 0"
         );
         assert_eq!(settings.threaded, Some(ThreadedMode::Enabled));
+        assert!(
+            !settings.threaded_per_napi,
+            "the device's mode, not the NAPI's"
+        );
         assert!(settings.per_napi);
         // 6.19: busy-poll for this NAPI alone.
         let napi = crate::kernel::netlink::Napi {
@@ -404,6 +410,7 @@ mod napi_thread_tests {
         };
         apply_napi_settings(&mut settings, &napi);
         assert_eq!(settings.threaded, Some(ThreadedMode::BusyPoll));
+        assert!(settings.threaded_per_napi);
     }
 
     #[test]

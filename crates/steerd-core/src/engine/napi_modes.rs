@@ -9,7 +9,7 @@
 //! mode that differs from the model's is the device's `ThreadedSwitched`, as a switch of the
 //! sysfs file is, and the rediscovery it brings attaches or lets go of the thread.
 
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::kernel::netlink::{Napi, NetdevClient};
 use crate::model::inventory::{Inventory, ThreadedMode};
@@ -24,21 +24,25 @@ pub struct WatchedNapi {
 }
 
 /// The NAPIs of `inventory` whose threaded mode the kernel reported per NAPI (`napi-get`'s
-/// `threaded`, 6.17+: discovery sets a queue's `napi.threaded` from nothing else).
+/// `threaded`, 6.17+). On older kernels a queue's mode is the device's file, which the
+/// tick reads already, so nothing is watched there and nothing asked.
 pub fn watched(inventory: &Inventory) -> Vec<WatchedNapi> {
     inventory
         .devices
         .iter()
         .filter_map(|d| Some((d, d.ifindex?)))
         .flat_map(|(d, ifindex)| {
-            d.rx_queues.iter().filter_map(move |q| {
-                Some(WatchedNapi {
-                    device: d.name.clone(),
-                    ifindex,
-                    id: q.napi_id?,
-                    mode: q.napi.threaded?,
+            d.rx_queues
+                .iter()
+                .filter(|q| q.napi.threaded_per_napi)
+                .filter_map(move |q| {
+                    Some(WatchedNapi {
+                        device: d.name.clone(),
+                        ifindex,
+                        id: q.napi_id?,
+                        mode: q.napi.threaded?,
+                    })
                 })
-            })
         })
         .collect()
 }
@@ -46,22 +50,27 @@ pub fn watched(inventory: &Inventory) -> Vec<WatchedNapi> {
 /// The device of the first watched NAPI whose mode in `now` (a `napi-get` dump) is not
 /// the model's. A NAPI missing from the dump (its device went down or lost the queue) is
 /// not a switch: link and queue events tell those.
-pub fn switched(watched: &[WatchedNapi], now: &[Napi]) -> Option<String> {
+pub fn first_switched_device(watched: &[WatchedNapi], now: &[Napi]) -> Option<String> {
     watched.iter().find_map(|w| {
         let napi = now
             .iter()
             .find(|n| n.id == w.id && n.ifindex == w.ifindex)?;
-        let mode = ThreadedMode::from_number(napi.threaded?.into())?;
-        (mode != w.mode).then(|| w.device.clone())
+        (napi.threaded_mode()? != w.mode).then(|| w.device.clone())
     })
 }
 
-/// The watch: what to compare, and the netlink client it asks through (opened at the
-/// first tick that needs it).
+/// The watch: what to compare, the netlink client it asks through (opened at the first
+/// tick that needs it; a socket of its own beside the per-queue counters', which exist
+/// only for multi-queue devices and may use `ethtool -S` instead), and the dump's vector,
+/// kept so that a tick allocates nothing.
 #[derive(Debug, Default)]
 pub struct NapiModeWatch {
     watched: Vec<WatchedNapi>,
     client: Option<NetdevClient>,
+    dump: Vec<Napi>,
+    /// Whether a failure has been logged: later ones (the watch starts again after every
+    /// rediscovery) go to the debug log, so a lasting failure is one warning.
+    warned: bool,
 }
 
 impl NapiModeWatch {
@@ -74,34 +83,49 @@ impl NapiModeWatch {
     }
 
     /// The device one of whose NAPIs was switched since the model was read, if any. A
-    /// netlink failure is said once and ends the watch until the next rediscovery (which
-    /// reads every NAPI's mode anyway): never a warning per tick.
+    /// failed dump is tried once more on a fresh socket; a second failure ends the watch
+    /// until the next rediscovery (which reads every NAPI's mode anyway), said once.
     pub fn switched(&mut self) -> Option<String> {
         if self.watched.is_empty() {
             return None;
         }
-        let client = match self.client.take() {
-            Some(client) => Ok(client),
-            None => NetdevClient::connect().and_then(|client| {
-                client.ok_or_else(|| crate::error::Error::Kernel {
-                    what: "netdev napi-get".into(),
-                    reason: "the kernel has no netdev netlink family".into(),
-                })
-            }),
-        };
-        let dump = client.and_then(|mut client| {
-            let napis = client.napis(None);
-            self.client = Some(client);
-            napis
+        let asked = self.ask().or_else(|_| {
+            self.client = None;
+            self.ask()
         });
-        match dump {
-            Ok(napis) => switched(&self.watched, &napis),
+        match asked {
+            Ok(()) => first_switched_device(&self.watched, &self.dump),
             Err(e) => {
-                warn!(error = %e, "cannot watch the NAPIs' threaded modes: {e}; a NAPI switched to or from its thread with napi-set is found by the next rediscovery");
+                let message = format!(
+                    "cannot watch the NAPIs' threaded modes: {e}; a NAPI switched to or from its thread with napi-set is found by the next rediscovery"
+                );
+                if self.warned {
+                    debug!(error = %e, "{message}");
+                } else {
+                    warn!(error = %e, "{message}");
+                    self.warned = true;
+                }
                 self.watched.clear();
                 self.client = None;
                 None
             }
+        }
+    }
+
+    /// One `napi-get` dump into `self.dump`, connecting first if need be.
+    fn ask(&mut self) -> Result<(), crate::error::Error> {
+        if self.client.is_none() {
+            self.client =
+                Some(
+                    NetdevClient::connect()?.ok_or_else(|| crate::error::Error::Kernel {
+                        what: "netdev napi-get".into(),
+                        reason: "the kernel has no netdev netlink family".into(),
+                    })?,
+                );
+        }
+        match self.client.as_mut() {
+            Some(client) => client.napis_into(None, &mut self.dump),
+            None => Ok(()),
         }
     }
 }
@@ -111,12 +135,15 @@ mod tests {
     use super::*;
     use crate::model::inventory::{DeviceKind, NetDevice, RxQueue};
 
-    fn queue(index: u32, napi_id: Option<u32>, mode: Option<ThreadedMode>) -> RxQueue {
+    /// A queue whose NAPI's mode came from `napi-get` (`per_napi`) or from the device's
+    /// file.
+    fn queue(index: u32, napi_id: Option<u32>, mode: ThreadedMode, per_napi: bool) -> RxQueue {
         let mut q = RxQueue {
             napi_id,
             ..RxQueue::bare(index)
         };
-        q.napi.threaded = mode;
+        q.napi.threaded = Some(mode);
+        q.napi.threaded_per_napi = per_napi;
         q
     }
 
@@ -130,19 +157,20 @@ mod tests {
     }
 
     /// A 6.19 guest's eth0 (ifindex 2): NAPIs 8193 and 8194 with modes from `napi-get`;
-    /// eth1 on a kernel that reported none; lo without an ifindex read.
+    /// eth1's mode from its `threaded` file, as on a kernel before 6.17 (6.8-6.16: NAPI ids
+    /// but no per-NAPI mode).
     fn inventory() -> Inventory {
         let eth0 = NetDevice {
             ifindex: Some(2),
             rx_queues: vec![
-                queue(0, Some(8193), Some(ThreadedMode::Disabled)),
-                queue(1, Some(8194), Some(ThreadedMode::Disabled)),
+                queue(0, Some(8193), ThreadedMode::Disabled, true),
+                queue(1, Some(8194), ThreadedMode::Disabled, true),
             ],
             ..NetDevice::bare("eth0", DeviceKind::Physical)
         };
         let eth1 = NetDevice {
             ifindex: Some(3),
-            rx_queues: vec![queue(0, Some(8195), None)],
+            rx_queues: vec![queue(0, Some(8195), ThreadedMode::Disabled, false)],
             ..NetDevice::bare("eth1", DeviceKind::Physical)
         };
         Inventory {
@@ -163,12 +191,12 @@ mod tests {
     fn a_napi_set_to_its_thread_or_back_is_its_devices_switch() {
         let w = watched(&inventory());
         let same = [napi(8193, 2, Some(0)), napi(8194, 2, Some(0))];
-        assert_eq!(switched(&w, &same), None);
+        assert_eq!(first_switched_device(&w, &same), None);
         // `napi-set` id 8194 threaded enabled; then busy-poll (6.19).
         let on = [napi(8193, 2, Some(0)), napi(8194, 2, Some(1))];
-        assert_eq!(switched(&w, &on).as_deref(), Some("eth0"));
+        assert_eq!(first_switched_device(&w, &on).as_deref(), Some("eth0"));
         let busy = [napi(8193, 2, Some(2)), napi(8194, 2, Some(0))];
-        assert_eq!(switched(&w, &busy).as_deref(), Some("eth0"));
+        assert_eq!(first_switched_device(&w, &busy).as_deref(), Some("eth0"));
     }
 
     #[test]
@@ -176,10 +204,10 @@ mod tests {
         let w = watched(&inventory());
         // eth0 down (no NAPI listed), another device's NAPI with the same id, a mode this
         // steerd does not know, and no `threaded` attribute: none is a switch.
-        assert_eq!(switched(&w, &[]), None);
-        assert_eq!(switched(&w, &[napi(8194, 7, Some(1))]), None);
-        assert_eq!(switched(&w, &[napi(8194, 2, Some(9))]), None);
-        assert_eq!(switched(&w, &[napi(8194, 2, None)]), None);
+        assert_eq!(first_switched_device(&w, &[]), None);
+        assert_eq!(first_switched_device(&w, &[napi(8194, 7, Some(1))]), None);
+        assert_eq!(first_switched_device(&w, &[napi(8194, 2, Some(9))]), None);
+        assert_eq!(first_switched_device(&w, &[napi(8194, 2, None)]), None);
     }
 
     #[test]

@@ -80,11 +80,9 @@ pub(super) fn apply_napi_settings(
     settings.defer_hard_irqs = napi.defer_hard_irqs.or(settings.defer_hard_irqs);
     settings.gro_flush_timeout_ns = napi.gro_flush_timeout.or(settings.gro_flush_timeout_ns);
     settings.irq_suspend_timeout_ns = napi.irq_suspend_timeout;
-    if let Some(mode) = napi
-        .threaded
-        .and_then(|value| crate::model::inventory::ThreadedMode::from_number(value.into()))
-    {
+    if let Some(mode) = napi.threaded_mode() {
         settings.threaded = Some(mode);
+        settings.threaded_per_napi = true;
     }
 }
 

@@ -126,6 +126,11 @@ pub struct NapiSettings {
     pub irq_suspend_timeout_ns: Option<u64>,
     /// `threaded` per NAPI (6.17+), or the device's `threaded`.
     pub threaded: Option<ThreadedMode>,
+    /// Whether `threaded` is this NAPI's own, from `napi-get` (6.17+), rather than the
+    /// device's file: only such a mode can be switched without the file (`napi-set`), so
+    /// only such NAPIs are worth the tick's watch (`engine::napi_modes` in steerd-core).
+    #[serde(skip)]
+    pub threaded_per_napi: bool,
     /// Whether `napi-get` gave the values for this queue's NAPI (else they are the
     /// device's).
     pub per_napi: bool,

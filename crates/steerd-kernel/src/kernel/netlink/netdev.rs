@@ -34,6 +34,7 @@ use netlink_packet_generic::ctrl::nlas::{GenlCtrlAttrs, OpAttrs};
 
 use super::genl::{GenlSocket, U32Attr, attr_u32, attr_uint, for_each_attr, kernel_error, missing};
 use crate::error::Error;
+use crate::model::inventory::ThreadedMode;
 use crate::model::snapshot::QueueDirection;
 
 /// The family's registered name (`NETDEV_FAMILY_NAME`).
@@ -180,6 +181,15 @@ pub struct QueueStats {
     pub tx_wake: Option<u64>,
 }
 
+impl Napi {
+    /// `threaded` as a mode: `None` where the kernel left it out (before 6.17) or sent a
+    /// value this steerd does not know. The one reading of it, for discovery and the
+    /// tick's watch alike, so that the two never see a NAPI differently.
+    pub fn threaded_mode(&self) -> Option<ThreadedMode> {
+        ThreadedMode::from_number(self.threaded?.into())
+    }
+}
+
 impl QueueStats {
     /// Packets of the queue's own direction.
     pub fn packets(&self) -> Option<u64> {
@@ -253,6 +263,22 @@ impl NetdevClient {
         let op = self.family.ops.napi_get;
         let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
         self.dump("netdev napi-get", op, cmd::NAPI_GET, filter, parse_napi)
+    }
+
+    /// [`Self::napis`] into a caller's vector (cleared first), so a tick allocates nothing
+    /// once the vector has grown (the tick's per-NAPI threaded watch).
+    pub fn napis_into(&mut self, ifindex: Option<u32>, out: &mut Vec<Napi>) -> Result<(), Error> {
+        self.require(self.family.ops.napi_get, "netdev napi-get")?;
+        out.clear();
+        let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
+        let attrs = match &filter {
+            Some(attr) => std::slice::from_ref(attr),
+            None => &[],
+        };
+        self.request("netdev napi-get", cmd::NAPI_GET, attrs, true, |attrs| {
+            out.push(parse_napi(attrs)?);
+            Ok(())
+        })
     }
 
     /// `napi-set` do with `threaded` (6.17; `2`, busy-polling, 6.19): switches one NAPI's

@@ -169,6 +169,7 @@ fn read_device_dir(dir: &Path, name: &str) -> Result<SysNetDevice, Error> {
             gro_flush_timeout_ns,
             irq_suspend_timeout_ns: None,
             threaded: threaded_mode,
+            threaded_per_napi: false,
             per_napi: false,
         };
     }
