@@ -364,19 +364,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_busiest_cpu_comes_first_with_the_vectors_delivered_to_it() {
-        let machine = machine();
+    /// A load after its second sample (rates known), with these CPUs and no interrupts.
+    fn warm_load(cpus: Vec<CpuLoad>) -> Load {
         let mut load = Load::new();
         load.samples = 1;
         load.interval_secs = 1.0;
-        load.cpus = vec![
+        load.cpus = cpus;
+        load.irq_rates = vec![0.0; 32];
+        load
+    }
+
+    #[test]
+    fn the_busiest_cpu_comes_first_with_the_vectors_delivered_to_it() {
+        let machine = machine();
+        let mut load = warm_load(vec![
             cpu(0.0, 0.0),
             cpu(0.1, 10.0),
             cpu(0.6, 900.0),
             cpu(0.1, 20.0),
-        ];
-        load.irq_rates = vec![0.0; 32];
+        ]);
         load.irq_rates[30] = 500.0;
         load.irq_rates[31] = 50.0;
         let frame = Frame::build(Inputs {
@@ -413,16 +419,12 @@ mod tests {
     #[test]
     fn a_queue_the_hash_sends_nothing_is_marked_silent() {
         let machine = machine();
-        let mut load = Load::new();
-        load.samples = 1;
-        load.interval_secs = 1.0;
-        load.cpus = vec![
+        let mut load = warm_load(vec![
             cpu(0.0, 0.0),
             cpu(0.1, 10.0),
             cpu(0.6, 40_000.0),
             cpu(0.0, 0.0),
-        ];
-        load.irq_rates = vec![0.0; 32];
+        ]);
         load.rx_queues
             .insert("eth0".into(), vec![Some(40_000.0), Some(0.0)]);
         let build = |load: &Load, unknown: Option<String>| {
