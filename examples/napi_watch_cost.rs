@@ -3,8 +3,8 @@
 //! `napi-get` dump each, as one tick does) and prints the process's CPU time per ask
 //! (user + system, `CLOCK_PROCESS_CPUTIME_ID`: a netlink dump is built in the asking
 //! thread's `recvmsg`, so the kernel's side is counted too) and how many NAPIs it watches.
-//! On a kernel whose
-//! NAPIs report no threaded mode (before 6.17) it watches none and asks nothing.
+//! On a kernel whose NAPIs report no threaded mode (before 6.17) it watches none and asks
+//! nothing.
 //!
 //!     cargo build --release --example napi_watch_cost
 //!     sudo target/release/examples/napi_watch_cost [N]     # N: 2000 unless given

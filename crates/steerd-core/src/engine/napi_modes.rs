@@ -114,19 +114,16 @@ impl NapiModeWatch {
 
     /// One `napi-get` dump into `self.dump`, connecting first if need be.
     fn ask(&mut self) -> Result<(), crate::error::Error> {
-        if self.client.is_none() {
-            self.client =
-                Some(
-                    NetdevClient::connect()?.ok_or_else(|| crate::error::Error::Kernel {
-                        what: "netdev napi-get".into(),
-                        reason: "the kernel has no netdev netlink family".into(),
-                    })?,
-                );
-        }
-        match self.client.as_mut() {
-            Some(client) => client.napis_into(None, &mut self.dump),
-            None => Ok(()),
-        }
+        let client = match &mut self.client {
+            Some(client) => client,
+            None => self.client.insert(NetdevClient::connect()?.ok_or_else(|| {
+                crate::error::Error::Kernel {
+                    what: "netdev napi-get".into(),
+                    reason: "the kernel has no netdev netlink family".into(),
+                }
+            })?),
+        };
+        client.napis_into(None, &mut self.dump)
     }
 }
 

@@ -260,9 +260,9 @@ impl NetdevClient {
 
     /// `napi-get` dump: the NAPI instances of `ifindex` (or of every device that is up).
     pub fn napis(&mut self, ifindex: Option<u32>) -> Result<Vec<Napi>, Error> {
-        let op = self.family.ops.napi_get;
-        let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
-        self.dump("netdev napi-get", op, cmd::NAPI_GET, filter, parse_napi)
+        let mut napis = Vec::new();
+        self.napis_into(ifindex, &mut napis)?;
+        Ok(napis)
     }
 
     /// [`Self::napis`] into a caller's vector (cleared first), so a tick allocates nothing
@@ -271,14 +271,16 @@ impl NetdevClient {
         self.require(self.family.ops.napi_get, "netdev napi-get")?;
         out.clear();
         let filter = ifindex.map(|value| U32Attr::new(napi_attr::IFINDEX, value));
-        let attrs = match &filter {
-            Some(attr) => std::slice::from_ref(attr),
-            None => &[],
-        };
-        self.request("netdev napi-get", cmd::NAPI_GET, attrs, true, |attrs| {
-            out.push(parse_napi(attrs)?);
-            Ok(())
-        })
+        self.request(
+            "netdev napi-get",
+            cmd::NAPI_GET,
+            filter.as_slice(),
+            true,
+            |attrs| {
+                out.push(parse_napi(attrs)?);
+                Ok(())
+            },
+        )
     }
 
     /// `napi-set` do with `threaded` (6.17; `2`, busy-polling, 6.19): switches one NAPI's
