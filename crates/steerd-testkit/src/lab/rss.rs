@@ -428,10 +428,15 @@ pub fn table_shares(table: &[u32], queues: usize) -> Vec<f64> {
 
 /// The per-queue packet series as shares per second: for each sample, the sample at least
 /// a second later, and the busiest queue's share of the packets between them (skipped
-/// when fewer than 50 arrived).
+/// when fewer than 50 arrived). The first second starts at the first sample taken after
+/// the traffic started: a second that ends at the start holds the sender's first packets
+/// and whatever else the guest received, not the hash's spread (CI at de404f7: a "first
+/// second" ending at -0 s read 0.32 where the hash gave 0.37 from the next second on).
 pub fn per_second(counts: &[(f64, Vec<u64>)], t0: f64) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
-    let mut i = 0;
+    let Some(mut i) = counts.iter().position(|(up, _)| *up >= t0) else {
+        return out;
+    };
     while i < counts.len() {
         let Some(j) = (i + 1..counts.len()).find(|&j| counts[j].0 - counts[i].0 >= 1.0) else {
             break;
@@ -771,6 +776,30 @@ pub fn describe(m: &super::report::Metrics, f: &RssFigures) -> String {
         m.restored,
         f.log_lines.join("\n  rss log: ")
     )
+}
+
+#[cfg(test)]
+mod per_second_tests {
+    use super::per_second;
+
+    /// A second that ends at the traffic's start is not the first second: its packets
+    /// are the ramp, not the hash.
+    #[test]
+    fn the_first_second_starts_after_the_traffic() {
+        let counts = vec![
+            (9.0, vec![0, 0]),
+            (10.0, vec![60, 40]),
+            (10.5, vec![100, 100]),
+            (11.5, vec![200, 400]),
+            (12.5, vec![300, 700]),
+        ];
+        let shares = per_second(&counts, 10.2);
+        assert_eq!(shares.len(), 2);
+        assert!((shares[0].0 - 1.3).abs() < 1e-9);
+        assert!((shares[0].1 - 300.0 / 400.0).abs() < 1e-9);
+        assert!((shares[1].1 - 0.75).abs() < 1e-9);
+        assert!(per_second(&counts, 13.0).is_empty());
+    }
 }
 
 #[cfg(test)]
