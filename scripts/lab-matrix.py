@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The lab matrix (docs/lab.md) from `examples/lab --format json` lines on stdin: one row per
 NIC, kernel and scenario, steerd's and each irqbalance version's medians side by side: first change,
-busiest CPU's share of softnet `processed` (placement) or delivered pkt/s, lost pkt/s (sent
+busiest CPU's share of softnet `processed` beside the busiest queue's share of the packets
+(placement) or delivered pkt/s, lost pkt/s (sent
 and never received, wherever it was lost) and the drops counted in the guest (softnet) and
 before it (the tap: no room in the guest's queue) (sat- scenarios), changes after convergence, runs restored, and the queues that got less than
 a quarter of an even share of the packets (silent queues). With `--keep FILE`, the rows of
@@ -53,6 +54,12 @@ DEFAULT_PPS = 60000
 HOT_SHARE = 0.6
 
 
+def busiest_queue_share(run):
+    packets = run.get("queue_packets") or []
+    total = sum(packets)
+    return max(packets) / total if total > 0 else None
+
+
 def figures(rs, saturated):
     if not rs:
         return "-"
@@ -71,6 +78,12 @@ def figures(rs, saturated):
         )
     else:
         load = "busiest " + show(med([r["busiest_processed_share"] for r in rs]), "{:.2f}")
+        # The busiest queue's share of the run's packets: with one queue per CPU no
+        # placement does better, and it differs from boot to boot (igb's random RSS key
+        # with the lab's 8 flows), so two balancers' busiest shares are compared through it.
+        floor = med([busiest_queue_share(r) for r in rs])
+        if floor is not None:
+            load += " (busiest queue {:.2f})".format(floor)
         rates = sorted({r.get("offered_pps") for r in rs} - {None, DEFAULT_PPS})
         if rates:
             load += " at {} pkt/s".format("/".join("{:.0f}k".format(v / 1000) for v in rates))
