@@ -74,6 +74,16 @@ pub fn plan(p: &mut Planner, distress: bool) {
                             calm_down(p, d);
                         }
                     }
+                    Judgement::Measuring { decisions_left } => {
+                        p.waiting.push(format!(
+                            "{name}: its queue set changed during an RPS trial, which was undone; \
+                             measuring its queues without it for {decisions_left} more decisions \
+                             before another"
+                        ));
+                        if !distress {
+                            calm_down(p, d);
+                        }
+                    }
                 }
             }
             _ => {}

@@ -274,6 +274,10 @@ pub struct Trial {
     held_until_ns: Option<u64>,
     /// The device's queue set changed while it ran: it cannot be judged, and is undone.
     void: bool,
+    /// After a void undo: no RPS change to the device before this decision, so that the
+    /// next trial's "before" ([`BEFORE_TICKS`] intervals) measures the queues the device
+    /// has now with the masks the undo left, not the voided change.
+    measure_until_tick: Option<u64>,
     /// Why it was undone.
     why: String,
 }
@@ -358,6 +362,7 @@ pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>, ta
         made_at_tick: p.state.ticks,
         held_until_ns: None,
         void: false,
+        measure_until_tick: None,
         why: String::new(),
     };
     p.state.rps_trials.insert(device.to_string(), trial);
@@ -379,6 +384,9 @@ pub enum Judgement {
     },
     /// Undone earlier: RPS stays off until the hold ends.
     Held { why: String, left_s: u64 },
+    /// Undone because the queue set changed during the trial: RPS stays off while the
+    /// device is measured as it is now, `decisions_left` more decisions.
+    Measuring { decisions_left: u64 },
 }
 
 /// Forgets `device`'s trial, running or held, because its queue set changed (or it came
@@ -388,8 +396,11 @@ pub enum Judgement {
 /// `channels` on virtio-net 6.19, 2026-11-30: RPS over CPUs 0-3 turned on for rx-0 and
 /// rx-1 while the device had 2 queues stayed to the end of the run after `ethtool -L`
 /// gave it 4 again). It is voided instead: the next decision undoes it ([`judge`]), with
-/// no hold, and RPS may then be tried afresh on the queues the device has now. The
-/// device's undos in a row ([`hold_after`]) start over too.
+/// no hold, and RPS may be tried afresh on the queues the device has now once
+/// [`BEFORE_TICKS`] decisions have measured them without the voided change (without that
+/// wait, a queue the driver re-created, its mask already 0 so the undo wrote nothing and
+/// no dwell held it, got RPS again at the next decision, judged against intervals of the
+/// voided change). The device's undos in a row ([`hold_after`]) start over too.
 pub fn forget(state: &mut PolicyState, device: &str) {
     match state.rps_trials.get_mut(device) {
         Some(trial) if trial.held_until_ns.is_none() => trial.void = true,
@@ -409,6 +420,11 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
         return Judgement::Free;
     };
     if let Some(until) = trial.held_until_ns {
+        if let Some(tick) = trial.measure_until_tick.filter(|&tick| ticks < tick) {
+            return Judgement::Measuring {
+                decisions_left: tick - ticks,
+            };
+        }
         if now >= until {
             p.state.rps_trials.remove(device);
             return Judgement::Free;
@@ -420,6 +436,7 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
     }
     if trial.void {
         trial.held_until_ns = Some(now);
+        trial.measure_until_tick = Some(ticks + BEFORE_TICKS);
         trial.why =
             "could not be judged: the device's queue set changed during its trial".to_string();
         return Judgement::Undo {

@@ -1352,6 +1352,53 @@ fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
     assert!(again, "RPS tried again on the queues the device has now");
 }
 
+/// A voided trial waits for the device to be measured as it is now
+/// (`rps_trial::BEFORE_TICKS` decisions) before RPS is tried again: here the queue the
+/// trial changed was re-created by its driver with RPS off (its mask 0, steerd's ownership
+/// and dwell forgotten, as `engine::ownership` does on a queue-set change), so the undo
+/// writes nothing and no dwell holds the queue. Without the wait RPS went back on at the
+/// very next decision, its "before" the intervals of the voided change.
+#[test]
+fn after_a_voided_trial_rps_waits_for_the_device_to_be_measured_again() {
+    let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
+    state.forget_rps_trial("eth0");
+    state.forget_owner(&rx1);
+    bench
+        .sim
+        .write(&rx1, &KnobValue::Cpus(CpuSet::new()))
+        .expect("the driver's reset");
+    let mut waited = 0;
+    let mut again = None;
+    for tick in 0..20 {
+        bench.run(1);
+        let plan = bench.decide(&mut state);
+        bench.apply(&plan, &mut state);
+        let on = rps_actions(&plan)
+            .iter()
+            .any(|a| a.reason.kind == ReasonKind::RpsOn);
+        if on {
+            again = Some(tick);
+            break;
+        }
+        if plan
+            .idle_reason
+            .as_deref()
+            .is_some_and(|r| r.contains("measuring its queues"))
+        {
+            waited += 1;
+        }
+    }
+    let again = again.expect("RPS tried again once the device was measured");
+    // Decision 0 is the undo's; the intervals of decisions 1 to BEFORE_TICKS are the
+    // first without the voided change.
+    assert!(
+        again >= super::rps_trial::BEFORE_TICKS as u32,
+        "RPS back on at decision {again}, before {} clean intervals",
+        super::rps_trial::BEFORE_TICKS
+    );
+    assert!(waited >= 1, "the plan says why RPS waits");
+}
+
 /// A device whose RPS trials keep failing is tried less and less often
 /// (`rps_trial::hold_after`): the queue stays hot for 20 minutes and every trial brings
 /// backlog drops, so RPS goes on and is undone three times, held 300 s, then 600 s, then
