@@ -399,8 +399,8 @@ pub enum Judgement {
 /// no hold, and RPS may be tried afresh on the queues the device has now once
 /// [`BEFORE_TICKS`] decisions have measured them without the voided change (without that
 /// wait, a queue the driver re-created, its mask already 0 so the undo wrote nothing and
-/// no dwell held it, got RPS again at the next decision, judged against intervals of the
-/// voided change). The device's undos in a row ([`hold_after`]) start over too.
+/// no dwell held it, got RPS again two decisions after the undo, judged against intervals
+/// of the voided change). The device's undos in a row ([`hold_after`]) start over too.
 pub fn forget(state: &mut PolicyState, device: &str) {
     match state.rps_trials.get_mut(device) {
         Some(trial) if trial.held_until_ns.is_none() => trial.void = true,

@@ -1356,8 +1356,8 @@ fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
 /// (`rps_trial::BEFORE_TICKS` decisions) before RPS is tried again: here the queue the
 /// trial changed was re-created by its driver with RPS off (its mask 0, steerd's ownership
 /// and dwell forgotten, as `engine::ownership` does on a queue-set change), so the undo
-/// writes nothing and no dwell holds the queue. Without the wait RPS went back on at the
-/// very next decision, its "before" the intervals of the voided change.
+/// writes nothing and no dwell holds the queue. Without the wait RPS went back on two
+/// decisions after the undo, its "before" the intervals of the voided change.
 #[test]
 fn after_a_voided_trial_rps_waits_for_the_device_to_be_measured_again() {
     let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
