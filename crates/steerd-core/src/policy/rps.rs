@@ -66,24 +66,21 @@ pub fn plan(p: &mut Planner, distress: bool) {
                         rps_trial::TRIAL_NS / 1_000_000_000
                     )),
                     Judgement::Undo { masks, why, hold_s } => undo(p, d, masks, why, hold_s),
-                    Judgement::Held { why, left_s } => {
-                        p.waiting.push(format!(
-                            "{name}: RPS was undone ({why}); held off for {left_s} s more"
-                        ));
-                        if !distress {
-                            calm_down(p, d);
-                        }
-                    }
-                    Judgement::Measuring { decisions_left } => {
-                        p.waiting.push(format!(
-                            "{name}: its queue set changed during an RPS trial, which was undone; \
-                             measuring its queues without it for {decisions_left} more decisions \
-                             before another"
-                        ));
-                        if !distress {
-                            calm_down(p, d);
-                        }
-                    }
+                    Judgement::Held { why, left_s } => wait(
+                        p,
+                        d,
+                        distress,
+                        format!("{name}: RPS was undone ({why}); held off for {left_s} s more"),
+                    ),
+                    Judgement::Measuring { decisions_left } => wait(
+                        p,
+                        d,
+                        distress,
+                        format!(
+                            "{name}: its queue set changed; measuring its queues as they are \
+                             for {decisions_left} more decisions before an RPS trial"
+                        ),
+                    ),
                 }
             }
             _ => {}
@@ -301,6 +298,15 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String, hold_
     };
     let expected = format!("{name}'s masks as they were before the change");
     apply(p, d, changes, ReasonKind::RpsUndo, why, expected, false);
+}
+
+/// RPS waits on the device (held after an undo, or measuring it after a queue-set
+/// change): the plan says why, and masks it set are still narrowed as CPUs cool down.
+fn wait(p: &mut Planner, d: usize, distress: bool, why: String) {
+    p.waiting.push(why);
+    if !distress {
+        calm_down(p, d);
+    }
 }
 
 fn static_masks(p: &mut Planner, d: usize) {

@@ -274,9 +274,10 @@ pub struct Trial {
     held_until_ns: Option<u64>,
     /// The device's queue set changed while it ran: it cannot be judged, and is undone.
     void: bool,
-    /// After a void undo: no RPS change to the device before this decision, so that the
-    /// next trial's "before" ([`BEFORE_TICKS`] intervals) measures the queues the device
-    /// has now with the masks the undo left, not the voided change.
+    /// After a queue-set change (and a void undo): no RPS change to the device before this
+    /// decision, so that the next trial's "before" ([`BEFORE_TICKS`] intervals) measures
+    /// the queues the device has now with the masks they hold, not the old queues or a
+    /// voided change ([`forget`]).
     measure_until_tick: Option<u64>,
     /// Why it was undone.
     why: String,
@@ -384,8 +385,8 @@ pub enum Judgement {
     },
     /// Undone earlier: RPS stays off until the hold ends.
     Held { why: String, left_s: u64 },
-    /// Undone because the queue set changed during the trial: RPS stays off while the
-    /// device is measured as it is now, `decisions_left` more decisions.
+    /// The device's queue set changed (a trial running then was undone): RPS stays off
+    /// while the device is measured as it is now, `decisions_left` more decisions.
     Measuring { decisions_left: u64 },
 }
 
@@ -396,19 +397,36 @@ pub enum Judgement {
 /// `channels` on virtio-net 6.19, 2026-11-30: RPS over CPUs 0-3 turned on for rx-0 and
 /// rx-1 while the device had 2 queues stayed to the end of the run after `ethtool -L`
 /// gave it 4 again). It is voided instead: the next decision undoes it ([`judge`]), with
-/// no hold, and RPS may be tried afresh on the queues the device has now once
-/// [`BEFORE_TICKS`] decisions have measured them without the voided change (without that
-/// wait, a queue the driver re-created, its mask already 0 so the undo wrote nothing and
-/// no dwell held it, got RPS again two decisions after the undo, judged against intervals
-/// of the voided change). The device's undos in a row ([`hold_after`]) start over too.
+/// no hold. Whatever the device had, a trial or none, RPS is tried on its queues only once
+/// [`BEFORE_TICKS`] decisions have measured them as they are now, so that a trial's
+/// "before" holds no interval of the old queue set (without that wait, a queue the driver
+/// re-created, its mask already 0 so the undo wrote nothing and no dwell held it, got RPS
+/// again two decisions after a void undo, judged against intervals of the voided change).
+/// A second change while the device is measured starts the measuring over. The device's
+/// undos in a row ([`hold_after`]) start over too.
 pub fn forget(state: &mut PolicyState, device: &str) {
+    // `state.ticks` is the last decision's number: the next one's interval holds the change.
+    let measured = measuring_until(state.ticks + 1);
     match state.rps_trials.get_mut(device) {
         Some(trial) if trial.held_until_ns.is_none() => trial.void = true,
-        _ => {
-            state.rps_trials.remove(device);
+        Some(trial) => *trial = measured,
+        None => {
+            state.rps_trials.insert(device.to_string(), measured);
         }
     }
     state.rps_undone_in_a_row.remove(device);
+}
+
+/// A device with no trial whose queues are measured by the [`BEFORE_TICKS`] decisions
+/// after `tick`, the first whose interval may hold the queue-set change (or the undo of a
+/// voided trial): RPS may be tried again from the next, whose "before" intervals all
+/// follow it.
+fn measuring_until(tick: u64) -> Trial {
+    Trial {
+        held_until_ns: Some(0),
+        measure_until_tick: Some(tick + BEFORE_TICKS),
+        ..Trial::default()
+    }
 }
 
 /// Judges `device`'s trial when it is due; see the module's doc.
@@ -435,13 +453,11 @@ pub fn judge(p: &mut Planner, device: &str) -> Judgement {
         };
     }
     if trial.void {
-        trial.held_until_ns = Some(now);
-        trial.measure_until_tick = Some(ticks + BEFORE_TICKS);
-        trial.why =
-            "could not be judged: the device's queue set changed during its trial".to_string();
+        let masks = std::mem::take(&mut trial.before_masks);
+        *trial = measuring_until(ticks);
         return Judgement::Undo {
-            masks: trial.before_masks.clone(),
-            why: trial.why.clone(),
+            masks,
+            why: "could not be judged: the device's queue set changed during its trial".to_string(),
             hold_s: 0,
         };
     }

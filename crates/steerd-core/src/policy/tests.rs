@@ -62,6 +62,14 @@ impl Bench {
             }
         }
     }
+
+    /// One decision: a tick of the machine, then the plan for it, applied.
+    fn step(&mut self, state: &mut PolicyState) -> Plan {
+        self.run(1);
+        let plan = self.decide(state);
+        self.apply(&plan, state);
+        plan
+    }
 }
 
 fn eight_cpus(nics: Vec<NicSpec>) -> SimMachine {
@@ -434,6 +442,13 @@ fn skewed_virtio(skew: [f64; 4]) -> SimMachine {
 }
 
 /// The RPS mask writes of a plan.
+/// Whether the plan turns RPS on for some queue.
+fn turns_rps_on(plan: &Plan) -> bool {
+    rps_actions(plan)
+        .iter()
+        .any(|a| a.reason.kind == ReasonKind::RpsOn)
+}
+
 fn rps_actions(plan: &Plan) -> Vec<&Action> {
     plan.actions
         .iter()
@@ -1338,13 +1353,8 @@ fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
     // `hysteresis.rps_dwell` (30 s), not after 300.
     let mut again = false;
     for _ in 0..40 {
-        bench.run(1);
-        let plan = bench.decide(&mut state);
-        bench.apply(&plan, &mut state);
-        if rps_actions(&plan)
-            .iter()
-            .any(|a| a.reason.kind == ReasonKind::RpsOn)
-        {
+        let plan = bench.step(&mut state);
+        if turns_rps_on(&plan) {
             again = true;
             break;
         }
@@ -1360,6 +1370,38 @@ fn an_rps_trial_whose_device_changed_queues_is_undone_without_a_hold() {
 /// decisions after the undo, its "before" the intervals of the voided change.
 #[test]
 fn after_a_voided_trial_rps_waits_for_the_device_to_be_measured_again() {
+    let (again, waited) = rps_back_after_a_voided_trial(None);
+    // Decision 0 is the undo's; the intervals of decisions 1 to BEFORE_TICKS are the
+    // first without the voided change.
+    assert!(
+        again >= super::rps_trial::BEFORE_TICKS as u32,
+        "RPS back on at decision {again}, before {} clean intervals",
+        super::rps_trial::BEFORE_TICKS
+    );
+    assert!(waited >= 1, "the plan says why RPS waits");
+}
+
+/// A second queue-set change while the device is measured after a voided trial starts the
+/// measuring over: before, it removed the measuring record, and RPS could go back on at
+/// the next decision, its "before" intervals of the queues the change replaced.
+#[test]
+fn a_queue_change_while_the_device_is_measured_starts_the_measuring_over() {
+    let second_change = 2;
+    let (again, _) = rps_back_after_a_voided_trial(Some(second_change));
+    assert!(
+        again >= second_change + super::rps_trial::BEFORE_TICKS as u32,
+        "RPS back on at decision {again}, the queues changed again before decision \
+         {second_change}"
+    );
+}
+
+/// [`rps_on_for_one_hot_queue`], then the device's queue set changes during the trial: the
+/// queue the trial changed is re-created by its driver with RPS off (its mask 0, steerd's
+/// ownership and dwell forgotten, as `engine::ownership` does), so the undo writes nothing
+/// and no dwell holds the queue; again before decision `second_change`, if given. Returns
+/// the decision (0: the undo's) at which RPS went back on, and how many decisions the plan
+/// said it was measuring the queues.
+fn rps_back_after_a_voided_trial(second_change: Option<u32>) -> (u32, u32) {
     let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
     state.forget_rps_trial("eth0");
     state.forget_owner(&rx1);
@@ -1368,17 +1410,13 @@ fn after_a_voided_trial_rps_waits_for_the_device_to_be_measured_again() {
         .write(&rx1, &KnobValue::Cpus(CpuSet::new()))
         .expect("the driver's reset");
     let mut waited = 0;
-    let mut again = None;
     for tick in 0..20 {
-        bench.run(1);
-        let plan = bench.decide(&mut state);
-        bench.apply(&plan, &mut state);
-        let on = rps_actions(&plan)
-            .iter()
-            .any(|a| a.reason.kind == ReasonKind::RpsOn);
-        if on {
-            again = Some(tick);
-            break;
+        if second_change == Some(tick) {
+            state.forget_rps_trial("eth0");
+        }
+        let plan = bench.step(&mut state);
+        if turns_rps_on(&plan) {
+            return (tick, waited);
         }
         if plan
             .idle_reason
@@ -1388,15 +1426,33 @@ fn after_a_voided_trial_rps_waits_for_the_device_to_be_measured_again() {
             waited += 1;
         }
     }
-    let again = again.expect("RPS tried again once the device was measured");
-    // Decision 0 is the undo's; the intervals of decisions 1 to BEFORE_TICKS are the
-    // first without the voided change.
+    panic!("RPS never tried again once the device was measured");
+}
+
+/// A device with no trial whose queue set changes is measured as it is now for
+/// `rps_trial::BEFORE_TICKS` decisions before RPS is tried on it: a trial's "before" is the
+/// mean of the last BEFORE_TICKS intervals, and one from the old queues would judge the
+/// change against a device that no longer exists.
+#[test]
+fn rps_waits_for_a_renewed_device_to_be_measured() {
+    let first_on = |renewed: bool| {
+        let (mut bench, mut state) = one_hot_queue();
+        if renewed {
+            state.forget_rps_trial("eth0");
+        }
+        for tick in 0..20u32 {
+            let plan = bench.step(&mut state);
+            if turns_rps_on(&plan) {
+                return tick;
+            }
+        }
+        panic!("RPS never turned on (renewed: {renewed})");
+    };
+    let (unchanged, renewed) = (first_on(false), first_on(true));
     assert!(
-        again >= super::rps_trial::BEFORE_TICKS as u32,
-        "RPS back on at decision {again}, before {} clean intervals",
-        super::rps_trial::BEFORE_TICKS
+        renewed >= super::rps_trial::BEFORE_TICKS as u32 && renewed > unchanged,
+        "RPS on at decision {renewed} after the change, {unchanged} without it"
     );
-    assert!(waited >= 1, "the plan says why RPS waits");
 }
 
 /// A device whose RPS trials keep failing is tried less and less often
