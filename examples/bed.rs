@@ -4,7 +4,10 @@
 //!
 //! `cargo run --release --example bed -- [--reps N] [--secs S] [--rate PPS] [--flows N]
 //! [--queues Q] [--rules N] [--sender-cpu C] [--balancers none,steerd,hand]
-//! [--steerd PATH] [--format text|json] [--check]`; root needed. `--check` exits 1 when a
+//! [--steerd PATH] [--connected-echo] [--format text|json] [--check]`; root needed.
+//! `--connected-echo` connects the probe's echo to the prober, as an RPC server's
+//! connection is, so that each run says which CPU received the probe (`probe_rx_share`);
+//! the figures in docs/performance.md are without it. `--check` exits 1 when a
 //! target is not met (steerd at least 1.25x none's and 0.95x hand's delivered packets,
 //! probe p99 at most none's and at most 2x hand's, every run restored: `BedVerdict::met`).
 //! Runs go in `--balancers`' order in odd rounds and with steerd and hand swapped in even
@@ -19,7 +22,8 @@ use std::time::Duration;
 use lab::bed::{self, BedBalancer, BedConfig, BedRun};
 
 const USAGE: &str = "bed [--reps N] [--secs S] [--rate PPS] [--flows N] [--queues Q] [--rules N] \
-[--sender-cpu C] [--balancers none,steerd,hand] [--steerd PATH] [--format text|json] [--check]";
+[--sender-cpu C] [--balancers none,steerd,hand] [--steerd PATH] [--connected-echo] [--format text|json] \
+[--check]";
 
 fn main() {
     match run() {
@@ -57,6 +61,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             }
             "--format" => json = value()? == "json",
             "--check" => check = true,
+            "--connected-echo" => config.connected_echo = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(true);

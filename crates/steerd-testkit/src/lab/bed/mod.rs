@@ -65,6 +65,9 @@ pub struct BedConfig {
     pub length: Duration,
     pub sender_cpu: usize,
     pub steerd: PathBuf,
+    /// The probe's echo connects to the prober (`traffic::echo`): the runs then say which
+    /// CPU received the probe's requests (`probe_rx_share`).
+    pub connected_echo: bool,
 }
 
 /// The defaults make a load one CPU cannot carry and two can, on these 2-CPU machines:
@@ -82,6 +85,7 @@ impl Default for BedConfig {
             length: Duration::from_secs(20),
             sender_cpu: 0,
             steerd: PathBuf::from("target/release/steerd"),
+            connected_echo: false,
         }
     }
 }
@@ -115,6 +119,12 @@ pub struct BedRun {
     pub probe_p50_us: Option<f64>,
     pub probe_p99_us: Option<f64>,
     pub probe_lost: u32,
+    /// By CPU, the share of the steady window's answered probes whose request that CPU's
+    /// receive path delivered to the echo (`SO_INCOMING_CPU`): with RPS, whose backlog it
+    /// queued in. The probe is one flow, so RPS sends all of it to one CPU of the mask.
+    /// `null` unless the echo is connected (`--connected-echo`): the kernel records the
+    /// CPU only for a connected socket.
+    pub probe_rx_share: Option<Vec<f64>>,
     /// The receiver's masks in the steady window, queue by queue.
     pub rps_cpus: Vec<String>,
     /// steerd's own CPU time over the steady window, in CPUs (0.02: 2 % of one CPU);
@@ -202,6 +212,7 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
         config.rate,
         config.length,
         config.sender_cpu,
+        config.connected_echo,
     )?;
     let half = config.length / 2;
     let mut last = net.rps_masks()?;
@@ -274,6 +285,13 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
         .map(|d| d.as_secs_f64() * 1e6)
         .collect();
     rtts.sort_by(f64::total_cmp);
+    let mut probe_rx = vec![0u32; si_share.len()];
+    for cpu in steady_probes.iter().filter_map(|p| p.rx_cpu) {
+        if let Some(count) = probe_rx.get_mut(cpu as usize) {
+            *count += 1;
+        }
+    }
+    let answered = rtts.len().max(1) as f64;
     let length = config.length.as_secs_f64();
     Ok(BedRun {
         scenario: "veth-bed",
@@ -298,6 +316,12 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
         probe_p50_us: measure::quantile(&rtts, 0.5).map(|v| round(v, 0)),
         probe_p99_us: measure::quantile(&rtts, 0.99).map(|v| round(v, 0)),
         probe_lost: (steady_probes.len() - rtts.len()) as u32,
+        probe_rx_share: config.connected_echo.then(|| {
+            probe_rx
+                .iter()
+                .map(|&n| round(f64::from(n) / answered, 3))
+                .collect()
+        }),
         rps_cpus: steady_masks,
         balancer_cpu: match (start.steerd_ticks, end.steerd_ticks) {
             (Some(a), Some(b)) => Some(round(b.saturating_sub(a) as f64 / clock_ticks() / secs, 3)),

@@ -248,6 +248,7 @@ mod tests {
             probe_p50_us: Some(100.0),
             probe_p99_us: Some(1_000.0),
             probe_lost: 0,
+            probe_rx_share: None,
             rps_cpus: vec![],
             balancer_cpu: None,
             waited_for_quiet_s: 0.0,

@@ -41,6 +41,9 @@ pub struct Probe {
     pub at: Duration,
     /// `None` when no answer came within the timeout.
     pub rtt: Option<Duration>,
+    /// The CPU whose receive path delivered the request to the echo (`SO_INCOMING_CPU`,
+    /// sent back in the answer): with RPS, the CPU whose backlog the request queued in.
+    pub rx_cpu: Option<u32>,
 }
 
 /// Running traffic: counters readable while it runs, and the threads to join.
@@ -63,14 +66,16 @@ pub struct Done {
 }
 
 impl Traffic {
-    /// Starts the application and the echo, then the load (`flows` flows at `rate` pkt/s
-    /// for `length`, from a thread pinned to `sender_cpu`) and the probe.
+    /// Starts the application and the echo (`connected_echo`: see [`echo`]), then the load
+    /// (`flows` flows at `rate` pkt/s for `length`, from a thread pinned to `sender_cpu`)
+    /// and the probe.
     pub fn start(
         net: &BedNet,
         flows: u16,
         rate: u32,
         length: Duration,
         sender_cpu: usize,
+        connected_echo: bool,
     ) -> Result<Traffic> {
         let stop = Arc::new(AtomicBool::new(false));
         let delivered = Arc::new(AtomicU64::new(0));
@@ -82,7 +87,7 @@ impl Traffic {
         };
         let echo = {
             let stop = stop.clone();
-            std::thread::spawn(move || echo(echo_socket, &stop))
+            std::thread::spawn(move || echo(echo_socket, connected_echo, &stop))
         };
         let started = Instant::now();
         let sender = {
@@ -174,14 +179,57 @@ fn application(socket: UdpSocket, stop: &AtomicBool, delivered: &AtomicU64) -> R
     Ok(())
 }
 
-fn echo(socket: UdpSocket, stop: &AtomicBool) -> Result<()> {
+/// Answers each request with its first 8 bytes (the probe's sequence number) and the CPU
+/// whose receive path delivered it, 4 bytes, little-endian (`u32::MAX`: unknown). With
+/// `connect`, it connects to the first prober it hears, as an RPC server's connection is:
+/// Linux records a UDP socket's receiving CPU (`SO_INCOMING_CPU`) only once it is
+/// connected (RFS, which would steer such a flow, needs the global table that a
+/// namespace cannot reach, so the bed has none). Unconnected (the bed's default, the
+/// measure its figures were taken with) every answer pays an output route lookup through
+/// the receiver's rules, and the CPU is unknown.
+fn echo(socket: UdpSocket, connect: bool, stop: &AtomicBool) -> Result<()> {
     let mut buf = [0u8; 64];
+    let mut connected = false;
     while !stop.load(Ordering::Relaxed) {
         if let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let _ = socket.send_to(&buf[..n], from);
+            if n < 8 {
+                continue;
+            }
+            if connect && !connected {
+                socket
+                    .connect(from)
+                    .map_err(io("connecting the echo to the probe"))?;
+                connected = true;
+            }
+            let cpu = incoming_cpu(&socket).unwrap_or(u32::MAX);
+            let mut answer = [0u8; 12];
+            answer[..8].copy_from_slice(&buf[..8]);
+            answer[8..].copy_from_slice(&cpu.to_le_bytes());
+            let _ = socket.send_to(&answer, from);
         }
     }
     Ok(())
+}
+
+/// The CPU whose receive path last delivered a packet to `socket` (`SO_INCOMING_CPU`, Linux
+/// 3.19 on). By hand: nix 0.31 has no accessor for this option.
+fn incoming_cpu(socket: &UdpSocket) -> Option<u32> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let mut cpu: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the descriptor is the open socket's, and `cpu` is a `c_int` whose size
+    // `len` gives.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_INCOMING_CPU,
+            (&mut cpu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    u32::try_from(cpu).ok().filter(|_| rc == 0)
 }
 
 /// The load: one connected socket per flow, paced in 1 ms slices.
@@ -249,17 +297,19 @@ fn probe(started: Instant, length: Duration, stop: &AtomicBool) -> Result<Vec<Pr
         request[..8].copy_from_slice(&seq.to_le_bytes());
         let at = started.elapsed();
         let sent_at = Instant::now();
-        let mut rtt = None;
+        let (mut rtt, mut rx_cpu) = (None, None);
         if socket.send(&request).is_ok() {
             while let Ok(n) = socket.recv(&mut buf) {
                 // An answer to an earlier, timed-out request is skipped.
-                if n >= 8 && buf[..8] == seq.to_le_bytes() {
+                if n >= 12 && buf[..8] == seq.to_le_bytes() {
                     rtt = Some(sent_at.elapsed());
+                    let cpu = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+                    rx_cpu = (cpu != u32::MAX).then_some(cpu);
                     break;
                 }
             }
         }
-        probes.push(Probe { at, rtt });
+        probes.push(Probe { at, rtt, rx_cpu });
         if let Some(wait) = PROBE_EVERY.checked_sub(sent_at.elapsed()) {
             std::thread::sleep(wait);
         }
