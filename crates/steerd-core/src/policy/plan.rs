@@ -43,7 +43,8 @@ pub enum ReasonKind {
     RpsWiden,
     /// An RPS mask narrowed: the pressure is gone.
     RpsNarrow,
-    /// RPS turned off: the pressure is gone, or the config says so.
+    /// RPS turned off: the pressure is gone, the config says so, or the device's queue set
+    /// changed under steerd's masks.
     RpsOff,
     /// RPS set to the configured static mask.
     RpsStatic,

@@ -72,15 +72,18 @@ pub fn plan(p: &mut Planner, distress: bool) {
                         distress,
                         format!("{name}: RPS was undone ({why}); held off for {left_s} s more"),
                     ),
-                    Judgement::Measuring { decisions_left } => wait(
-                        p,
-                        d,
-                        distress,
-                        format!(
-                            "{name}: its queue set changed; measuring its queues as they are \
-                             for {decisions_left} more decisions before an RPS trial"
-                        ),
-                    ),
+                    Judgement::Measuring { decisions_left } => {
+                        clear_for_new_queues(p, d);
+                        wait(
+                            p,
+                            d,
+                            distress,
+                            format!(
+                                "{name}: its queue set changed; measuring its queues as they \
+                                 are for {decisions_left} more decisions before an RPS trial"
+                            ),
+                        )
+                    }
                 }
             }
             _ => {}
@@ -160,6 +163,19 @@ fn target(p: &Planner, d: usize, queue: u32) -> Knob {
         device: p.devices[d].dev.name.clone(),
         queue,
     }
+}
+
+/// The device's queues whose current mask steerd set and which no rule of this decision
+/// has changed yet, with that mask (empty masks left out).
+fn steerds_masks(p: &Planner, d: usize) -> Vec<(u32, CpuSet)> {
+    queues(p, d)
+        .into_iter()
+        .filter(|(queue, current)| {
+            !current.is_empty()
+                && owned(p, d, *queue, current)
+                && !p.planned.contains_key(&target(p, d, *queue))
+        })
+        .collect()
 }
 
 /// Whether steerd set this queue's current mask.
@@ -298,6 +314,32 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String, hold_
     };
     let expected = format!("{name}'s masks as they were before the change");
     apply(p, d, changes, ReasonKind::RpsUndo, why, expected, false);
+}
+
+/// Turns off the masks steerd set on a device whose queue set changed, at the first
+/// decision that measures it (`rps_trial::forget`): they were chosen, and judged if a trial
+/// kept them, for the queues it had. The driver gives the queues it adds no mask, and those
+/// that remain keep theirs, so a mask spread for a hot queue of two stayed on it once the
+/// device had a queue per core, sending its work to CPUs now busy with their own queues,
+/// and nothing narrowed it while they stayed hot (the lab's `channels` on virtio-net 6.19,
+/// 2026-11-30: rx-1's `0,2-3`, set by a kept trial before `ethtool -L`, to the end of the
+/// run). Off, the queues are measured as the driver left them, and RPS is tried on them
+/// afresh, on trial, if a CPU is still hot. Outside the action budget: like an undo, it
+/// takes back a change whose grounds are gone.
+fn clear_for_new_queues(p: &mut Planner, d: usize) {
+    let changes: Vec<(u32, CpuSet)> = steerds_masks(p, d)
+        .into_iter()
+        .map(|(queue, _)| (queue, CpuSet::new()))
+        .collect();
+    if changes.is_empty() {
+        return;
+    }
+    let name = p.devices[d].dev.name.clone();
+    let why = format!(
+        "{name}'s queue set changed: the RPS masks steerd set were chosen for the queues it had"
+    );
+    let expected = format!("{name}'s queues as its driver left them, measured before RPS again");
+    apply(p, d, changes, ReasonKind::RpsOff, why, expected, false);
 }
 
 /// RPS waits on the device (held after an undo, or measuring it after a queue-set

@@ -1455,6 +1455,46 @@ fn rps_waits_for_a_renewed_device_to_be_measured() {
     );
 }
 
+/// A mask a kept trial set is turned off when its device's queue set changes, at the first
+/// decision after it (`rps::clear_for_new_queues`): it was chosen for the queues the device
+/// had. The driver left it on the queue that remains; before, nothing narrowed it while
+/// the CPUs stayed hot. RPS then comes back on trial, once the device has been measured
+/// and the mask has dwelt.
+#[test]
+fn a_kept_mask_is_turned_off_when_its_devices_queue_set_changes() {
+    let (mut bench, mut state, rx1) = rps_on_for_one_hot_queue();
+    for _ in 0..10 {
+        if state.rps_trial_counts().kept == 1 {
+            break;
+        }
+        bench.step(&mut state);
+    }
+    assert_eq!(state.rps_trial_counts().kept, 1, "the trial was kept");
+    state.forget_rps_trial("eth0");
+    let plan = bench.step(&mut state);
+    let off = plan
+        .actions
+        .iter()
+        .find(|a| a.target == rx1)
+        .unwrap_or_else(|| panic!("the kept mask turned off: {plan}"));
+    assert_eq!(off.reason.kind, ReasonKind::RpsOff, "{plan}");
+    assert_eq!(off.new, KnobValue::Cpus(CpuSet::new()), "{plan}");
+    assert!(off.reason.text.contains("queue set changed"), "{plan}");
+    let mut again = None;
+    for tick in 1..60u32 {
+        if turns_rps_on(&bench.step(&mut state)) {
+            again = Some(tick);
+            break;
+        }
+    }
+    let again = again.expect("RPS tried again on the queues the device has now");
+    assert!(
+        again >= super::rps_trial::BEFORE_TICKS as u32,
+        "RPS back on {again} decisions after the change"
+    );
+    assert!(super::rps_trial::running(&state, "eth0"), "on trial");
+}
+
 /// A device whose RPS trials keep failing is tried less and less often
 /// (`rps_trial::hold_after`): the queue stays hot for 20 minutes and every trial brings
 /// backlog drops, so RPS goes on and is undone three times, held 300 s, then 600 s, then

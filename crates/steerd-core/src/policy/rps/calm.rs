@@ -7,7 +7,7 @@
 //! counterpart of [`super::spread`]: it reads calm rather than heat, changes only masks
 //! steerd set, and predicts the work left on fewer CPUs rather than the work taken away.
 
-use super::{apply, owned, queues, target};
+use super::{apply, steerds_masks, target};
 use crate::cpuset::CpuSet;
 use crate::policy::context::Planner;
 use crate::policy::hysteresis::kilo;
@@ -28,14 +28,7 @@ pub(super) fn calm_down(p: &mut Planner, d: usize) {
         return;
     }
     let name = p.devices[d].dev.name.clone();
-    let ours: Vec<(u32, CpuSet)> = queues(p, d)
-        .into_iter()
-        .filter(|(queue, current)| {
-            !current.is_empty()
-                && owned(p, d, *queue, current)
-                && !p.planned.contains_key(&target(p, d, *queue))
-        })
-        .collect();
+    let ours = steerds_masks(p, d);
     if ours.is_empty() {
         return;
     }
