@@ -115,6 +115,23 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
                 )
             },
         ),
+        // Not one of issue 30's either: a queue-set change under saturation, where steerd
+        // undoes or turns off the RPS masks it set for the old queues and measures the new
+        // ones before another trial (docs/policy.md, "a trial").
+        sat(
+            "",
+            Scenario {
+                events: vec![
+                    (10, "ethtool -L eth0 combined 2"),
+                    (18, "ethtool -L eth0 combined 4"),
+                ],
+                steady: Duration::from_secs(8),
+                ..base(
+                    "sat-channels",
+                    "the driver's placement, ethtool -L eth0 combined 2 at 10 s, 4 at 18 s, 8 UDP flows, saturating rules",
+                )
+            },
+        ),
         sat(
             "pin_inputs 0; hold_balancer",
             Scenario {
