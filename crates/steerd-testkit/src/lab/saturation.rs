@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use super::scenario::{Scenario, THREADED_ON, UDP_PPS, base, udp};
+use super::scenario::{CHANNEL_CHANGES, Scenario, THREADED_ON, UDP_PPS, base, udp};
 
 /// Never-matching policy-routing rules in every saturated guest.
 pub const RULES: u32 = 1000;
@@ -121,10 +121,7 @@ pub fn all(idle: Duration, rss_length: Duration) -> Vec<Scenario> {
         sat(
             "",
             Scenario {
-                events: vec![
-                    (10, "ethtool -L eth0 combined 2"),
-                    (18, "ethtool -L eth0 combined 4"),
-                ],
+                events: CHANNEL_CHANGES.to_vec(),
                 steady: Duration::from_secs(8),
                 ..base(
                     "sat-channels",

@@ -156,6 +156,13 @@ pub fn base(name: &'static str, what: &'static str) -> Scenario {
     }
 }
 
+/// `channels`' and `sat-channels`' queue-set changes: 2 combined channels at 10 s, 4 again
+/// at 18 s.
+pub const CHANNEL_CHANGES: [(u32, &str); 2] = [
+    (10, "ethtool -L eth0 combined 2"),
+    (18, "ethtool -L eth0 combined 4"),
+];
+
 /// The guest shell that turns threaded NAPI on for the NIC: each NAPI instance then polls
 /// in a kernel thread `napi/eth0-ID` that the scheduler places, not in the softirq of the
 /// CPU its IRQ fired on (Linux 5.12 and later; issue 20).
@@ -247,10 +254,7 @@ pub fn all(idle: Duration) -> Vec<Scenario> {
             )
         },
         Scenario {
-            events: vec![
-                (10, "ethtool -L eth0 combined 2"),
-                (18, "ethtool -L eth0 combined 4"),
-            ],
+            events: CHANNEL_CHANGES.to_vec(),
             steady: Duration::from_secs(8),
             ..base(
                 "channels",
