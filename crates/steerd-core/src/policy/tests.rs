@@ -441,7 +441,6 @@ fn skewed_virtio(skew: [f64; 4]) -> SimMachine {
     four_cpus(vec![virtio])
 }
 
-/// The RPS mask writes of a plan.
 /// Whether the plan turns RPS on for some queue.
 fn turns_rps_on(plan: &Plan) -> bool {
     rps_actions(plan)
@@ -449,6 +448,7 @@ fn turns_rps_on(plan: &Plan) -> bool {
         .any(|a| a.reason.kind == ReasonKind::RpsOn)
 }
 
+/// The RPS mask writes of a plan.
 fn rps_actions(plan: &Plan) -> Vec<&Action> {
     plan.actions
         .iter()

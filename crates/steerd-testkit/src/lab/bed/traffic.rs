@@ -201,7 +201,11 @@ fn echo(socket: UdpSocket, connect: bool, stop: &AtomicBool) -> Result<()> {
                     .map_err(io("connecting the echo to the probe"))?;
                 connected = true;
             }
-            let cpu = incoming_cpu(&socket).unwrap_or(u32::MAX);
+            // Unconnected, the kernel records no CPU: no call each request to learn that.
+            let cpu = connected
+                .then(|| incoming_cpu(&socket))
+                .flatten()
+                .unwrap_or(u32::MAX);
             let mut answer = [0u8; 12];
             answer[..8].copy_from_slice(&buf[..8]);
             answer[8..].copy_from_slice(&cpu.to_le_bytes());
