@@ -43,9 +43,12 @@ pub enum ReasonKind {
     RpsWiden,
     /// An RPS mask narrowed: the pressure is gone.
     RpsNarrow,
-    /// RPS turned off: the pressure is gone, the config says so, or the device's queue set
-    /// changed under steerd's masks.
+    /// RPS turned off: the pressure is gone, or the config says so.
     RpsOff,
+    /// RPS turned off on a device whose queue set changed under steerd's masks: they were
+    /// chosen for the queues it had. Unlike the other changes it starts no dwell time
+    /// ([`PolicyState::record_applied`](super::state::PolicyState::record_applied)).
+    RpsReset,
     /// RPS set to the configured static mask.
     RpsStatic,
     /// An RPS change that made the machine worse (less receive work done, or backlog
@@ -66,7 +69,7 @@ pub enum ReasonKind {
 
 impl ReasonKind {
     /// Every reason, so the metrics can export each action's series at 0 from the start.
-    pub const ALL: [ReasonKind; 21] = [
+    pub const ALL: [ReasonKind; 22] = [
         ReasonKind::ForbiddenCpu,
         ReasonKind::RemoteNode,
         ReasonKind::StackedVectors,
@@ -81,6 +84,7 @@ impl ReasonKind {
         ReasonKind::RpsWiden,
         ReasonKind::RpsNarrow,
         ReasonKind::RpsOff,
+        ReasonKind::RpsReset,
         ReasonKind::RpsStatic,
         ReasonKind::RpsUndo,
         ReasonKind::RfsOn,
@@ -112,6 +116,7 @@ impl ReasonKind {
             | ReasonKind::RpsWiden
             | ReasonKind::RpsNarrow
             | ReasonKind::RpsOff
+            | ReasonKind::RpsReset
             | ReasonKind::RpsStatic
             | ReasonKind::RpsUndo => &[RPS_CPUS],
             ReasonKind::RfsOn | ReasonKind::RfsOff => &[RPS_FLOW_CNT, RPS_SOCK_FLOW_ENTRIES],
@@ -137,6 +142,7 @@ impl ReasonKind {
             ReasonKind::RpsWiden => "rps_widen",
             ReasonKind::RpsNarrow => "rps_narrow",
             ReasonKind::RpsOff => "rps_off",
+            ReasonKind::RpsReset => "rps_reset",
             ReasonKind::RpsStatic => "rps_static",
             ReasonKind::RpsUndo => "rps_undo",
             ReasonKind::RfsOn => "rfs_on",

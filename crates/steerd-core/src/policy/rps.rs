@@ -324,8 +324,9 @@ fn undo(p: &mut Planner, d: usize, masks: Vec<(u32, CpuSet)>, why: String, hold_
 /// and nothing narrowed it while they stayed hot (the lab's `channels` on virtio-net 6.19,
 /// 2026-11-30: rx-1's `0,2-3`, set by a kept trial before `ethtool -L`, to the end of the
 /// run). Off, the queues are measured as the driver left them, and RPS is tried on them
-/// afresh, on trial, if a CPU is still hot. Outside the action budget: like an undo, it
-/// takes back a change whose grounds are gone.
+/// afresh, on trial, if a CPU is still hot, with no `rps_dwell` to wait out
+/// ([`ReasonKind::RpsReset`]). Outside the action budget: like an undo, it takes back a
+/// change whose grounds are gone.
 fn clear_for_new_queues(p: &mut Planner, d: usize) {
     let changes: Vec<(u32, CpuSet)> = steerds_masks(p, d)
         .into_iter()
@@ -339,7 +340,7 @@ fn clear_for_new_queues(p: &mut Planner, d: usize) {
         "{name}'s queue set changed: the RPS masks steerd set were chosen for the queues it had"
     );
     let expected = format!("{name}'s queues as its driver left them, measured before RPS again");
-    apply(p, d, changes, ReasonKind::RpsOff, why, expected, false);
+    apply(p, d, changes, ReasonKind::RpsReset, why, expected, false);
 }
 
 /// RPS waits on the device (held after an undo, or measuring it after a queue-set

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::hysteresis::Streaks;
-use super::plan::{Action, NoteKind, Plan};
+use super::plan::{Action, NoteKind, Plan, ReasonKind};
 use crate::cpuset::CpuSet;
 use crate::knob::{Knob, KnobValue};
 
@@ -55,11 +55,21 @@ impl PolicyState {
         Self::default()
     }
 
-    /// Records a successful write of an action at `now_ns`.
+    /// Records a successful write of an action at `now_ns`. An `rps_reset` starts no dwell
+    /// time and ends the one running: it takes back masks chosen for queues the device no
+    /// longer has, as the driver would have had it re-created them (`forget_owner`), so
+    /// RPS may be tried on the new queues once they are measured. With the dwell, the veth
+    /// bed (2026-11-30, `examples/bed --channels-at 10:2,22:4`) kept its sender's CPU
+    /// saturated for the 30 s of `rps_dwell` after each `ethtool -L`: 17.3k pkt/s
+    /// delivered against the hand recipe's 23.6k.
     pub fn record_applied(&mut self, action: &Action, now_ns: u64) {
         self.written
             .insert(action.target.clone(), action.new.clone());
-        self.changed_at.insert(action.target.clone(), now_ns);
+        if action.reason.kind == ReasonKind::RpsReset {
+            self.changed_at.remove(&action.target);
+        } else {
+            self.changed_at.insert(action.target.clone(), now_ns);
+        }
         self.external.remove(&action.target);
         self.failed.remove(&action.target);
     }
