@@ -4,7 +4,10 @@
 //!
 //! `cargo run --release --example bed -- [--reps N] [--secs S] [--rate PPS] [--flows N]
 //! [--queues Q] [--rules N] [--sender-cpu C] [--balancers none,steerd,hand]
-//! [--steerd PATH] [--connected-echo] [--format text|json] [--check]`; root needed.
+//! [--steerd PATH] [--connected-echo] [--channels-at SECS:N,...] [--format text|json]
+//! [--check]`; root needed.
+//! `--channels-at 6:2,12:4` runs `ethtool -L bed-rx rx 2` 6 s into each run's traffic and
+//! `rx 4` at 12 s (scenario `veth-bed-channels`; the last must restore `--queues`).
 //! `--connected-echo` connects the probe's echo to the prober, as an RPC server's
 //! connection is, so that each run says which CPU received the probe (`probe_rx_share`);
 //! the figures in docs/performance.md are without it. `--check` exits 1 when a
@@ -22,8 +25,8 @@ use std::time::Duration;
 use lab::bed::{self, BedBalancer, BedConfig, BedRun};
 
 const USAGE: &str = "bed [--reps N] [--secs S] [--rate PPS] [--flows N] [--queues Q] [--rules N] \
-[--sender-cpu C] [--balancers none,steerd,hand] [--steerd PATH] [--connected-echo] [--format text|json] \
-[--check]";
+[--sender-cpu C] [--balancers none,steerd,hand] [--steerd PATH] [--connected-echo] \
+[--channels-at SECS:N,...] [--format text|json] [--check]";
 
 fn main() {
     match run() {
@@ -62,6 +65,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
             "--format" => json = value()? == "json",
             "--check" => check = true,
             "--connected-echo" => config.connected_echo = true,
+            "--channels-at" => config.channel_changes = bed::ChannelChange::parse_list(&value()?)?,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(true);
@@ -101,10 +105,11 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 
 fn row(r: &BedRun) -> String {
     format!(
-        "rep {} {:<6} delivered {:>6.0} pkt/s (sent {:>6.0}) drops softnet {:>6} rcvbuf {:>5} busiest si {:.2} {:?} p50/p99 {:?}/{:?} us lost {} first change {:?} s after {} restored {} masks {:?} waited for quiet {} s",
+        "rep {} {:<6} delivered {:>6.0} pkt/s (run {:>6.0}, sent {:>6.0}) drops softnet {:>6} rcvbuf {:>5} busiest si {:.2} {:?} p50/p99 {:?}/{:?} us lost {} first change {:?} s after {} restored {} masks {:?} waited for quiet {} s",
         r.rep,
         r.balancer,
         r.delivered_pps,
+        r.delivered_run_pps,
         r.sent_pps,
         r.softnet_drops,
         r.rcvbuf_errors,

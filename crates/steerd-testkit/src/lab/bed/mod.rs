@@ -68,6 +68,76 @@ pub struct BedConfig {
     /// The probe's echo connects to the prober (`traffic::echo`): the runs then say which
     /// CPU received the probe's requests (`probe_rx_share`).
     pub connected_echo: bool,
+    /// Changes of the receiver's receive queues during each run, in time order, the last
+    /// back to `queues` (`--channels-at`; [`ChannelChange::check`]).
+    pub channel_changes: Vec<ChannelChange>,
+}
+
+/// A change of the receiver's receive queue count during a run (`ethtool -L bed-rx rx N`),
+/// as an operator's `ethtool -L` on a NIC: the kernel removes the queues above N with
+/// their masks and re-creates them with empty masks (`rps_cpus` 0) when the count comes
+/// back. Why the bed has it: a queue-set change is where steerd forgets what its RPS
+/// trials learnt and turns off the masks it set for the old queues (docs/policy.md, "a
+/// trial"); the lab's guests never kept a mask before such a change, the bed keeps one in
+/// every run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelChange {
+    pub at: Duration,
+    pub rx_queues: u32,
+}
+
+impl ChannelChange {
+    /// `SECS:N[,SECS:N...]`: at SECS seconds into the traffic, N receive queues.
+    pub fn parse_list(text: &str) -> std::result::Result<Vec<ChannelChange>, String> {
+        text.split(',')
+            .map(|item| {
+                let (at, n) = item
+                    .split_once(':')
+                    .ok_or(format!("{item:?}: expected SECS:QUEUES"))?;
+                let at: f64 = at
+                    .parse()
+                    .map_err(|e| format!("{item:?}: seconds {at:?}: {e}"))?;
+                if !at.is_finite() || at < 0.0 {
+                    return Err(format!("{item:?}: seconds must be 0 or more"));
+                }
+                let rx_queues = n
+                    .parse()
+                    .map_err(|e| format!("{item:?}: queues {n:?}: {e}"))?;
+                Ok(ChannelChange {
+                    at: Duration::from_secs_f64(at),
+                    rx_queues,
+                })
+            })
+            .collect()
+    }
+
+    /// Why `changes` cannot run on `config`'s bed, or `None`: in time order within the
+    /// traffic, each count between 1 and the veth's `queues`, the last back to `queues` (so
+    /// that every run ends with the queues whose masks it checks are restored).
+    pub fn check(changes: &[ChannelChange], config: &BedConfig) -> Option<String> {
+        let last = changes.last()?;
+        if let Some(c) = changes
+            .iter()
+            .find(|c| c.rx_queues == 0 || c.rx_queues > config.queues)
+        {
+            return Some(format!(
+                "{} rx queues at {:?}: the veth has 1 to {}",
+                c.rx_queues, c.at, config.queues
+            ));
+        }
+        if changes.windows(2).any(|w| w[1].at <= w[0].at) || last.at >= config.length {
+            return Some(format!(
+                "the changes must be in time order and within the {:?} of traffic",
+                config.length
+            ));
+        }
+        (last.rx_queues != config.queues).then(|| {
+            format!(
+                "the last change must bring the receiver back to its {} queues",
+                config.queues
+            )
+        })
+    }
 }
 
 /// The defaults make a load one CPU cannot carry and two can, on these 2-CPU machines:
@@ -86,6 +156,7 @@ impl Default for BedConfig {
             sender_cpu: 0,
             steerd: PathBuf::from("target/release/steerd"),
             connected_echo: false,
+            channel_changes: Vec::new(),
         }
     }
 }
@@ -94,12 +165,16 @@ impl Default for BedConfig {
 /// window: the second half of the traffic.
 #[derive(Debug, Clone, Serialize)]
 pub struct BedRun {
+    /// `veth-bed`, or `veth-bed-channels` with channel changes (`--channels-at`).
     pub scenario: &'static str,
     pub balancer: &'static str,
     pub rep: u32,
     pub offered_pps: u32,
     pub sent_pps: f64,
     pub delivered_pps: f64,
+    /// Delivered over the whole traffic, not only the steady window: what a balancer's
+    /// slow start, or a pause after a channel change, cost.
+    pub delivered_run_pps: f64,
     /// softnet `dropped` (backlog full) over the whole run, every CPU.
     pub softnet_drops: u64,
     /// veth has no tap: always `null`; kept so that lab and bed lines share their fields.
@@ -136,6 +211,9 @@ pub struct BedRun {
     /// steerd's undo of an RPS trial during the run, as its log gives it (masks and
     /// reason), or `null`: an undone trial leaves the bed as `none` left it.
     pub rps_undone: Option<String>,
+    /// The masks steerd turned off because their device's queue set changed (its
+    /// `rps_reset` writes, from its log); `null` for `none` and `hand`.
+    pub rps_resets: Option<u32>,
 }
 
 /// `balancers` in the order round `rep` runs them: as given in odd rounds, with `steerd`
@@ -169,7 +247,10 @@ pub fn unavailable(config: &BedConfig) -> Option<String> {
             config.sender_cpu
         ));
     }
-    None
+    if !config.channel_changes.is_empty() && super::which("ethtool").is_none() {
+        return Some("channel changes need ethtool (apt-get install ethtool)".into());
+    }
+    ChannelChange::check(&config.channel_changes, config)
 }
 
 /// The number of CPUs online (`/sys/devices/system/cpu/online`), at least 1.
@@ -219,13 +300,19 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
     let mut changes_after = 0u32;
     let mut window: Option<Reading> = None;
     let mut steady_masks = last.clone();
+    let mut channel_changes = config.channel_changes.iter().peekable();
     while traffic.started.elapsed() < config.length {
         std::thread::sleep(Duration::from_millis(100));
         let at = traffic.started.elapsed();
+        while let Some(change) = channel_changes.next_if(|c| at >= c.at) {
+            net.set_rx_queues(change.rx_queues)?;
+        }
         let masks = net.rps_masks()?;
         if masks != last {
+            // The queues both readings have: a queue the kernel removed or re-created is
+            // the channel change's doing, not the balancer's.
             let changed = masks.iter().zip(&last).filter(|(a, b)| a != b).count() as u32;
-            if first_change.is_none() {
+            if changed > 0 && first_change.is_none() {
                 first_change = Some(at.as_secs_f64());
             }
             if window.is_some() {
@@ -294,7 +381,11 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
     let answered = rtts.len().max(1) as f64;
     let length = config.length.as_secs_f64();
     Ok(BedRun {
-        scenario: "veth-bed",
+        scenario: if config.channel_changes.is_empty() {
+            "veth-bed"
+        } else {
+            "veth-bed-channels"
+        },
         balancer: balancer.name(),
         rep,
         offered_pps: config.rate,
@@ -303,6 +394,7 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
             end.delivered.saturating_sub(start.delivered) as f64 / secs,
             0,
         ),
+        delivered_run_pps: round(end.delivered as f64 / length, 0),
         softnet_drops,
         tap_drops: None,
         rcvbuf_errors,
@@ -335,6 +427,8 @@ pub fn run(config: &BedConfig, balancer: BedBalancer, rep: u32) -> Result<BedRun
                     .map_or(line.as_str(), |(_, l)| l)
                     .to_string()
             }),
+        rps_resets: (balancer == BedBalancer::Steerd)
+            .then(|| crate::lab::report::rps_writes(&steerd_log, "rps_reset").count() as u32),
     })
 }
 
@@ -478,6 +572,46 @@ impl Drop for Steerd {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_changes_parse_and_are_checked_against_the_bed() {
+        let config = BedConfig::default();
+        let changes = ChannelChange::parse_list("10:2,15.5:4").expect("parses");
+        assert_eq!(
+            changes,
+            vec![
+                ChannelChange {
+                    at: Duration::from_secs(10),
+                    rx_queues: 2
+                },
+                ChannelChange {
+                    at: Duration::from_millis(15_500),
+                    rx_queues: 4
+                },
+            ]
+        );
+        assert_eq!(ChannelChange::check(&changes, &config), None);
+        assert_eq!(ChannelChange::check(&[], &config), None);
+        for bad in ["10", "x:2", "10:y", "-1:2", "inf:2"] {
+            assert!(ChannelChange::parse_list(bad).is_err(), "{bad}");
+        }
+        for (list, why) in [
+            ("10:2", "back to its 4 queues"),
+            ("10:0,12:4", "the veth has 1 to 4"),
+            ("10:5,12:4", "the veth has 1 to 4"),
+            ("12:2,10:4", "time order"),
+            ("10:2,20:4", "time order"),
+        ] {
+            let changes = ChannelChange::parse_list(list).expect("parses");
+            let said = ChannelChange::check(&changes, &config).unwrap_or_default();
+            assert!(said.contains(why), "{list}: {said}");
         }
     }
 }

@@ -165,9 +165,20 @@ impl BedNet {
         PathBuf::from(format!("/proc/self/fd/{}/{rel}", self.sysfs.as_raw_fd()))
     }
 
-    /// The receiver's `rps_cpus` masks, queue by queue, as the kernel prints them.
+    /// The receiver's `rps_cpus` masks, queue by queue, as the kernel prints them: the
+    /// queues it has now (a channel change removes and re-creates them).
     pub fn rps_masks(&self) -> Result<Vec<String>> {
-        (0..self.queues)
+        let dir = self.sys(&format!("class/net/{RECEIVER_IF}/queues"));
+        let mut queues: Vec<u32> = std::fs::read_dir(&dir)
+            .map_err(io(format!("listing {RECEIVER_IF}'s queues")))?
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name();
+                name.to_str()?.strip_prefix("rx-")?.parse().ok()
+            })
+            .collect();
+        queues.sort_unstable();
+        queues
+            .into_iter()
             .map(|q| {
                 let path = self.sys(&format!("class/net/{RECEIVER_IF}/queues/rx-{q}/rps_cpus"));
                 std::fs::read_to_string(&path)
@@ -175,6 +186,25 @@ impl BedNet {
                     .map_err(io(format!("reading {RECEIVER_IF} rx-{q} rps_cpus")))
             })
             .collect()
+    }
+
+    /// Gives the receiver `n` receive queues (`ethtool -L bed-rx rx N` in its namespace).
+    pub fn set_rx_queues(&self, n: u32) -> Result<()> {
+        let n = n.to_string();
+        run_cmd(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.receiver.name,
+                "ethtool",
+                "-L",
+                RECEIVER_IF,
+                "rx",
+                &n,
+            ],
+        )
+        .map(drop)
     }
 
     /// Writes one receive queue's file (`rps_cpus`, `rps_flow_cnt`).

@@ -235,6 +235,7 @@ mod tests {
             offered_pps: 40_000,
             sent_pps: delivered_pps,
             delivered_pps,
+            delivered_run_pps: delivered_pps,
             softnet_drops: 0,
             tap_drops: None,
             rcvbuf_errors: 0,
@@ -253,6 +254,7 @@ mod tests {
             balancer_cpu: None,
             waited_for_quiet_s: 0.0,
             rps_undone: None,
+            rps_resets: None,
         }
     }
 
