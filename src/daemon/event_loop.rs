@@ -167,6 +167,8 @@ impl Daemon {
     /// vectors, unpinned NAPI threads: facts that need no rates) comes a quarter interval
     /// after the start rather than a whole one. Load rates from that first short window
     /// only start the smoothed load; acting on heat still takes `confirm_ticks` samples.
+    /// Also fast in an RPS trial's first decisions, so that a trial that harms is undone
+    /// within about half a second (`PolicyState::rps_trial_early`).
     pub(super) fn next_tick_in(&self) -> Duration {
         let config = self.engine.config();
         if let Some(gap) = self.quiet.gap(config) {
@@ -180,6 +182,7 @@ impl Daemon {
                 .engine
                 .policy()
                 .confirming(config.hysteresis.confirm_ticks)
+            || self.engine.policy().rps_trial_early()
         {
             (interval / 4).max(FAST_TICK_MIN).min(interval)
         } else {

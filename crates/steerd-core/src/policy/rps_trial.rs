@@ -341,6 +341,23 @@ pub fn running(state: &PolicyState, device: &str) -> bool {
         .is_some_and(|t| t.held_until_ns.is_none())
 }
 
+/// Whether a trial was made less than [`EARLY_TICKS`] decisions ago: the daemon then samples
+/// at its fast tick, so that plain harm is undone half a second after the change instead of
+/// one or two intervals. Why: a trial that harms a saturated guest loses packets from its
+/// first samples on (backlogs full), and waiting a whole interval to see it is what most
+/// of a trial's drops are. The lab's virtio-net 6.19 `sat-channels` runs (2026-11-30)
+/// undid every such trial on backlog drops 1.1-1.3 s after it was made, at 9-21k softnet
+/// drops a run; `sat-elephant` loses 27-37k packets in the backlogs a trial. Only the
+/// early test sees these short intervals alone: a trial is kept only after [`TRIAL_NS`]
+/// and [`TRIAL_TICKS`] decisions, most of them a whole interval long.
+pub fn in_early_window(state: &PolicyState) -> bool {
+    state.rps_trials.values().any(|t| {
+        t.held_until_ns.is_none()
+            && !t.void
+            && state.ticks.saturating_sub(t.made_at_tick) < EARLY_TICKS
+    })
+}
+
 /// Starts a trial for `device`'s change from `before_masks`, expected to send work to
 /// `targets` (unless one runs: the first change's "before" is what an undo restores).
 pub fn start(p: &mut Planner, device: &str, before_masks: Vec<(u32, CpuSet)>, targets: Targets) {

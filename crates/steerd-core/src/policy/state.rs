@@ -103,6 +103,12 @@ impl PolicyState {
             .any(|s| s.hot > 0 && s.hot < confirm_ticks)
     }
 
+    /// Whether an RPS trial is in its first decisions, when plain harm may end it: the
+    /// daemon samples sooner then too (`rps_trial::in_early_window`).
+    pub fn rps_trial_early(&self) -> bool {
+        super::rps_trial::in_early_window(self)
+    }
+
     /// The RSS table lever's tallies by device: steps written, moves kept and undone.
     pub fn rss_counts(&self) -> impl Iterator<Item = (&str, super::rss::StepCounts)> {
         self.rss

@@ -1290,6 +1290,24 @@ fn rps_on_for_one_hot_queue() -> (Bench, PolicyState, Knob) {
     panic!("RPS never turned on for the hot queue");
 }
 
+/// The daemon samples at its fast tick for an RPS trial's first [`EARLY_TICKS`] decisions
+/// (`PolicyState::rps_trial_early`), when plain harm may undo it, and at its interval after:
+/// the trial is kept only on whole intervals.
+///
+/// [`EARLY_TICKS`]: super::rps_trial::EARLY_TICKS
+#[test]
+fn an_rps_trials_first_decisions_ask_for_the_fast_tick() {
+    let (mut bench, mut state, _) = rps_on_for_one_hot_queue();
+    assert!(super::rps_trial::running(&state, "eth0"), "on trial");
+    let mut early = vec![state.rps_trial_early()];
+    for _ in 0..3 {
+        bench.step(&mut state);
+        early.push(state.rps_trial_early());
+    }
+    assert!(super::rps_trial::running(&state, "eth0"), "still on trial");
+    assert_eq!(early, [true, true, false, false]);
+}
+
 /// Turns RPS on for a hot queue, then does `harm` to the load each decision; returns the
 /// decision (after the change) that undid it, saying `why`, and the state.
 fn rps_undone_after(harm: &dyn Fn(&mut Load), why: &str) -> (u32, PolicyState) {

@@ -41,7 +41,9 @@ pub struct Metrics {
     /// d2d04a0).
     pub daemon_started: Option<f64>,
     /// Seconds from the first sample in which a CPU's irq+softirq share reached steerd's
-    /// high watermark (0.6) to the next change of a NIC value: how fast relief starts.
+    /// high watermark (0.6) to the next change of a NIC value: how fast relief starts. A
+    /// sample that saw it, or the daemon's log where that says it wrote one earlier: an RPS
+    /// trial undone on harm within half a second can be on and off between two samples.
     pub first_relief: Option<f64>,
     /// What steerd's checks of its queue vector moves found (`took_effect`, `no_effect`,
     /// `took_effect_late`, `unknown`; `pending_` before the result for a placement it
@@ -185,6 +187,16 @@ fn is_placement_write(line: &str) -> bool {
         || knob.ends_with(" rps_cpus")
         || (knob.starts_with("napi/") && knob.ends_with(" affinity"));
     placing && rest.contains(") applied")
+}
+
+/// Whether a daemon log line is an applied write of an RPS mask (`eth0 rx-0 rps_cpus: none
+/// -> 0-3 (rps_on: ...) applied`).
+fn is_rps_write(line: &str) -> bool {
+    is_placement_write(line)
+        && line
+            .split_once(" INFO ")
+            .and_then(|(_, rest)| rest.split(": ").next())
+            .is_some_and(|knob| knob.ends_with(" rps_cpus"))
 }
 
 /// Whether a daemon log line is an applied write of a NIC's RSS table (`eth0 rss
@@ -391,9 +403,22 @@ pub fn analyse(s: &Scenario, raw: &RawRun) -> Metrics {
             m.late_changes += changed;
         }
     }
+    if let Some(hot) = hot_at
+        && let Some(made) = written.iter().find(|&&up| up >= hot)
+    {
+        let made = made - hot;
+        m.first_relief = Some(m.first_relief.map_or(made, |seen| seen.min(made)));
+    }
     let table_writes = rss_table_writes(&m.log);
     if table_writes > 0 {
         m.changes_by_lever.insert("rss".into(), table_writes);
+    }
+    // The daemon's own count of its RPS writes where its log has them: a trial made and
+    // undone between two samples (the fast tick of a trial's first decisions undoes
+    // plain harm within about half a second) is in no sample.
+    let rps_writes = m.log.iter().filter(|l| is_rps_write(l)).count();
+    if rps_writes > 0 {
+        m.changes_by_lever.insert("rps".into(), rps_writes);
     }
     let window_start = samples.iter().find(|x| x.up >= start);
     let window_end = samples.iter().rev().find(|x| x.up <= end + 0.5);
@@ -738,6 +763,49 @@ mod tests {
         let table = "2026-11-28T10:02:03.1Z  INFO eth0 rss indirection: 0 1 -> 0 1 2 3 (rss_step: x) applied serves=\"\"";
         let note = "2026-11-28T10:02:20.4Z  INFO policy note (external_change): eth0 rss indirection: steerd wrote 0 1 2 3, now 0 1: changed by someone else; left alone";
         assert_eq!(rss_table_writes(&[table.into(), note.into()]), 1);
+    }
+
+    /// virtio-net 6.19, `sat-elephant` (2026-11-30): with a trial's first decisions at the
+    /// fast tick, an RPS trial made at 3.4 s was undone before the next sample, and the
+    /// run read no change and no relief. The log's writes count.
+    #[test]
+    fn an_rps_trial_between_two_samples_is_relief_and_counted() {
+        let s =
+            scenario::named("sat-cpu0", Duration::from_secs(30)).expect("sat-cpu0 is a scenario");
+        // CPU 0's irq+softirq: 0 from 10.0 to 10.5, then all of its time.
+        let cpu = |softirq: u64, idle: u64| format!("C cpu0 0 0 0 {idle} 0 0 {softirq} 0");
+        let mut raw = RawRun {
+            lines: [
+                ("S 10.0", cpu(0, 100)),
+                ("S 10.5", cpu(0, 150)),
+                ("S 11.0", cpu(50, 150)),
+                ("S 13.0", cpu(250, 150)),
+            ]
+            .into_iter()
+            .flat_map(|(s, c)| [s.to_string(), c, "E".to_string()])
+            .collect(),
+            sent: Sent::default(),
+            tap_dropped: 0,
+        };
+        raw.lines.extend(
+            [
+                "LAB READY 10.0",
+                // 1795860140 is 2026-11-28T10:02:20Z, at uptime 10.0.
+                "LAB WALL 9.9 10.1 1795860140.000000",
+                "LOG 2026-11-28T10:02:21.200000Z  INFO eth0 rx-0 rps_cpus: none -> 0-3 (rps_on: x) applied serves=\"\"",
+                "LOG 2026-11-28T10:02:21.700000Z  INFO eth0 rx-0 rps_cpus: 0-3 -> none (rps_undo: x) applied serves=\"\"",
+            ]
+            .map(String::from),
+        );
+        let m = analyse(&s, &raw);
+        assert_eq!(m.first_change, None, "no sample saw it");
+        let relief = m.first_relief.expect("relief from the log");
+        // Hot in the sample at 11.0 (its interval's share 1.0); written at 11.2.
+        assert!((relief - 0.2).abs() < 1e-6, "{relief}");
+        assert_eq!(m.changes_by_lever.get("rps"), Some(&2));
+        assert!(!is_rps_write(
+            "2026-11-28T10:02:21Z  INFO irq 27 affinity: 0 -> 2 (x) applied"
+        ));
     }
 
     /// igb on 6.19, `channels` (2026-11-30): the guest ran `ethtool -L` 1.25 s after it
