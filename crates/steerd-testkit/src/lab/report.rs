@@ -176,39 +176,36 @@ fn placement_writes(log: &[String], wall: Option<super::guest_clock::WallAt>) ->
         .collect()
 }
 
+/// The knob of a daemon log line that reports an applied write (`irq 27 affinity` in
+/// `... INFO irq 27 affinity: 0 -> 2 (...) applied ...`), or `None` for any other line.
+fn applied_knob(line: &str) -> Option<&str> {
+    let (_, rest) = line.split_once(" INFO ")?;
+    rest.contains(") applied")
+        .then(|| rest.split(": ").next())
+        .flatten()
+}
+
 /// Whether a daemon log line is an applied write of what `first_change` counts: a vector's
 /// affinity (`irq 27 affinity: 0 -> 2 (...) applied`), an RPS mask, a NAPI thread's CPUs.
 fn is_placement_write(line: &str) -> bool {
-    let Some((_, rest)) = line.split_once(" INFO ") else {
-        return false;
-    };
-    let knob = rest.split(": ").next().unwrap_or_default();
-    let placing = (knob.starts_with("irq ") && knob.ends_with(" affinity"))
-        || knob.ends_with(" rps_cpus")
-        || (knob.starts_with("napi/") && knob.ends_with(" affinity"));
-    placing && rest.contains(") applied")
+    applied_knob(line).is_some_and(|knob| {
+        (knob.starts_with("irq ") && knob.ends_with(" affinity"))
+            || knob.ends_with(" rps_cpus")
+            || (knob.starts_with("napi/") && knob.ends_with(" affinity"))
+    })
 }
 
 /// Whether a daemon log line is an applied write of an RPS mask (`eth0 rx-0 rps_cpus: none
 /// -> 0-3 (rps_on: ...) applied`).
 fn is_rps_write(line: &str) -> bool {
-    is_placement_write(line)
-        && line
-            .split_once(" INFO ")
-            .and_then(|(_, rest)| rest.split(": ").next())
-            .is_some_and(|knob| knob.ends_with(" rps_cpus"))
+    applied_knob(line).is_some_and(|knob| knob.ends_with(" rps_cpus"))
 }
 
 /// Whether a daemon log line is an applied write of a NIC's RSS table (`eth0 rss
 /// indirection: 0 1 -> 0 1 2 3 (rss_step: ...) applied`). Only steerd logs them;
 /// irqbalance never writes the table.
 pub(super) fn is_table_write(line: &str) -> bool {
-    line.split_once(" INFO ").is_some_and(|(_, rest)| {
-        rest.split(": ")
-            .next()
-            .is_some_and(|knob| knob.ends_with(" rss indirection"))
-            && rest.contains(") applied")
-    })
+    applied_knob(line).is_some_and(|knob| knob.ends_with(" rss indirection"))
 }
 
 /// How many RSS table writes a daemon log reports applied.

@@ -94,7 +94,6 @@ impl Drop for Netns {
 pub struct BedNet {
     pub sender: Netns,
     pub receiver: Netns,
-    pub queues: u32,
     /// The receiver namespace's sysfs, a detached mount (see the module's doc).
     sysfs: OwnedFd,
 }
@@ -155,7 +154,6 @@ impl BedNet {
         Ok(BedNet {
             sender,
             receiver,
-            queues,
             sysfs,
         })
     }
